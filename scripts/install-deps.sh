@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs every package hutch needs to build, test, benchmark and build guest images, with apt.
+# Idempotent: running it again installs nothing new. Debian 12 (bookworm).
+set -euo pipefail
+
+packages=(
+  # toolchain and lint
+  build-essential cmake ninja-build pkg-config git clang-format clang-tidy
+  # libraries (headers)
+  nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libspdlog-dev libfmt-dev
+  libsqlite3-dev libexpected-dev libssl-dev libseccomp-dev libgtest-dev libgmock-dev
+  # VMM and disks
+  qemu-system-x86 qemu-utils e2fsprogs
+  # guest image pipeline
+  mmdebstrap busybox-static cpio kmod zstd xz-utils binutils
+  # tests and benchmarks
+  python3 procps psmisc util-linux sqlite3 jq
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages already installed"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: must run as root (try: sudo $0)" >&2
+  exit 1
+fi
+apt-get update -q
+apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,72 @@
+// The hutch frame: the wire unit of the host<->guest agent protocol, also carried by the API's
+// upgraded exec connections. Shared by hutch-agent (guest), hutchd and the CLI.
+// Specification: docs/protocol.md. Keep the two in step.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+
+namespace hutch::proto {
+
+inline constexpr uint32_t kProtocolVersion = 1;
+inline constexpr size_t kHeaderSize = 12;
+inline constexpr uint32_t kMaxPayload = 1u << 20;           // 1 MiB; larger is a protocol error
+inline constexpr uint32_t kInitialWindow = 256u * 1024u;   // per stream, per direction
+
+enum class FrameType : uint8_t {
+  kHello = 0x01,      // host->guest  JSON {"version":1,"host":"..."}
+  kHelloAck = 0x02,   // guest->host  JSON {"version":1,"agent":"x.y.z","capabilities":[...]}
+  kPing = 0x03,       // either way   payload echoed in kPong
+  kPong = 0x04,
+  kExec = 0x10,       // host->guest  JSON ExecRequest; opens stream id
+  kStarted = 0x11,    // guest->host  JSON {"pid":N}
+  kStdin = 0x12,      // host->guest  bytes
+  kStdinEof = 0x13,   // host->guest  empty
+  kStdout = 0x14,     // guest->host  bytes
+  kStderr = 0x15,     // guest->host  bytes
+  kExit = 0x16,       // guest->host  JSON {"code":N} or {"signal":N}; last frame of a stream
+  kSignal = 0x17,     // host->guest  JSON {"signal":N}
+  kWindow = 0x18,     // either way   4-byte LE credit increment for the stream's data
+  kPoweroff = 0x20,   // host->guest  empty: sync, unmount, power off
+  kError = 0x7f,      // either way   JSON {"code":"not_found","message":"..."}; stream 0 = connection
+};
+
+bool isKnownFrameType(uint8_t type);
+
+struct Frame {
+  FrameType type{};
+  uint32_t stream = 0;
+  std::string payload;  // bytes; JSON text for the JSON types
+
+  bool operator==(const Frame&) const = default;
+};
+
+// Header layout (little-endian): u32 payload length, u8 type, u8 flags (0), u16 reserved (0),
+// u32 stream id.
+void encodeFrame(const Frame& frame, std::string& out);
+std::string encodeFrame(const Frame& frame);
+
+// Incremental decoder for a byte stream. Feed bytes as they arrive, then pull frames.
+// After a protocol error (unknown type, nonzero flags/reserved, oversized length) the decoder
+// stays failed: the connection must be reset.
+class FrameDecoder {
+ public:
+  void feed(std::span<const char> bytes);
+  // A frame if one is complete; std::nullopt if more bytes are needed; an error if the stream is
+  // corrupt.
+  Result<std::optional<Frame>> next();
+  size_t buffered() const { return buffer_.size() - offset_; }
+  bool failed() const { return failed_; }
+
+ private:
+  std::string buffer_;
+  size_t offset_ = 0;
+  bool failed_ = false;
+};
+
+}  // namespace hutch::proto

@@ -1,0 +1,55 @@
+// The VMM seam. hutchd talks to virtual machines only through VmBackend and Vm, so a second
+// backend (Firecracker, Cloud Hypervisor) can be added beside qemu/ without touching box/.
+#pragma once
+
+#include <sys/types.h>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "base/result.h"
+#include "vmm/vm_spec.h"
+
+namespace hutch::vmm {
+
+namespace asio = boost::asio;
+
+// What a backend can do, so callers ask instead of being surprised.
+struct Capabilities {
+  bool pause = false;
+  bool snapshot = false;
+  bool kvm = false;   // this host can use hardware acceleration with this backend
+  bool tcg = false;   // software emulation
+  bool operator==(const Capabilities&) const = default;
+};
+
+// A launched VM. Owns the VMM process: destroying a Vm does NOT kill the process (so hutchd can
+// restart and adopt it later); call kill() or shutdown() for that.
+class Vm {
+ public:
+  virtual ~Vm() = default;
+  virtual pid_t pid() const = 0;
+  // Completes when the VMM process has exited; returns how it ended ("exited with status 1",
+  // "killed by signal 9"). The text goes into the box's failure reason.
+  virtual asio::awaitable<std::string> waitExit() = 0;
+  virtual bool exited() const = 0;
+  virtual asio::awaitable<Result<>> pause() = 0;
+  virtual asio::awaitable<Result<>> resume() = 0;
+  // Ask the VMM to quit now (QMP "quit"; SIGKILL if that fails), then wait until it is gone.
+  virtual asio::awaitable<Result<>> kill() = 0;
+};
+
+class VmBackend {
+ public:
+  virtual ~VmBackend() = default;
+  virtual std::string name() const = 0;
+  virtual Capabilities capabilities() const = 0;
+  // Starts the VMM for `spec` and returns once it is running (QMP answered and the guest is
+  // executing). The guest agent may not be ready yet: that is the guest link's business.
+  virtual asio::awaitable<Result<std::unique_ptr<Vm>>> launch(const VmSpec& spec) = 0;
+};
+
+}  // namespace hutch::vmm
