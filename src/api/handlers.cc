@@ -1,0 +1,228 @@
+#include "api/handlers.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/http/write.hpp>
+#include <csignal>
+#include <fstream>
+#include <sstream>
+
+#include "api/json_model.h"
+#include "proto/frame.h"
+#include "proto/messages.h"
+
+namespace hutch::api {
+
+namespace {
+
+using asio::awaitable;
+using Reply = std::optional<Response>;
+
+constexpr uint32_t kExecStream = 1;  // the one stream of an upgraded exec connection
+
+const std::string& param(const RequestContext& ctx, const char* name) {
+  return ctx.params.find(name)->second;
+}
+
+awaitable<Reply> createBox(box::BoxService& service, RequestContext& ctx) {
+  auto request = parseCreateBox(ctx.request.body());
+  if (!request) co_return errorResponse(request.error());
+  auto created = co_await service.create(std::move(*request));
+  if (!created) co_return errorResponse(created.error());
+  co_return jsonResponse(http::status::created, toJson(*created));
+}
+
+awaitable<Reply> listBoxes(box::BoxService& service, RequestContext&) {
+  auto boxes = service.list();
+  if (!boxes) co_return errorResponse(boxes.error());
+  json items = json::array();
+  for (const auto& b : *boxes) items.push_back(toJson(b));
+  co_return jsonResponse(http::status::ok, json{{"boxes", items}});
+}
+
+awaitable<Reply> getBox(box::BoxService& service, RequestContext& ctx) {
+  auto b = service.get(param(ctx, "box"));
+  if (!b) co_return errorResponse(b.error());
+  co_return jsonResponse(http::status::ok, toJson(*b));
+}
+
+awaitable<Reply> stopBox(box::BoxService& service, RequestContext& ctx) {
+  auto b = co_await service.stop(param(ctx, "box"));
+  if (!b) co_return errorResponse(b.error());
+  co_return jsonResponse(http::status::ok, toJson(*b));
+}
+
+awaitable<Reply> removeBox(box::BoxService& service, RequestContext& ctx) {
+  auto removed = co_await service.remove(param(ctx, "box"), queryFlag(ctx.query, "force"));
+  if (!removed) co_return errorResponse(removed.error());
+  co_return jsonResponse(http::status::ok, json{{"removed", param(ctx, "box")}});
+}
+
+awaitable<Reply> boxLogs(box::BoxService& service, RequestContext& ctx) {
+  auto path = service.consoleLog(param(ctx, "box"));
+  if (!path) co_return errorResponse(path.error());
+  std::ifstream in(*path, std::ios::binary);
+  std::ostringstream text;
+  if (in) text << in.rdbuf();
+  Response res{http::status::ok, 11};
+  res.set(http::field::content_type, "text/plain; charset=utf-8");
+  res.body() = text.str();
+  res.prepare_payload();
+  co_return res;
+}
+
+awaitable<Reply> info(const DaemonInfo& info, RequestContext&) {
+  co_return jsonResponse(http::status::ok,
+                         json{{"version", info.version},
+                              {"backend", info.backend},
+                              {"state_dir", info.state_dir},
+                              {"accel",
+                               {{"name", vmm::accelName(info.accel.accel)},
+                                {"reason", info.accel.reason}}}});
+}
+
+// Sends frames to the client, one at a time (the writer side of an exec relay).
+awaitable<bool> sendFrame(Connection& c, const proto::Frame& frame) {
+  std::string bytes = proto::encodeFrame(frame);
+  boost::system::error_code ec;
+  co_await asio::async_write(c.socket, asio::buffer(bytes),
+                             asio::redirect_error(asio::use_awaitable, ec));
+  co_return !ec;
+}
+
+// Client -> guest: stdin, stdin EOF and signals, until the client goes away or the exec ends.
+awaitable<void> relayInput(std::shared_ptr<Connection> c,
+                           std::shared_ptr<guest::ExecSession> session,
+                           std::shared_ptr<bool> finished) {
+  proto::FrameDecoder decoder;
+  auto leftover = c->buffer.data();
+  decoder.feed(std::span<const char>(static_cast<const char*>(leftover.data()), leftover.size()));
+  c->buffer.consume(c->buffer.size());
+  std::string buf(64 * 1024, '\0');
+  while (!*finished) {
+    auto next = decoder.next();
+    if (!next) {
+      spdlog::warn("api: bad frame from an exec client: {}", next.error().message());
+      break;
+    }
+    if (!*next) {
+      boost::system::error_code ec;
+      size_t n = co_await c->socket.async_read_some(asio::buffer(buf),
+                                                    asio::redirect_error(asio::use_awaitable, ec));
+      if (ec) break;
+      decoder.feed(std::span<const char>(buf.data(), n));
+      continue;
+    }
+    const proto::Frame& frame = **next;
+    if (frame.type == proto::FrameType::kStdin) {
+      auto written = co_await session->writeStdin(frame.payload);
+      if (!written) break;
+    } else if (frame.type == proto::FrameType::kStdinEof) {
+      co_await session->closeStdin();
+    } else if (frame.type == proto::FrameType::kSignal) {
+      auto sig = proto::decodeMessage<proto::SignalRequest>(frame.payload);
+      if (sig) co_await session->signal(sig->signal);
+    }
+  }
+  // The client is gone (or sent garbage) while the command still runs: kill it, as a terminal
+  // hang-up would, so nothing is left running unobserved.
+  if (!*finished) co_await session->signal(SIGKILL);
+}
+
+awaitable<Reply> execInBox(box::BoxService& service, RequestContext& ctx) {
+  auto upgrade = ctx.request[http::field::upgrade];
+  if (!boost::beast::iequals(upgrade, "hutch-exec")) {
+    co_return errorResponse(Error(Errc::kInvalidArgument,
+                                  "exec needs an upgraded connection: send 'Connection: Upgrade' "
+                                  "and 'Upgrade: hutch-exec' (see docs/api.md)"));
+  }
+  auto request = proto::decodeMessage<proto::ExecRequest>(ctx.request.body());
+  if (!request) {
+    co_return errorResponse(Error(Errc::kInvalidArgument,
+                                  "Bad exec request: " + request.error().message()));
+  }
+  auto valid = proto::validate(*request);
+  if (!valid) co_return errorResponse(valid.error());
+  auto session = co_await service.exec(param(ctx, "box"), std::move(*request));
+  if (!session) co_return errorResponse(session.error());
+
+  std::shared_ptr<Connection> c = ctx.connection;
+  Response res{http::status::switching_protocols, 11};
+  res.set(http::field::connection, "Upgrade");
+  res.set(http::field::upgrade, "hutch-exec");
+  boost::system::error_code ec;
+  co_await http::async_write(c->socket, res, asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) {
+    co_await (*session)->signal(SIGKILL);
+    co_return std::nullopt;
+  }
+  auto finished = std::make_shared<bool>(false);
+  asio::co_spawn(c->socket.get_executor(), relayInput(c, *session, finished), asio::detached);
+
+  // Guest -> client. Pulling the next event is what grants the guest more window, so a slow
+  // client slows the command down instead of filling hutchd's memory.
+  while (true) {
+    auto event = co_await (*session)->next();
+    if (!event) {
+      *finished = true;
+      co_await sendFrame(*c, proto::makeFrame(proto::FrameType::kError, kExecStream,
+                                              proto::ErrorMessage::fromError(event.error())));
+      break;
+    }
+    proto::Frame frame;
+    frame.stream = kExecStream;
+    bool last = false;
+    switch (event->kind) {
+      case guest::ExecEvent::Kind::kStdout:
+        frame.type = proto::FrameType::kStdout;
+        frame.payload = std::move(event->data);
+        break;
+      case guest::ExecEvent::Kind::kStderr:
+        frame.type = proto::FrameType::kStderr;
+        frame.payload = std::move(event->data);
+        break;
+      case guest::ExecEvent::Kind::kExit:
+        frame = proto::makeFrame(proto::FrameType::kExit, kExecStream, event->exit);
+        last = true;
+        break;
+    }
+    if (last) *finished = true;
+    if (!co_await sendFrame(*c, frame)) {
+      if (!last) co_await (*session)->signal(SIGKILL);
+      break;
+    }
+    if (last) break;
+  }
+  c->socket.shutdown(asio::local::stream_protocol::socket::shutdown_both, ec);
+  c->socket.close(ec);
+  co_return std::nullopt;
+}
+
+template <class F>
+Handler bind(F f, box::BoxService& service) {
+  return [f, &service](RequestContext& ctx) { return f(service, ctx); };
+}
+
+}  // namespace
+
+void registerRoutes(Router<Handler>& router, box::BoxService& service, const DaemonInfo& daemon) {
+  using http::verb;
+  router.add(verb::get, "/v1/info",
+             [&daemon](RequestContext& ctx) { return info(daemon, ctx); });
+  router.add(verb::post, "/v1/boxes", bind(createBox, service));
+  router.add(verb::get, "/v1/boxes", bind(listBoxes, service));
+  router.add(verb::get, "/v1/boxes/{box}", bind(getBox, service));
+  router.add(verb::delete_, "/v1/boxes/{box}", bind(removeBox, service));
+  router.add(verb::post, "/v1/boxes/{box}/stop", bind(stopBox, service));
+  router.add(verb::get, "/v1/boxes/{box}/logs", bind(boxLogs, service));
+  router.add(verb::post, "/v1/boxes/{box}/exec", bind(execInBox, service));
+}
+
+}  // namespace hutch::api

@@ -1,0 +1,22 @@
+// The API's routes (docs/api.md): thin handlers that decode, call BoxService and map errors.
+#pragma once
+
+#include <string>
+
+#include "api/http_server.h"
+#include "box/box_service.h"
+#include "vmm/accel.h"
+
+namespace hutch::api {
+
+struct DaemonInfo {
+  std::string version;
+  vmm::AccelDecision accel;
+  std::string backend;
+  std::string state_dir;
+};
+
+// Registers every route on `router`. The service and info must outlive the router.
+void registerRoutes(Router<Handler>& router, box::BoxService& service, const DaemonInfo& info);
+
+}  // namespace hutch::api

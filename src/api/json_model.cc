@@ -1,0 +1,141 @@
+#include "api/json_model.h"
+
+#include <fmt/format.h>
+
+#include <set>
+
+#include "api/error_mapping.h"
+
+namespace hutch::api {
+
+namespace {
+
+Result<> rejectUnknownFields(const json& j, const std::set<std::string>& known,
+                             std::string_view what) {
+  for (const auto& [key, _] : j.items()) {
+    if (!known.contains(key)) {
+      return fail(Errc::kInvalidArgument,
+                  fmt::format("Unknown field '{}' in {}; known fields: {}", key, what,
+                              fmt::join(known, ", ")));
+    }
+  }
+  return ok();
+}
+
+template <class T>
+Result<> readField(const json& j, const char* key, T& out, std::string_view what) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return ok();
+  auto wrongType = [&] {
+    return fail(Errc::kInvalidArgument,
+                fmt::format("Field '{}' in {} has the wrong type ({})", key, what, it->type_name()));
+  };
+  if constexpr (std::is_integral_v<T>) {
+    if (!it->is_number_integer()) return wrongType();
+  }
+  try {
+    out = it->get<T>();
+  } catch (const json::exception&) {
+    return wrongType();
+  }
+  return ok();
+}
+
+}  // namespace
+
+Result<json> parseObject(std::string_view body) {
+  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    return fail(Errc::kInvalidArgument, "The request body is not valid JSON");
+  }
+  if (!j.is_object()) {
+    return fail(Errc::kInvalidArgument,
+                fmt::format("The request body must be a JSON object, not {}", j.type_name()));
+  }
+  return j;
+}
+
+json toJson(const box::Box& b) {
+  return json{{"id", b.id},
+              {"name", b.name},
+              {"template", b.config.template_name},
+              {"cpus", b.config.cpus},
+              {"memory_mib", b.config.memory_mib},
+              {"state", box::stateName(b.state)},
+              {"reason", b.reason},
+              {"accel", b.accel},
+              {"pid", b.pid},
+              {"created_at", b.created_at},
+              {"updated_at", b.updated_at}};
+}
+
+Result<box::Box> boxFromJson(const json& j) {
+  if (!j.is_object()) return fail(Errc::kProtocol, "Box is not a JSON object");
+  box::Box b;
+  std::string state;
+  constexpr std::string_view kWhat = "box";
+  HUTCH_TRY_VOID(readField(j, "id", b.id, kWhat));
+  HUTCH_TRY_VOID(readField(j, "name", b.name, kWhat));
+  HUTCH_TRY_VOID(readField(j, "template", b.config.template_name, kWhat));
+  HUTCH_TRY_VOID(readField(j, "cpus", b.config.cpus, kWhat));
+  HUTCH_TRY_VOID(readField(j, "memory_mib", b.config.memory_mib, kWhat));
+  HUTCH_TRY_VOID(readField(j, "state", state, kWhat));
+  HUTCH_TRY_VOID(readField(j, "reason", b.reason, kWhat));
+  HUTCH_TRY_VOID(readField(j, "accel", b.accel, kWhat));
+  HUTCH_TRY_VOID(readField(j, "pid", b.pid, kWhat));
+  HUTCH_TRY_VOID(readField(j, "created_at", b.created_at, kWhat));
+  HUTCH_TRY_VOID(readField(j, "updated_at", b.updated_at, kWhat));
+  HUTCH_TRY(b.state, box::parseState(state));
+  return b;
+}
+
+json toJson(const CreateBoxRequest& r) {
+  json j{{"template", r.config.template_name},
+         {"cpus", r.config.cpus},
+         {"memory_mib", r.config.memory_mib}};
+  if (!r.name.empty()) j["name"] = r.name;
+  return j;
+}
+
+Result<CreateBoxRequest> parseCreateBox(std::string_view body) {
+  HUTCH_TRY(json j, parseObject(body));
+  constexpr std::string_view kWhat = "the create request";
+  HUTCH_TRY_VOID(rejectUnknownFields(j, {"name", "template", "cpus", "memory_mib"}, kWhat));
+  CreateBoxRequest r;
+  int64_t cpus = r.config.cpus;
+  int64_t memory = static_cast<int64_t>(r.config.memory_mib);
+  HUTCH_TRY_VOID(readField(j, "name", r.name, kWhat));
+  HUTCH_TRY_VOID(readField(j, "template", r.config.template_name, kWhat));
+  HUTCH_TRY_VOID(readField(j, "cpus", cpus, kWhat));
+  HUTCH_TRY_VOID(readField(j, "memory_mib", memory, kWhat));
+  if (cpus < 1 || cpus > 64) {
+    return fail(Errc::kInvalidArgument, fmt::format("cpus must be 1 to 64, got {}", cpus));
+  }
+  if (memory < 128 || memory > 65536) {
+    return fail(Errc::kInvalidArgument,
+                fmt::format("memory_mib must be 128 to 65536, got {}", memory));
+  }
+  r.config.cpus = static_cast<unsigned>(cpus);
+  r.config.memory_mib = static_cast<uint64_t>(memory);
+  if (!r.name.empty()) HUTCH_TRY_VOID(box::validateName(r.name));
+  HUTCH_TRY_VOID(r.config.validate());
+  return r;
+}
+
+json errorJson(const Error& e) {
+  return json{{"error", {{"code", errcName(e.code())}, {"message", e.describe()}}}};
+}
+
+Error errorFromResponse(int status, std::string_view body) {
+  json j = json::parse(body, nullptr, false);
+  if (j.is_object() && j.contains("error") && j["error"].is_object()) {
+    const json& e = j["error"];
+    std::string code = e.value("code", "");
+    std::string message = e.value("message", "");
+    return Error(errcFromHttp(status, code), message);
+  }
+  return Error(errcFromHttp(status, ""),
+               fmt::format("hutchd answered HTTP {}: {}", status, body.substr(0, 200)));
+}
+
+}  // namespace hutch::api

@@ -1,0 +1,80 @@
+#include "box/box.h"
+
+#include <array>
+#include <cctype>
+#include <fmt/format.h>
+
+namespace hutch::box {
+
+namespace {
+constexpr std::array<std::pair<BoxState, std::string_view>, 5> kStateNames{{
+    {BoxState::kCreating, "creating"},
+    {BoxState::kRunning, "running"},
+    {BoxState::kStopping, "stopping"},
+    {BoxState::kStopped, "stopped"},
+    {BoxState::kFailed, "failed"},
+}};
+}  // namespace
+
+std::string_view stateName(BoxState state) {
+  for (const auto& [s, n] : kStateNames) {
+    if (s == state) return n;
+  }
+  return "failed";
+}
+
+Result<BoxState> parseState(std::string_view text) {
+  for (const auto& [s, n] : kStateNames) {
+    if (n == text) return s;
+  }
+  return fail(Errc::kInvalidArgument, fmt::format("Unknown box state '{}'", text));
+}
+
+Result<> checkTransition(BoxState from, BoxState to) {
+  bool legal = false;
+  switch (to) {
+    case BoxState::kCreating:
+      legal = from == BoxState::kStopped || from == BoxState::kFailed;
+      break;
+    case BoxState::kRunning: legal = from == BoxState::kCreating; break;
+    case BoxState::kStopping: legal = from == BoxState::kRunning; break;
+    case BoxState::kStopped:
+      legal = from == BoxState::kStopping || from == BoxState::kCreating;
+      break;
+    case BoxState::kFailed: legal = from != BoxState::kStopped; break;
+  }
+  if (legal) return ok();
+  return fail(Errc::kFailedPrecondition,
+              fmt::format("Box is {} and cannot become {}", stateName(from), stateName(to)));
+}
+
+Result<> BoxConfig::validate() const {
+  if (cpus < 1 || cpus > 64) {
+    return fail(Errc::kInvalidArgument, fmt::format("cpus must be 1 to 64, got {}", cpus));
+  }
+  if (memory_mib < 128 || memory_mib > 65536) {
+    return fail(Errc::kInvalidArgument,
+                fmt::format("memory must be 128 to 65536 MiB, got {}", memory_mib));
+  }
+  if (template_name.empty()) return fail(Errc::kInvalidArgument, "template must not be empty");
+  return validateName(template_name);
+}
+
+Result<> validateName(std::string_view name) {
+  auto bad = [&] {
+    return fail(Errc::kInvalidArgument,
+                fmt::format("Invalid name '{}': use 1 to 63 letters, digits, '_', '.' or '-', "
+                            "starting with a letter or digit",
+                            name));
+  };
+  if (name.empty() || name.size() > 63) return bad();
+  if (!std::isalnum(static_cast<unsigned char>(name[0]))) return bad();
+  for (char c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' && c != '-') {
+      return bad();
+    }
+  }
+  return ok();
+}
+
+}  // namespace hutch::box

@@ -1,0 +1,272 @@
+#include "box/box_service.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <chrono>
+#include <fstream>
+#include <random>
+
+#include "event/offload.h"
+#include "storage/overlay.h"
+
+namespace hutch::box {
+
+namespace {
+
+int64_t nowSeconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string newBoxId() {
+  std::random_device rd;  // getrandom(2) on Linux
+  std::uniform_int_distribution<int> digit(0, 15);
+  std::string id(12, '0');
+  for (char& c : id) c = "0123456789abcdef"[digit(rd)];
+  return id;
+}
+
+}  // namespace
+
+BoxService::BoxService(asio::any_io_executor loop, asio::thread_pool& pool,
+                       storage::BoxStore& store, const storage::TemplateStore& templates,
+                       vmm::VmBackend& backend, ServiceConfig config)
+    : loop_(std::move(loop)),
+      pool_(pool),
+      store_(store),
+      templates_(templates),
+      backend_(backend),
+      config_(std::move(config)) {}
+
+BoxService::~BoxService() { detachAll(); }
+
+Result<> BoxService::setState(Box& box, BoxState state, std::string reason) {
+  if (box.state != state) HUTCH_TRY_VOID(checkTransition(box.state, state));
+  box.state = state;
+  box.reason = std::move(reason);
+  box.updated_at = nowSeconds();
+  if (state != BoxState::kRunning && state != BoxState::kStopping) box.pid = 0;
+  return store_.update(box);
+}
+
+asio::awaitable<Result<Box>> BoxService::create(BoxSpec spec) {
+  HUTCH_TRY_VOID(spec.config.validate());
+  if (!spec.name.empty()) HUTCH_TRY_VOID(validateName(spec.name));
+  HUTCH_TRY(storage::Template tmpl, templates_.find(spec.config.template_name));
+
+  Box box;
+  box.id = newBoxId();
+  box.name = spec.name.empty() ? "box-" + box.id.substr(0, 8) : spec.name;
+  box.config = spec.config;
+  box.state = BoxState::kCreating;
+  box.accel = std::string(vmm::accelName(config_.accel.accel));
+  box.created_at = box.updated_at = nowSeconds();
+  HUTCH_TRY_VOID(store_.insert(box));
+  spdlog::info("box={} name={} creating from template {}", box.id, box.name, tmpl.name);
+
+  auto runtime = std::make_shared<Runtime>(loop_);
+  runtimes_[box.id] = runtime;
+  auto booted = co_await boot(box, tmpl, runtime);
+  if (runtime->removed) {
+    co_return fail(Errc::kCancelled, fmt::format("Box {} was removed while starting", box.name));
+  }
+  if (!booted) {
+    spdlog::warn("box={} failed to start: {}", box.id, booted.error().describe());
+    if (runtime->vm && !runtime->exited) co_await runtime->vm->kill();
+    runtimes_.erase(box.id);
+    (void)setState(box, BoxState::kFailed, booted.error().describe());
+    co_return fail(booted.error().withContext(fmt::format(
+        "Box {} failed to start (see 'hutch logs {}' for its console)", box.name, box.name)));
+  }
+  HUTCH_TRY_VOID(setState(box, BoxState::kRunning));
+  spdlog::info("box={} running (pid {})", box.id, box.pid);
+  co_return box;
+}
+
+asio::awaitable<Result<>> BoxService::boot(Box& box, const storage::Template& tmpl,
+                                           std::shared_ptr<Runtime> runtime) {
+  std::filesystem::path dir = boxDir(box.id);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) co_return fail(Errc::kInternal, fmt::format("Cannot create {}: {}", dir.string(),
+                                                      ec.message()));
+  std::filesystem::path disk = dir / "disk.qcow2";
+  std::filesystem::path base = tmpl.rootfs;
+  HUTCH_TRY_VOID(co_await event::offload(pool_, [base, disk] {
+    return storage::createOverlay(base, disk);
+  }));
+
+  vmm::VmSpec spec;
+  spec.id = box.id;
+  spec.cpus = box.config.cpus;
+  spec.memory_mib = box.config.memory_mib;
+  spec.accel = config_.accel.accel;
+  spec.tsc_khz = config_.tsc_khz;
+  spec.kernel = tmpl.kernel;
+  spec.initrd = tmpl.initrd;
+  spec.disk = disk;
+  spec.run_dir = dir;
+  spec.guest_params["hostname"] = box.name;
+  HUTCH_TRY(runtime->vm, co_await backend_.launch(spec));
+  box.pid = runtime->vm->pid();
+  HUTCH_TRY_VOID(store_.update(box));
+  asio::co_spawn(loop_, watch(box.id, runtime), asio::detached);
+
+  auto deadline = std::chrono::steady_clock::now() + config_.boot_timeout;
+  auto agent = co_await guest::connectUnix(loop_, spec.agentSocket(), deadline);
+  if (!agent) co_return fail(agent.error());
+  if (runtime->exited) {
+    co_return fail(Errc::kUnavailable, "QEMU " + runtime->exit_reason + " during boot");
+  }
+  auto remaining = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - std::chrono::steady_clock::now());
+  auto hello = co_await (*agent)->handshake(remaining);
+  if (!hello) {
+    if (runtime->exited) {
+      co_return fail(Errc::kUnavailable, "QEMU " + runtime->exit_reason + " during boot");
+    }
+    co_return fail(hello.error().withContext(fmt::format(
+        "The guest agent did not answer within {} s", config_.boot_timeout.count())));
+  }
+  runtime->agent = std::move(*agent);
+  co_return ok();
+}
+
+asio::awaitable<void> BoxService::watch(std::string id, std::shared_ptr<Runtime> runtime) {
+  std::string how = co_await runtime->vm->waitExit();
+  runtime->exited = true;
+  runtime->exit_reason = how;
+  runtime->exit_signal.cancel();
+  if (runtime->agent) runtime->agent->close();
+  if (runtime->stopping || runtime->removed) co_return;
+  auto box = store_.find(id);
+  if (!box) co_return;
+  spdlog::warn("box={} QEMU {} unexpectedly", id, how);
+  if (box->state == BoxState::kRunning) {
+    runtimes_.erase(id);
+    (void)setState(*box, BoxState::kFailed, fmt::format("QEMU {} unexpectedly", how));
+  }
+}
+
+asio::awaitable<bool> BoxService::waitExit(Runtime& runtime,
+                                           std::chrono::steady_clock::duration timeout) {
+  if (runtime.exited) co_return true;
+  runtime.exit_signal.expires_after(timeout);
+  boost::system::error_code ec;
+  co_await runtime.exit_signal.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  co_return runtime.exited;
+}
+
+Result<std::vector<Box>> BoxService::list() { return store_.list(); }
+
+Result<Box> BoxService::get(const std::string& key) { return store_.find(key); }
+
+asio::awaitable<Result<Box>> BoxService::stop(const std::string& key) {
+  HUTCH_TRY(Box box, store_.find(key));
+  auto it = runtimes_.find(box.id);
+  if (box.state != BoxState::kRunning || it == runtimes_.end()) {
+    co_return fail(Errc::kFailedPrecondition,
+                   fmt::format("Box {} is {}, not running; nothing to stop", box.name,
+                               stateName(box.state)));
+  }
+  std::shared_ptr<Runtime> runtime = it->second;
+  runtime->stopping = true;
+  HUTCH_TRY_VOID(setState(box, BoxState::kStopping));
+  if (runtime->agent) {
+    auto off = co_await runtime->agent->poweroff();
+    if (!off) spdlog::warn("box={} poweroff request failed: {}", box.id, off.error().describe());
+  }
+  if (!co_await waitExit(*runtime, config_.stop_timeout)) {
+    spdlog::warn("box={} did not power off within {} s; killing QEMU", box.id,
+                 config_.stop_timeout.count());
+    co_await runtime->vm->kill();
+    co_await waitExit(*runtime, std::chrono::seconds(10));
+  }
+  runtimes_.erase(box.id);
+  if (runtime->removed) co_return fail(Errc::kCancelled, "Box was removed while stopping");
+  HUTCH_TRY(box, store_.find(box.id));
+  HUTCH_TRY_VOID(setState(box, BoxState::kStopped));
+  spdlog::info("box={} stopped", box.id);
+  co_return box;
+}
+
+asio::awaitable<Result<>> BoxService::remove(const std::string& key, bool force) {
+  HUTCH_TRY(Box box, store_.find(key));
+  bool live = box.state == BoxState::kRunning || box.state == BoxState::kCreating ||
+              box.state == BoxState::kStopping;
+  if (live && !force) {
+    co_return fail(Errc::kFailedPrecondition,
+                   fmt::format("Box {} is {}; stop it first or force removal with "
+                               "'hutch rm -f {}'",
+                               box.name, stateName(box.state), box.name));
+  }
+  if (auto it = runtimes_.find(box.id); it != runtimes_.end()) {
+    std::shared_ptr<Runtime> runtime = it->second;
+    runtimes_.erase(it);
+    runtime->removed = true;
+    if (runtime->agent) runtime->agent->close();
+    if (runtime->vm && !runtime->exited) {
+      auto killed = co_await runtime->vm->kill();
+      if (!killed) co_return fail(killed.error().withContext("Cannot stop the box's QEMU"));
+    }
+  }
+  std::filesystem::path dir = boxDir(box.id);
+  HUTCH_TRY_VOID(co_await event::offload(pool_, [dir]() -> Result<> {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+    if (ec) return fail(Errc::kInternal, fmt::format("Cannot delete {}: {}", dir.string(),
+                                                     ec.message()));
+    return ok();
+  }));
+  HUTCH_TRY_VOID(store_.remove(box.id));
+  spdlog::info("box={} removed", box.id);
+  co_return ok();
+}
+
+asio::awaitable<Result<std::shared_ptr<guest::ExecSession>>> BoxService::exec(
+    const std::string& key, proto::ExecRequest request) {
+  HUTCH_TRY(Box box, store_.find(key));
+  auto it = runtimes_.find(box.id);
+  if (box.state != BoxState::kRunning || it == runtimes_.end() || !it->second->agent) {
+    co_return fail(Errc::kFailedPrecondition,
+                   fmt::format("Box {} is {}; exec needs a running box{}", box.name,
+                               stateName(box.state),
+                               box.state == BoxState::kFailed ? " (" + box.reason + ")" : ""));
+  }
+  co_return co_await it->second->agent->exec(std::move(request));
+}
+
+Result<std::filesystem::path> BoxService::consoleLog(const std::string& key) {
+  HUTCH_TRY(Box box, store_.find(key));
+  return boxDir(box.id) / "console.log";
+}
+
+Result<> BoxService::recoverAfterRestart() {
+  HUTCH_TRY(std::vector<Box> boxes, store_.list());
+  for (Box& box : boxes) {
+    if (runtimes_.contains(box.id)) continue;
+    if (box.state == BoxState::kRunning || box.state == BoxState::kCreating ||
+        box.state == BoxState::kStopping) {
+      HUTCH_TRY_VOID(setState(box, BoxState::kFailed,
+                              "hutchd restarted while the box was " +
+                                  std::string(stateName(box.state))));
+    }
+  }
+  return ok();
+}
+
+void BoxService::detachAll() {
+  for (auto& [id, runtime] : runtimes_) {
+    runtime->removed = true;  // watchers stop updating the store
+    if (runtime->agent) runtime->agent->close();
+  }
+  runtimes_.clear();
+}
+
+}  // namespace hutch::box

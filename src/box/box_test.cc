@@ -1,0 +1,57 @@
+#include "box/box.h"
+
+#include <gtest/gtest.h>
+
+namespace hutch::box {
+namespace {
+
+constexpr BoxState kAll[] = {BoxState::kCreating, BoxState::kRunning, BoxState::kStopping,
+                             BoxState::kStopped, BoxState::kFailed};
+
+TEST(BoxStateTest, LegalTransitions) {
+  // The full table: rows are `from`, columns are `to` in kAll's order.
+  const bool legal[5][5] = {
+      /* creating */ {false, true, false, true, true},
+      /* running  */ {false, false, true, false, true},
+      /* stopping */ {false, false, false, true, true},
+      /* stopped  */ {true, false, false, false, false},
+      /* failed   */ {true, false, false, false, true},
+  };
+  for (int f = 0; f < 5; ++f) {
+    for (int t = 0; t < 5; ++t) {
+      auto r = checkTransition(kAll[f], kAll[t]);
+      EXPECT_EQ(r.has_value(), legal[f][t]) << stateName(kAll[f]) << " -> " << stateName(kAll[t]);
+      if (!r) {
+        EXPECT_EQ(r.error().code(), Errc::kFailedPrecondition);
+      }
+    }
+  }
+}
+
+TEST(BoxStateTest, NamesRoundTrip) {
+  for (BoxState s : kAll) EXPECT_EQ(*parseState(stateName(s)), s);
+  EXPECT_FALSE(parseState("paused"));
+}
+
+TEST(BoxConfigTest, RejectsOutOfRangeValues) {
+  BoxConfig c;
+  EXPECT_TRUE(c.validate());
+  c.cpus = 0;
+  EXPECT_EQ(c.validate().error().code(), Errc::kInvalidArgument);
+  c.cpus = 2;
+  c.memory_mib = 64;
+  EXPECT_NE(c.validate().error().message().find("memory"), std::string::npos);
+}
+
+TEST(BoxNameTest, DockerLikeNames) {
+  EXPECT_TRUE(validateName("web-1"));
+  EXPECT_TRUE(validateName("a.b_c"));
+  EXPECT_FALSE(validateName(""));
+  EXPECT_FALSE(validateName("-lead"));
+  EXPECT_FALSE(validateName("has space"));
+  EXPECT_FALSE(validateName("slash/no"));
+  EXPECT_FALSE(validateName(std::string(64, 'a')));
+}
+
+}  // namespace
+}  // namespace hutch::box

@@ -1,0 +1,173 @@
+#include <fmt/format.h>
+
+#include <cctype>
+
+#include "api/json_model.h"
+#include "cli/commands/commands.h"
+
+namespace hutch::cli {
+
+using boost::beast::http::verb;
+
+Result<uint64_t> parseMemoryMib(const std::string& text) {
+  size_t i = 0;
+  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
+  std::string unit = text.substr(i);
+  for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  auto bad = [&] {
+    return fail(Errc::kInvalidArgument,
+                fmt::format("Invalid memory size '{}': use a number of MiB or a size like 512M or "
+                            "2G",
+                            text));
+  };
+  if (i == 0 || i > 9) return bad();
+  uint64_t value = std::stoull(text.substr(0, i));
+  if (unit.empty() || unit == "M" || unit == "MB" || unit == "MIB") return value;
+  if (unit == "G" || unit == "GB" || unit == "GIB") return value * 1024;
+  return bad();
+}
+
+namespace {
+
+std::vector<std::string> boxRow(const box::Box& b) {
+  std::string state(box::stateName(b.state));
+  return {b.id,
+          b.name,
+          state,
+          b.config.template_name,
+          std::to_string(b.config.cpus),
+          fmt::format("{}M", b.config.memory_mib),
+          b.accel,
+          humanAge(b.created_at)};
+}
+
+const std::vector<std::string> kBoxHeader{"ID",   "NAME",   "STATE", "TEMPLATE",
+                                          "CPUS", "MEMORY", "ACCEL", "CREATED"};
+
+}  // namespace
+
+int cmdRun(const ApiClient& client, const Output& out, const RunOptions& options) {
+  auto memory = parseMemoryMib(options.memory);
+  if (!memory) return reportError(out, memory.error());
+  api::CreateBoxRequest request;
+  request.name = options.name;
+  request.config.template_name = options.template_name;
+  request.config.cpus = options.cpus;
+  request.config.memory_mib = *memory;
+  if (options.detach && !options.exec.argv.empty()) {
+    return reportError(out, Error(Errc::kInvalidArgument,
+                                  "-d starts the box without running anything; drop -d to run "
+                                  "a command, or run it later with 'hutch exec'"));
+  }
+  auto created = client.call(verb::post, "/v1/boxes", api::toJson(request));
+  if (!created) return reportError(out, created.error());
+  auto b = api::boxFromJson(*created);
+  if (!b) return reportError(out, b.error());
+  if (options.exec.argv.empty()) {
+    if (out.json) {
+      printJson(*created);
+    } else {
+      fmt::print("{}\n", options.detach ? b->id : b->name);
+    }
+    return 0;
+  }
+  auto code = runExec(client, b->id, options.exec);
+  int exit_code = code ? *code : reportError(out, code.error());
+  if (options.remove) {
+    auto removed = client.call(verb::delete_, "/v1/boxes/" + b->id + "?force=true");
+    if (!removed) reportError(out, removed.error());
+  }
+  return exit_code;
+}
+
+int cmdExec(const ApiClient& client, const Output& out, const std::string& box,
+            const ExecOptions& options) {
+  auto code = runExec(client, box, options);
+  if (!code) return reportError(out, code.error());
+  return *code;
+}
+
+int cmdList(const ApiClient& client, const Output& out) {
+  auto listed = client.call(verb::get, "/v1/boxes");
+  if (!listed) return reportError(out, listed.error());
+  if (out.json) {
+    printJson((*listed)["boxes"]);
+    return 0;
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& j : (*listed)["boxes"]) {
+    auto b = api::boxFromJson(j);
+    if (!b) return reportError(out, b.error());
+    rows.push_back(boxRow(*b));
+  }
+  printTable(kBoxHeader, rows);
+  return 0;
+}
+
+int cmdInspect(const ApiClient& client, const Output& out, const std::vector<std::string>& boxes) {
+  nlohmann::json all = nlohmann::json::array();
+  int code = 0;
+  for (const auto& name : boxes) {
+    auto got = client.call(verb::get, "/v1/boxes/" + name);
+    if (!got) {
+      code = reportError(out, got.error());
+      continue;
+    }
+    all.push_back(*got);
+  }
+  // Like `docker inspect`: always JSON, an array of the API's objects.
+  if (!all.empty()) printJson(all);
+  return code;
+}
+
+int cmdLogs(const ApiClient& client, const Output& out, const std::string& box) {
+  auto text = client.getText("/v1/boxes/" + box + "/logs");
+  if (!text) return reportError(out, text.error());
+  if (out.json) {
+    printJson(nlohmann::json{{"box", box}, {"console", *text}});
+  } else {
+    fmt::print("{}", *text);
+  }
+  return 0;
+}
+
+int cmdStop(const ApiClient& client, const Output& out, const std::vector<std::string>& boxes) {
+  int code = 0;
+  nlohmann::json stopped = nlohmann::json::array();
+  for (const auto& name : boxes) {
+    auto res = client.call(verb::post, "/v1/boxes/" + name + "/stop");
+    if (!res) {
+      code = reportError(out, res.error());
+      continue;
+    }
+    if (out.json) {
+      stopped.push_back(*res);
+    } else {
+      fmt::print("{}\n", name);
+    }
+  }
+  if (out.json) printJson(stopped);
+  return code;
+}
+
+int cmdRemove(const ApiClient& client, const Output& out, const std::vector<std::string>& boxes,
+              bool force) {
+  int code = 0;
+  nlohmann::json removed = nlohmann::json::array();
+  for (const auto& name : boxes) {
+    auto res = client.call(verb::delete_, "/v1/boxes/" + name + (force ? "?force=true" : ""));
+    if (!res) {
+      code = reportError(out, res.error());
+      continue;
+    }
+    if (out.json) {
+      removed.push_back(name);
+    } else {
+      fmt::print("{}\n", name);
+    }
+  }
+  if (out.json) printJson(nlohmann::json{{"removed", removed}});
+  return code;
+}
+
+}  // namespace hutch::cli

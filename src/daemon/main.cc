@@ -1,0 +1,115 @@
+// hutchd: the one place where everything is built and wired (no singletons elsewhere).
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+
+#include <CLI/CLI.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <csignal>
+#include <filesystem>
+
+#include "api/handlers.h"
+#include "api/http_server.h"
+#include "box/box_service.h"
+#include "storage/box_store.h"
+#include "storage/templates.h"
+#include "vmm/accel.h"
+#include "vmm/qemu/qemu_backend.h"
+
+namespace {
+
+constexpr const char* kVersion = "0.1.0";
+
+int run(int argc, char** argv) {
+  CLI::App app{"hutchd: the hutch daemon. Serves the HTTP/JSON API on a unix socket."};
+  std::string socket_path = "/run/hutch/hutchd.sock";
+  std::string state_dir = "/var/lib/hutch";
+  std::string accel_text = "auto";
+  std::string qemu = "qemu-system-x86_64";
+  std::string log_level = "info";
+  unsigned boot_timeout = 120;
+  app.add_option("--socket", socket_path, "API socket")->capture_default_str();
+  app.add_option("--state-dir", state_dir, "Database, templates and boxes")->capture_default_str();
+  app.add_option("--accel", accel_text, "auto, kvm or tcg")->capture_default_str();
+  app.add_option("--qemu", qemu, "QEMU system emulator binary")->capture_default_str();
+  app.add_option("--boot-timeout", boot_timeout, "Seconds a box may take to boot")
+      ->capture_default_str();
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  spdlog::set_default_logger(spdlog::stderr_color_mt("hutchd"));
+  spdlog::set_level(spdlog::level::from_str(log_level));
+  std::signal(SIGPIPE, SIG_IGN);
+
+  std::optional<hutch::vmm::Accel> accel_override;
+  if (accel_text != "auto") {
+    auto parsed = hutch::vmm::parseAccel(accel_text);
+    if (!parsed) {
+      spdlog::error("{}", parsed.error().describe());
+      return 64;
+    }
+    accel_override = *parsed;
+  }
+  auto accel = hutch::vmm::decideAccel(hutch::vmm::probeHost(), accel_override);
+  if (!accel) {
+    spdlog::error("{}", accel.error().describe());
+    return 69;
+  }
+  spdlog::info("acceleration: {} ({})", hutch::vmm::accelName(accel->accel), accel->reason);
+
+  std::filesystem::path state(state_dir);
+  std::error_code ec;
+  for (const char* sub : {"boxes", "templates"}) {
+    std::filesystem::create_directories(state / sub, ec);
+    if (ec) {
+      spdlog::error("Cannot create {}: {}", (state / sub).string(), ec.message());
+      return 73;
+    }
+  }
+  ::chmod(state.c_str(), 0700);
+  auto store = hutch::storage::BoxStore::open((state / "hutch.db").string());
+  if (!store) {
+    spdlog::error("{}", store.error().describe());
+    return 70;
+  }
+  hutch::storage::TemplateStore templates(state / "templates");
+
+  boost::asio::io_context loop(1);
+  boost::asio::thread_pool pool(2);
+  hutch::vmm::qemu::QemuBackend backend(loop.get_executor(), qemu);
+  hutch::box::ServiceConfig config{state / "boxes", *accel, hutch::vmm::hostTscKhz(),
+                                   std::chrono::seconds(boot_timeout)};
+  hutch::box::BoxService service(loop.get_executor(), pool, *store, templates, backend, config);
+  if (auto recovered = service.recoverAfterRestart(); !recovered) {
+    spdlog::error("{}", recovered.error().describe());
+    return 70;
+  }
+
+  hutch::api::Router<hutch::api::Handler> router;
+  hutch::api::DaemonInfo info{kVersion, *accel, backend.name(), state.string()};
+  hutch::api::registerRoutes(router, service, info);
+  hutch::api::HttpServer server(loop.get_executor(), router);
+  if (auto listening = server.listen(socket_path, 0660); !listening) {
+    spdlog::error("{}", listening.error().describe());
+    return 69;
+  }
+  spdlog::info("hutchd {} listening on {} (state in {})", kVersion, socket_path, state_dir);
+
+  boost::asio::signal_set signals(loop, SIGINT, SIGTERM);
+  signals.async_wait([&](const boost::system::error_code&, int sig) {
+    spdlog::info("signal {}: shutting down (boxes keep running)", sig);
+    server.stop();
+    service.detachAll();
+    loop.stop();
+  });
+  loop.run();
+  pool.join();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return run(argc, argv); }

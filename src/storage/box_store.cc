@@ -1,0 +1,157 @@
+#include "storage/box_store.h"
+
+#include <fmt/format.h>
+
+namespace hutch::storage {
+
+namespace {
+
+// Schema versions, applied in order; PRAGMA user_version records how many ran.
+constexpr const char* kMigrations[] = {
+    R"sql(
+CREATE TABLE boxes (
+  id          TEXT PRIMARY KEY,
+  name        TEXT NOT NULL UNIQUE,
+  template    TEXT NOT NULL,
+  cpus        INTEGER NOT NULL,
+  memory_mib  INTEGER NOT NULL,
+  state       TEXT NOT NULL,
+  reason      TEXT NOT NULL DEFAULT '',
+  accel       TEXT NOT NULL DEFAULT '',
+  pid         INTEGER NOT NULL DEFAULT 0,
+  created_at  INTEGER NOT NULL,
+  updated_at  INTEGER NOT NULL
+);)sql",
+};
+
+constexpr const char* kColumns =
+    "id, name, template, cpus, memory_mib, state, reason, accel, pid, created_at, updated_at";
+
+Result<box::Box> readRow(const Statement& st) {
+  box::Box b;
+  b.id = st.columnText(0);
+  b.name = st.columnText(1);
+  b.config.template_name = st.columnText(2);
+  b.config.cpus = static_cast<unsigned>(st.columnInt(3));
+  b.config.memory_mib = static_cast<uint64_t>(st.columnInt(4));
+  HUTCH_TRY(b.state, box::parseState(st.columnText(5)));
+  b.reason = st.columnText(6);
+  b.accel = st.columnText(7);
+  b.pid = st.columnInt(8);
+  b.created_at = st.columnInt(9);
+  b.updated_at = st.columnInt(10);
+  return b;
+}
+
+void bindRow(Statement& st, const box::Box& b) {
+  st.bind(1, b.id)
+      .bind(2, b.name)
+      .bind(3, b.config.template_name)
+      .bind(4, static_cast<int64_t>(b.config.cpus))
+      .bind(5, static_cast<int64_t>(b.config.memory_mib))
+      .bind(6, box::stateName(b.state))
+      .bind(7, b.reason)
+      .bind(8, b.accel)
+      .bind(9, b.pid)
+      .bind(10, b.created_at)
+      .bind(11, b.updated_at);
+}
+
+}  // namespace
+
+Result<BoxStore> BoxStore::open(const std::string& path) {
+  HUTCH_TRY(Database db, Database::open(path));
+  BoxStore store(std::move(db));
+  HUTCH_TRY_VOID(store.migrate());
+  return store;
+}
+
+Result<> BoxStore::migrate() {
+  HUTCH_TRY(Statement st, db_.prepare("PRAGMA user_version"));
+  HUTCH_TRY_VOID(st.step());
+  auto version = static_cast<size_t>(st.columnInt(0));
+  constexpr size_t kCount = std::size(kMigrations);
+  if (version > kCount) {
+    return fail(Errc::kFailedPrecondition,
+                fmt::format("The database schema (version {}) is newer than this hutchd "
+                            "(version {}); upgrade hutchd",
+                            version, kCount));
+  }
+  for (size_t i = version; i < kCount; ++i) {
+    HUTCH_TRY_VOID(db_.exec(fmt::format("BEGIN; {} PRAGMA user_version = {}; COMMIT;",
+                                        kMigrations[i], i + 1)));
+  }
+  return ok();
+}
+
+Result<> BoxStore::insert(const box::Box& b) {
+  HUTCH_TRY(Statement st, db_.prepare(fmt::format(
+                              "INSERT INTO boxes ({}) VALUES (?,?,?,?,?,?,?,?,?,?,?)", kColumns)));
+  bindRow(st, b);
+  auto r = st.run();
+  if (!r && r.error().code() == Errc::kAlreadyExists) {
+    return fail(Errc::kAlreadyExists,
+                fmt::format("A box named '{}' already exists; choose another name or remove it",
+                            b.name));
+  }
+  return r;
+}
+
+Result<> BoxStore::update(const box::Box& b) {
+  HUTCH_TRY(Statement st, db_.prepare("UPDATE boxes SET id=?1, name=?2, template=?3, cpus=?4, "
+                                      "memory_mib=?5, state=?6, reason=?7, accel=?8, pid=?9, "
+                                      "created_at=?10, updated_at=?11 WHERE id=?1"));
+  bindRow(st, b);
+  HUTCH_TRY_VOID(st.run());
+  if (db_.changes() == 0) return fail(Errc::kNotFound, fmt::format("No box with id {}", b.id));
+  return ok();
+}
+
+Result<> BoxStore::remove(const std::string& id) {
+  HUTCH_TRY(Statement st, db_.prepare("DELETE FROM boxes WHERE id=?"));
+  st.bind(1, id);
+  return st.run();
+}
+
+Result<box::Box> BoxStore::find(const std::string& key) {
+  // Exact id or name first, then a unique id prefix (as Docker does).
+  HUTCH_TRY(Statement st,
+            db_.prepare(fmt::format("SELECT {} FROM boxes WHERE id=?1 OR name=?1", kColumns)));
+  st.bind(1, key);
+  HUTCH_TRY(bool row, st.step());
+  if (row) return readRow(st);
+  if (!key.empty() && key.find_first_not_of("0123456789abcdef") == std::string::npos) {
+    HUTCH_TRY(Statement pre, db_.prepare(fmt::format(
+                                 "SELECT {} FROM boxes WHERE substr(id, 1, ?2) = ?1", kColumns)));
+    pre.bind(1, key).bind(2, static_cast<int64_t>(key.size()));
+    std::vector<box::Box> found;
+    while (true) {
+      HUTCH_TRY(bool more, pre.step());
+      if (!more) break;
+      HUTCH_TRY(box::Box b, readRow(pre));
+      found.push_back(std::move(b));
+    }
+    if (found.size() == 1) return found.front();
+    if (found.size() > 1) {
+      return fail(Errc::kInvalidArgument,
+                  fmt::format("Box id prefix '{}' is ambiguous; give more digits", key));
+    }
+  }
+  return fail(Errc::kNotFound,
+              fmt::format("No such box: '{}' (see 'hutch ls' for the boxes that exist)", key));
+}
+
+Result<std::vector<box::Box>> BoxStore::list() {
+  HUTCH_TRY(Statement st,
+            db_.prepare(fmt::format("SELECT {} FROM boxes ORDER BY created_at, name", kColumns)));
+  std::vector<box::Box> out;
+  while (true) {
+    HUTCH_TRY(bool row, st.step());
+    if (!row) break;
+    HUTCH_TRY(box::Box b, readRow(st));
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
+}  // namespace hutch::storage

@@ -1,0 +1,34 @@
+// BoxStore: the durable record of every box, in SQLite. Only the event loop thread uses it.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "box/box.h"
+#include "storage/sqlite.h"
+
+namespace hutch::storage {
+
+class BoxStore {
+ public:
+  // Opens the database and applies schema migrations.
+  static Result<BoxStore> open(const std::string& path);
+
+  // Inserts a new box; kAlreadyExists if the id or name is taken.
+  Result<> insert(const box::Box& box);
+  // Replaces the stored row of box.id; kNotFound if there is none.
+  Result<> update(const box::Box& box);
+  Result<> remove(const std::string& id);
+  // Finds by id, unique id prefix, or name.
+  Result<box::Box> find(const std::string& id_or_name);
+  Result<std::vector<box::Box>> list();
+
+ private:
+  explicit BoxStore(Database db) : db_(std::move(db)) {}
+  Result<> migrate();
+  Database db_;
+};
+
+}  // namespace hutch::storage

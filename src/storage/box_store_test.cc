@@ -1,0 +1,75 @@
+#include "storage/box_store.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+namespace hutch::storage {
+namespace {
+
+box::Box makeBox(std::string id, std::string name) {
+  box::Box b;
+  b.id = std::move(id);
+  b.name = std::move(name);
+  b.state = box::BoxState::kRunning;
+  b.accel = "tcg";
+  b.created_at = 100;
+  b.updated_at = 100;
+  return b;
+}
+
+TEST(BoxStoreTest, InsertFindUpdateRemove) {
+  auto store = BoxStore::open(":memory:");
+  ASSERT_TRUE(store) << store.error().message();
+  box::Box b = makeBox("a1b2c3d4e5f6", "alpha");
+  ASSERT_TRUE(store->insert(b));
+  EXPECT_EQ(*store->find("alpha"), b);
+  EXPECT_EQ(*store->find("a1b2c3d4e5f6"), b);
+  EXPECT_EQ(*store->find("a1b2"), b);  // unique prefix
+
+  b.state = box::BoxState::kFailed;
+  b.reason = "QEMU exited";
+  ASSERT_TRUE(store->update(b));
+  EXPECT_EQ(store->find("alpha")->reason, "QEMU exited");
+
+  ASSERT_TRUE(store->remove(b.id));
+  auto gone = store->find("alpha");
+  ASSERT_FALSE(gone);
+  EXPECT_EQ(gone.error().code(), Errc::kNotFound);
+}
+
+TEST(BoxStoreTest, DuplicateNameIsRefusedAndNothingChanges) {
+  auto store = BoxStore::open(":memory:");
+  ASSERT_TRUE(store->insert(makeBox("aaaaaaaaaaaa", "same")));
+  auto dup = store->insert(makeBox("bbbbbbbbbbbb", "same"));
+  ASSERT_FALSE(dup);
+  EXPECT_EQ(dup.error().code(), Errc::kAlreadyExists);
+  EXPECT_EQ(store->list()->size(), 1u);
+}
+
+TEST(BoxStoreTest, AmbiguousPrefixAndUpdateOfMissingBox) {
+  auto store = BoxStore::open(":memory:");
+  ASSERT_TRUE(store->insert(makeBox("abc000000001", "one")));
+  ASSERT_TRUE(store->insert(makeBox("abc000000002", "two")));
+  EXPECT_EQ(store->find("abc").error().code(), Errc::kInvalidArgument);
+  EXPECT_EQ(store->update(makeBox("ffffffffffff", "x")).error().code(), Errc::kNotFound);
+}
+
+TEST(BoxStoreTest, SurvivesReopen) {
+  auto path = std::filesystem::temp_directory_path() /
+              ("hutch-store-test-" + std::to_string(::getpid()) + ".db");
+  {
+    auto store = BoxStore::open(path.string());
+    ASSERT_TRUE(store);
+    ASSERT_TRUE(store->insert(makeBox("0123456789ab", "kept")));
+  }
+  auto store = BoxStore::open(path.string());
+  ASSERT_TRUE(store);
+  EXPECT_EQ(store->find("kept")->id, "0123456789ab");
+  std::filesystem::remove(path);
+  std::filesystem::remove(path.string() + "-wal");
+  std::filesystem::remove(path.string() + "-shm");
+}
+
+}  // namespace
+}  // namespace hutch::storage
