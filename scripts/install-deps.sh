@@ -12,7 +12,7 @@ packages=(
   # VMM and disks
   qemu-system-x86 qemu-utils e2fsprogs
   # guest image pipeline
-  mmdebstrap busybox-static cpio kmod zstd xz-utils binutils
+  mmdebstrap busybox-static cpio kmod zstd xz-utils binutils lz4
   # tests and benchmarks
   python3 procps psmisc util-linux sqlite3 jq
 )

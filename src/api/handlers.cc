@@ -125,15 +125,15 @@ awaitable<void> relayInput(std::shared_ptr<Connection> c,
       auto written = co_await session->writeStdin(frame.payload);
       if (!written) break;
     } else if (frame.type == proto::FrameType::kStdinEof) {
-      co_await session->closeStdin();
+      (void)session->closeStdin();
     } else if (frame.type == proto::FrameType::kSignal) {
       auto sig = proto::decodeMessage<proto::SignalRequest>(frame.payload);
-      if (sig) co_await session->signal(sig->signal);
+      if (sig) (void)session->signal(sig->signal);
     }
   }
   // The client is gone (or sent garbage) while the command still runs: kill it, as a terminal
   // hang-up would, so nothing is left running unobserved.
-  if (!*finished) co_await session->signal(SIGKILL);
+  if (!*finished) (void)session->signal(SIGKILL);
 }
 
 awaitable<Reply> execInBox(box::BoxService& service, RequestContext& ctx) {
@@ -150,8 +150,8 @@ awaitable<Reply> execInBox(box::BoxService& service, RequestContext& ctx) {
   }
   auto valid = proto::validate(*request);
   if (!valid) co_return errorResponse(valid.error());
-  auto session = co_await service.exec(param(ctx, "box"), std::move(*request));
-  if (!session) co_return errorResponse(session.error());
+  auto agent = service.agentFor(param(ctx, "box"));
+  if (!agent) co_return errorResponse(agent.error());
 
   std::shared_ptr<Connection> c = ctx.connection;
   Response res{http::status::switching_protocols, 11};
@@ -159,8 +159,14 @@ awaitable<Reply> execInBox(box::BoxService& service, RequestContext& ctx) {
   res.set(http::field::upgrade, "hutch-exec");
   boost::system::error_code ec;
   co_await http::async_write(c->socket, res, asio::redirect_error(asio::use_awaitable, ec));
-  if (ec) {
-    co_await (*session)->signal(SIGKILL);
+  if (ec) co_return std::nullopt;
+  // From here on errors travel as frames: a command that cannot start is the command's failure
+  // (exit 127/126 in the CLI), not the API call's.
+  auto session = co_await (*agent)->exec(std::move(*request));
+  if (!session) {
+    co_await sendFrame(*c, proto::makeFrame(proto::FrameType::kError, kExecStream,
+                                            proto::ErrorMessage::fromError(session.error())));
+    c->socket.close(ec);
     co_return std::nullopt;
   }
   auto finished = std::make_shared<bool>(false);
@@ -189,13 +195,13 @@ awaitable<Reply> execInBox(box::BoxService& service, RequestContext& ctx) {
         frame.payload = std::move(event->data);
         break;
       case guest::ExecEvent::Kind::kExit:
-        frame = proto::makeFrame(proto::FrameType::kExit, kExecStream, event->exit);
+        frame = proto::makeFrame(proto::FrameType::kExit, kExecStream, event->exit_status);
         last = true;
         break;
     }
     if (last) *finished = true;
     if (!co_await sendFrame(*c, frame)) {
-      if (!last) co_await (*session)->signal(SIGKILL);
+      if (!last) (void)(*session)->signal(SIGKILL);
       break;
     }
     if (last) break;
@@ -206,7 +212,7 @@ awaitable<Reply> execInBox(box::BoxService& service, RequestContext& ctx) {
 }
 
 template <class F>
-Handler bind(F f, box::BoxService& service) {
+Handler bindService(F f, box::BoxService& service) {
   return [f, &service](RequestContext& ctx) { return f(service, ctx); };
 }
 
@@ -216,13 +222,13 @@ void registerRoutes(Router<Handler>& router, box::BoxService& service, const Dae
   using http::verb;
   router.add(verb::get, "/v1/info",
              [&daemon](RequestContext& ctx) { return info(daemon, ctx); });
-  router.add(verb::post, "/v1/boxes", bind(createBox, service));
-  router.add(verb::get, "/v1/boxes", bind(listBoxes, service));
-  router.add(verb::get, "/v1/boxes/{box}", bind(getBox, service));
-  router.add(verb::delete_, "/v1/boxes/{box}", bind(removeBox, service));
-  router.add(verb::post, "/v1/boxes/{box}/stop", bind(stopBox, service));
-  router.add(verb::get, "/v1/boxes/{box}/logs", bind(boxLogs, service));
-  router.add(verb::post, "/v1/boxes/{box}/exec", bind(execInBox, service));
+  router.add(verb::post, "/v1/boxes", bindService(createBox, service));
+  router.add(verb::get, "/v1/boxes", bindService(listBoxes, service));
+  router.add(verb::get, "/v1/boxes/{box}", bindService(getBox, service));
+  router.add(verb::delete_, "/v1/boxes/{box}", bindService(removeBox, service));
+  router.add(verb::post, "/v1/boxes/{box}/stop", bindService(stopBox, service));
+  router.add(verb::get, "/v1/boxes/{box}/logs", bindService(boxLogs, service));
+  router.add(verb::post, "/v1/boxes/{box}/exec", bindService(execInBox, service));
 }
 
 }  // namespace hutch::api

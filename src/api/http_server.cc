@@ -76,7 +76,8 @@ void HttpServer::stop() {
     boost::system::error_code ec;
     acceptor_->close(ec);
     acceptor_.reset();
-    std::filesystem::remove(path_, ec);
+    std::error_code fs_ec;
+    std::filesystem::remove(path_, fs_ec);
   }
 }
 
@@ -128,7 +129,7 @@ asio::awaitable<void> HttpServer::serve(std::shared_ptr<Connection> connection) 
 asio::awaitable<Response> HttpServer::dispatch(Request& request,
                                                std::shared_ptr<Connection> connection,
                                                bool& taken_over) {
-  std::string_view target = request.target();
+  std::string_view target(request.target().data(), request.target().size());
   size_t q = target.find('?');
   std::string_view path = target.substr(0, q);
   auto match = router_.match(request.method(), path);
@@ -140,7 +141,8 @@ asio::awaitable<Response> HttpServer::dispatch(Request& request,
   try {
     res = co_await (*match->handler)(ctx);
   } catch (const std::exception& e) {
-    spdlog::error("api: handler for {} {} threw: {}", request.method_string(), path, e.what());
+    spdlog::error("api: handler for {} {} threw: {}", std::string(request.method_string()), path,
+                  e.what());
     co_return errorResponse(Error(Errc::kInternal, std::string("Internal error: ") + e.what()));
   }
   if (!res) {

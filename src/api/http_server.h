@@ -2,6 +2,10 @@
 // daemon's event loop. Handlers return a response, or take the connection over after an upgrade.
 #pragma once
 
+// clang-format off
+#include <utility>  // first: Boost 1.74's asio/awaitable.hpp uses std::exchange unincluded
+// clang-format on
+
 #include <sys/types.h>
 
 #include <boost/asio/awaitable.hpp>

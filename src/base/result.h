@@ -33,3 +33,15 @@ inline Result<> ok() { return {}; }
     auto hutch_try_v = (expr);                                       \
     if (!hutch_try_v) return ::tl::unexpected(hutch_try_v.error()); \
   } while (0)
+
+// The same inside coroutines (co_return instead of return).
+#define HUTCH_CO_TRY_IMPL(tmp, decl, expr)            \
+  auto tmp = (expr);                                  \
+  if (!tmp) co_return ::tl::unexpected(tmp.error());  \
+  decl = std::move(*tmp)
+#define HUTCH_CO_TRY(decl, expr) HUTCH_CO_TRY_IMPL(HUTCH_CONCAT(hutch_try_, __LINE__), decl, expr)
+#define HUTCH_CO_TRY_VOID(expr)                                         \
+  do {                                                                  \
+    auto hutch_try_v = (expr);                                          \
+    if (!hutch_try_v) co_return ::tl::unexpected(hutch_try_v.error()); \
+  } while (0)

@@ -56,9 +56,9 @@ Result<> BoxService::setState(Box& box, BoxState state, std::string reason) {
 }
 
 asio::awaitable<Result<Box>> BoxService::create(BoxSpec spec) {
-  HUTCH_TRY_VOID(spec.config.validate());
-  if (!spec.name.empty()) HUTCH_TRY_VOID(validateName(spec.name));
-  HUTCH_TRY(storage::Template tmpl, templates_.find(spec.config.template_name));
+  HUTCH_CO_TRY_VOID(spec.config.validate());
+  if (!spec.name.empty()) HUTCH_CO_TRY_VOID(validateName(spec.name));
+  HUTCH_CO_TRY(storage::Template tmpl, templates_.find(spec.config.template_name));
 
   Box box;
   box.id = newBoxId();
@@ -67,7 +67,7 @@ asio::awaitable<Result<Box>> BoxService::create(BoxSpec spec) {
   box.state = BoxState::kCreating;
   box.accel = std::string(vmm::accelName(config_.accel.accel));
   box.created_at = box.updated_at = nowSeconds();
-  HUTCH_TRY_VOID(store_.insert(box));
+  HUTCH_CO_TRY_VOID(store_.insert(box));
   spdlog::info("box={} name={} creating from template {}", box.id, box.name, tmpl.name);
 
   auto runtime = std::make_shared<Runtime>(loop_);
@@ -84,7 +84,7 @@ asio::awaitable<Result<Box>> BoxService::create(BoxSpec spec) {
     co_return fail(booted.error().withContext(fmt::format(
         "Box {} failed to start (see 'hutch logs {}' for its console)", box.name, box.name)));
   }
-  HUTCH_TRY_VOID(setState(box, BoxState::kRunning));
+  HUTCH_CO_TRY_VOID(setState(box, BoxState::kRunning));
   spdlog::info("box={} running (pid {})", box.id, box.pid);
   co_return box;
 }
@@ -98,9 +98,10 @@ asio::awaitable<Result<>> BoxService::boot(Box& box, const storage::Template& tm
                                                       ec.message()));
   std::filesystem::path disk = dir / "disk.qcow2";
   std::filesystem::path base = tmpl.rootfs;
-  HUTCH_TRY_VOID(co_await event::offload(pool_, [base, disk] {
-    return storage::createOverlay(base, disk);
-  }));
+  // Named, not a temporary inside co_await: GCC 12 destroys such temporaries twice.
+  auto make_overlay = [base, disk] { return storage::createOverlay(base, disk); };
+  auto overlay = co_await event::offload(pool_, std::move(make_overlay));
+  HUTCH_CO_TRY_VOID(overlay);
 
   vmm::VmSpec spec;
   spec.id = box.id;
@@ -113,29 +114,37 @@ asio::awaitable<Result<>> BoxService::boot(Box& box, const storage::Template& tm
   spec.disk = disk;
   spec.run_dir = dir;
   spec.guest_params["hostname"] = box.name;
-  HUTCH_TRY(runtime->vm, co_await backend_.launch(spec));
+  HUTCH_CO_TRY(runtime->vm, co_await backend_.launch(spec));
   box.pid = runtime->vm->pid();
-  HUTCH_TRY_VOID(store_.update(box));
+  HUTCH_CO_TRY_VOID(store_.update(box));
   asio::co_spawn(loop_, watch(box.id, runtime), asio::detached);
 
   auto deadline = std::chrono::steady_clock::now() + config_.boot_timeout;
-  auto agent = co_await guest::connectUnix(loop_, spec.agentSocket(), deadline);
-  if (!agent) co_return fail(agent.error());
-  if (runtime->exited) {
-    co_return fail(Errc::kUnavailable, "QEMU " + runtime->exit_reason + " during boot");
-  }
-  auto remaining = std::chrono::duration_cast<std::chrono::milliseconds>(
-      deadline - std::chrono::steady_clock::now());
-  auto hello = co_await (*agent)->handshake(remaining);
-  if (!hello) {
+  auto agent = co_await connectAgent(spec.agentSocket(), deadline);
+  if (!agent) {
     if (runtime->exited) {
       co_return fail(Errc::kUnavailable, "QEMU " + runtime->exit_reason + " during boot");
     }
-    co_return fail(hello.error().withContext(fmt::format(
+    co_return fail(agent.error().withContext(fmt::format(
         "The guest agent did not answer within {} s", config_.boot_timeout.count())));
   }
   runtime->agent = std::move(*agent);
   co_return ok();
+}
+
+asio::awaitable<Result<std::shared_ptr<guest::AgentClient>>> BoxService::connectAgent(
+    const std::filesystem::path& socket, std::chrono::steady_clock::time_point deadline) {
+  auto channel = co_await guest::connectUnix(loop_, socket.string(), deadline);
+  if (!channel) co_return fail(channel.error());
+  auto client = guest::AgentClient::create(std::move(*channel));
+  auto remaining = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - std::chrono::steady_clock::now());
+  auto hello = co_await client->handshake(std::max(remaining, std::chrono::milliseconds(1)));
+  if (!hello) {
+    client->close();
+    co_return fail(hello.error());
+  }
+  co_return client;
 }
 
 asio::awaitable<void> BoxService::watch(std::string id, std::shared_ptr<Runtime> runtime) {
@@ -168,7 +177,7 @@ Result<std::vector<Box>> BoxService::list() { return store_.list(); }
 Result<Box> BoxService::get(const std::string& key) { return store_.find(key); }
 
 asio::awaitable<Result<Box>> BoxService::stop(const std::string& key) {
-  HUTCH_TRY(Box box, store_.find(key));
+  HUTCH_CO_TRY(Box box, store_.find(key));
   auto it = runtimes_.find(box.id);
   if (box.state != BoxState::kRunning || it == runtimes_.end()) {
     co_return fail(Errc::kFailedPrecondition,
@@ -177,9 +186,10 @@ asio::awaitable<Result<Box>> BoxService::stop(const std::string& key) {
   }
   std::shared_ptr<Runtime> runtime = it->second;
   runtime->stopping = true;
-  HUTCH_TRY_VOID(setState(box, BoxState::kStopping));
+  HUTCH_CO_TRY_VOID(setState(box, BoxState::kStopping));
   if (runtime->agent) {
-    auto off = co_await runtime->agent->poweroff();
+    auto off = co_await runtime->agent->poweroff(
+        std::chrono::duration_cast<std::chrono::milliseconds>(config_.stop_timeout));
     if (!off) spdlog::warn("box={} poweroff request failed: {}", box.id, off.error().describe());
   }
   if (!co_await waitExit(*runtime, config_.stop_timeout)) {
@@ -190,14 +200,14 @@ asio::awaitable<Result<Box>> BoxService::stop(const std::string& key) {
   }
   runtimes_.erase(box.id);
   if (runtime->removed) co_return fail(Errc::kCancelled, "Box was removed while stopping");
-  HUTCH_TRY(box, store_.find(box.id));
-  HUTCH_TRY_VOID(setState(box, BoxState::kStopped));
+  HUTCH_CO_TRY(box, store_.find(box.id));
+  HUTCH_CO_TRY_VOID(setState(box, BoxState::kStopped));
   spdlog::info("box={} stopped", box.id);
   co_return box;
 }
 
 asio::awaitable<Result<>> BoxService::remove(const std::string& key, bool force) {
-  HUTCH_TRY(Box box, store_.find(key));
+  HUTCH_CO_TRY(Box box, store_.find(key));
   bool live = box.state == BoxState::kRunning || box.state == BoxState::kCreating ||
               box.state == BoxState::kStopping;
   if (live && !force) {
@@ -217,29 +227,32 @@ asio::awaitable<Result<>> BoxService::remove(const std::string& key, bool force)
     }
   }
   std::filesystem::path dir = boxDir(box.id);
-  HUTCH_TRY_VOID(co_await event::offload(pool_, [dir]() -> Result<> {
+  auto delete_dir = [dir]() -> Result<> {
     std::error_code ec;
     std::filesystem::remove_all(dir, ec);
-    if (ec) return fail(Errc::kInternal, fmt::format("Cannot delete {}: {}", dir.string(),
-                                                     ec.message()));
+    if (ec) {
+      return fail(Errc::kInternal, fmt::format("Cannot delete {}: {}", dir.string(), ec.message()));
+    }
     return ok();
-  }));
-  HUTCH_TRY_VOID(store_.remove(box.id));
+  };
+  auto deleted = co_await event::offload(pool_, std::move(delete_dir));
+  HUTCH_CO_TRY_VOID(deleted);
+  HUTCH_CO_TRY_VOID(store_.remove(box.id));
   spdlog::info("box={} removed", box.id);
   co_return ok();
 }
 
-asio::awaitable<Result<std::shared_ptr<guest::ExecSession>>> BoxService::exec(
-    const std::string& key, proto::ExecRequest request) {
+Result<std::shared_ptr<guest::AgentClient>> BoxService::agentFor(const std::string& key) {
   HUTCH_TRY(Box box, store_.find(key));
   auto it = runtimes_.find(box.id);
-  if (box.state != BoxState::kRunning || it == runtimes_.end() || !it->second->agent) {
-    co_return fail(Errc::kFailedPrecondition,
-                   fmt::format("Box {} is {}; exec needs a running box{}", box.name,
-                               stateName(box.state),
-                               box.state == BoxState::kFailed ? " (" + box.reason + ")" : ""));
+  if (box.state != BoxState::kRunning || it == runtimes_.end() || !it->second->agent ||
+      !it->second->agent->isOpen()) {
+    return fail(Errc::kFailedPrecondition,
+                fmt::format("Box {} is {}; exec needs a running box{}", box.name,
+                            stateName(box.state),
+                            box.state == BoxState::kFailed ? " (" + box.reason + ")" : ""));
   }
-  co_return co_await it->second->agent->exec(std::move(request));
+  return it->second->agent;
 }
 
 Result<std::filesystem::path> BoxService::consoleLog(const std::string& key) {
@@ -247,18 +260,43 @@ Result<std::filesystem::path> BoxService::consoleLog(const std::string& key) {
   return boxDir(box.id) / "console.log";
 }
 
-Result<> BoxService::recoverAfterRestart() {
-  HUTCH_TRY(std::vector<Box> boxes, store_.list());
+asio::awaitable<Result<>> BoxService::recoverAfterRestart() {
+  HUTCH_CO_TRY(std::vector<Box> boxes, store_.list());
   for (Box& box : boxes) {
     if (runtimes_.contains(box.id)) continue;
-    if (box.state == BoxState::kRunning || box.state == BoxState::kCreating ||
-        box.state == BoxState::kStopping) {
-      HUTCH_TRY_VOID(setState(box, BoxState::kFailed,
+    if (box.state == BoxState::kRunning) {
+      auto adopted = co_await adopt(box);
+      if (adopted) {
+        spdlog::info("box={} adopted the running VM (pid {})", box.id, box.pid);
+        continue;
+      }
+      spdlog::warn("box={} cannot be adopted: {}", box.id, adopted.error().describe());
+      HUTCH_CO_TRY_VOID(setState(box, BoxState::kFailed,
+                              "hutchd restarted and could not reattach: " +
+                                  adopted.error().describe()));
+    } else if (box.state == BoxState::kCreating || box.state == BoxState::kStopping) {
+      // The operation died with the old hutchd; its VM, if any, is not trusted.
+      if (auto vm = co_await backend_.adopt(boxDir(box.id)); vm) co_await (*vm)->kill();
+      HUTCH_CO_TRY_VOID(setState(box, BoxState::kFailed,
                               "hutchd restarted while the box was " +
                                   std::string(stateName(box.state))));
     }
   }
-  return ok();
+  co_return ok();
+}
+
+asio::awaitable<Result<>> BoxService::adopt(Box& box) {
+  auto runtime = std::make_shared<Runtime>(loop_);
+  HUTCH_CO_TRY(runtime->vm, co_await backend_.adopt(boxDir(box.id)));
+  auto agent = co_await connectAgent(boxDir(box.id) / "agent.sock",
+                                     std::chrono::steady_clock::now() + std::chrono::seconds(10));
+  if (!agent) co_return fail(agent.error().withContext("The guest agent did not answer"));
+  runtime->agent = std::move(*agent);
+  box.pid = runtime->vm->pid();
+  HUTCH_CO_TRY_VOID(store_.update(box));
+  runtimes_[box.id] = runtime;
+  asio::co_spawn(loop_, watch(box.id, runtime), asio::detached);
+  co_return ok();
 }
 
 void BoxService::detachAll() {

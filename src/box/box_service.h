@@ -2,6 +2,10 @@
 // thread); blocking work (qemu-img, deleting directories) goes to the worker pool.
 #pragma once
 
+// clang-format off
+#include <utility>  // first: Boost 1.74's asio/awaitable.hpp uses std::exchange unincluded
+// clang-format on
+
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -49,13 +53,14 @@ class BoxService {
   asio::awaitable<Result<Box>> stop(const std::string& key);
   // Removes the box's VM (force needed if it is running), its directory and its record.
   asio::awaitable<Result<>> remove(const std::string& key, bool force);
-  asio::awaitable<Result<std::shared_ptr<guest::ExecSession>>> exec(const std::string& key,
-                                                                   proto::ExecRequest request);
+  // The agent of a running box, to start processes in it; kFailedPrecondition if the box is not
+  // running.
+  Result<std::shared_ptr<guest::AgentClient>> agentFor(const std::string& key);
   Result<std::filesystem::path> consoleLog(const std::string& key);
 
-  // Boxes recorded as live by an earlier hutchd whose VM this one does not own are marked failed
-  // (adoption of still-running VMs comes with persistent boxes).
-  Result<> recoverAfterRestart();
+  // After a hutchd restart: boxes recorded as running whose QEMU still runs are adopted (VM and
+  // agent reattached); the others, and boxes caught mid-operation, are marked failed with why.
+  asio::awaitable<Result<>> recoverAfterRestart();
   // Stops watching all VMs (they keep running) — for daemon shutdown.
   void detachAll();
 
@@ -73,6 +78,9 @@ class BoxService {
 
   asio::awaitable<Result<>> boot(Box& box, const storage::Template& tmpl,
                                  std::shared_ptr<Runtime> runtime);
+  asio::awaitable<Result<std::shared_ptr<guest::AgentClient>>> connectAgent(
+      const std::filesystem::path& socket, std::chrono::steady_clock::time_point deadline);
+  asio::awaitable<Result<>> adopt(Box& box);
   asio::awaitable<void> watch(std::string id, std::shared_ptr<Runtime> runtime);
   asio::awaitable<bool> waitExit(Runtime& runtime, std::chrono::steady_clock::duration timeout);
   Result<> setState(Box& box, BoxState state, std::string reason = {});

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <CLI/CLI.hpp>
+#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/thread_pool.hpp>
@@ -83,10 +84,16 @@ int run(int argc, char** argv) {
   hutch::box::ServiceConfig config{state / "boxes", *accel, hutch::vmm::hostTscKhz(),
                                    std::chrono::seconds(boot_timeout)};
   hutch::box::BoxService service(loop.get_executor(), pool, *store, templates, backend, config);
-  if (auto recovered = service.recoverAfterRestart(); !recovered) {
-    spdlog::error("{}", recovered.error().describe());
-    return 70;
-  }
+  // Reattach to boxes an earlier hutchd left running, before serving the API.
+  bool recovered = false;
+  boost::asio::co_spawn(loop, service.recoverAfterRestart(),
+                        [&](std::exception_ptr, hutch::Result<> r) {
+                          recovered = r.has_value();
+                          if (!r) spdlog::error("{}", r.error().describe());
+                        });
+  loop.run();
+  loop.restart();
+  if (!recovered) return 70;
 
   hutch::api::Router<hutch::api::Handler> router;
   hutch::api::DaemonInfo info{kVersion, *accel, backend.name(), state.string()};

@@ -7,6 +7,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/result.h"
@@ -15,25 +16,25 @@ namespace hutch::proto {
 
 inline constexpr uint32_t kProtocolVersion = 1;
 inline constexpr size_t kHeaderSize = 12;
-inline constexpr uint32_t kMaxPayload = 1u << 20;           // 1 MiB; larger is a protocol error
-inline constexpr uint32_t kInitialWindow = 256u * 1024u;   // per stream, per direction
+inline constexpr uint32_t kMaxPayload = 1u << 20;         // 1 MiB; larger is a protocol error
+inline constexpr uint32_t kInitialWindow = 256u * 1024u;  // per stream, per direction
 
 enum class FrameType : uint8_t {
-  kHello = 0x01,      // host->guest  JSON {"version":1,"host":"..."}
-  kHelloAck = 0x02,   // guest->host  JSON {"version":1,"agent":"x.y.z","capabilities":[...]}
-  kPing = 0x03,       // either way   payload echoed in kPong
+  kHello = 0x01,     // host->guest  JSON {"version":1,"host":"..."}
+  kHelloAck = 0x02,  // guest->host  JSON {"version":1,"agent":"x.y.z","capabilities":[...]}
+  kPing = 0x03,      // either way   payload echoed in kPong
   kPong = 0x04,
-  kExec = 0x10,       // host->guest  JSON ExecRequest; opens stream id
-  kStarted = 0x11,    // guest->host  JSON {"pid":N}
-  kStdin = 0x12,      // host->guest  bytes
-  kStdinEof = 0x13,   // host->guest  empty
-  kStdout = 0x14,     // guest->host  bytes
-  kStderr = 0x15,     // guest->host  bytes
-  kExit = 0x16,       // guest->host  JSON {"code":N} or {"signal":N}; last frame of a stream
-  kSignal = 0x17,     // host->guest  JSON {"signal":N}
-  kWindow = 0x18,     // either way   4-byte LE credit increment for the stream's data
-  kPoweroff = 0x20,   // host->guest  empty: sync, unmount, power off
-  kError = 0x7f,      // either way   JSON {"code":"not_found","message":"..."}; stream 0 = connection
+  kExec = 0x10,      // host->guest  JSON ExecRequest; opens stream id
+  kStarted = 0x11,   // guest->host  JSON {"pid":N}
+  kStdin = 0x12,     // host->guest  bytes
+  kStdinEof = 0x13,  // host->guest  empty
+  kStdout = 0x14,    // guest->host  bytes
+  kStderr = 0x15,    // guest->host  bytes
+  kExit = 0x16,      // guest->host  JSON {"code":N} or {"signal":N}; last frame of a stream
+  kSignal = 0x17,    // host->guest  JSON {"signal":N}
+  kWindow = 0x18,    // either way   4-byte LE credit increment for the stream's data
+  kPoweroff = 0x20,  // host->guest  empty: sync, unmount, power off
+  kError = 0x7f,     // either way   JSON {"code":"not_found","message":"..."}; 0 = connection
 };
 
 bool isKnownFrameType(uint8_t type);
@@ -48,8 +49,11 @@ struct Frame {
 
 // Header layout (little-endian): u32 payload length, u8 type, u8 flags (0), u16 reserved (0),
 // u32 stream id.
+// Encoding a payload larger than kMaxPayload is a bug (HUTCH_CHECK): split data before framing.
 void encodeFrame(const Frame& frame, std::string& out);
 std::string encodeFrame(const Frame& frame);
+// Appends one frame without building a Frame first (the hot path for output data).
+void encodeFrame(FrameType type, uint32_t stream, std::string_view payload, std::string& out);
 
 // Incremental decoder for a byte stream. Feed bytes as they arrive, then pull frames.
 // After a protocol error (unknown type, nonzero flags/reserved, oversized length) the decoder
@@ -64,9 +68,14 @@ class FrameDecoder {
   bool failed() const { return failed_; }
 
  private:
+  // Checks as much of the header as has arrived, so garbage fails fast and an oversized length is
+  // refused before any of its payload is buffered.
+  Result<> checkHeader();
+
   std::string buffer_;
   size_t offset_ = 0;
   bool failed_ = false;
+  std::string error_;
 };
 
 }  // namespace hutch::proto

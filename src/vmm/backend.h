@@ -2,11 +2,15 @@
 // backend (Firecracker, Cloud Hypervisor) can be added beside qemu/ without touching box/.
 #pragma once
 
+// clang-format off
+#include <utility>  // first: Boost 1.74's asio/awaitable.hpp uses std::exchange unincluded
+// clang-format on
 #include <sys/types.h>
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -21,8 +25,8 @@ namespace asio = boost::asio;
 struct Capabilities {
   bool pause = false;
   bool snapshot = false;
-  bool kvm = false;   // this host can use hardware acceleration with this backend
-  bool tcg = false;   // software emulation
+  bool kvm = false;  // this host can use hardware acceleration with this backend
+  bool tcg = false;  // software emulation
   bool operator==(const Capabilities&) const = default;
 };
 
@@ -49,7 +53,14 @@ class VmBackend {
   virtual Capabilities capabilities() const = 0;
   // Starts the VMM for `spec` and returns once it is running (QMP answered and the guest is
   // executing). The guest agent may not be ready yet: that is the guest link's business.
+  // `spec` must stay alive until the returned awaitable completes.
   virtual asio::awaitable<Result<std::unique_ptr<Vm>>> launch(const VmSpec& spec) = 0;
+  // Reattaches to a VMM that an earlier hutchd started for `run_dir` and that still runs, e.g.
+  // after a hutchd restart. kNotFound if none runs there; kUnsupported if the backend cannot.
+  virtual asio::awaitable<Result<std::unique_ptr<Vm>>> adopt(std::filesystem::path run_dir) {
+    co_return fail(Errc::kUnsupported,
+                   "The " + name() + " backend cannot adopt the VM in " + run_dir.string());
+  }
 };
 
 }  // namespace hutch::vmm

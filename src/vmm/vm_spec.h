@@ -21,7 +21,7 @@ struct VmSpec {
   Accel accel = Accel::kTcg;
   uint64_t tsc_khz = 0;                // host TSC frequency; 0 = unknown (flag omitted)
   std::filesystem::path kernel;        // uncompressed vmlinux (PVH entry)
-  std::filesystem::path initrd;
+  std::filesystem::path initrd;        // empty: no initrd
   std::filesystem::path disk;          // the box's writable disk (qcow2 overlay)
   std::string disk_format = "qcow2";
   std::map<std::string, std::string> guest_params;  // rendered as hutch.KEY=VALUE on the cmdline
@@ -32,7 +32,8 @@ struct VmSpec {
   std::filesystem::path consoleLog() const { return run_dir / "console.log"; }
   std::filesystem::path vmmLog() const { return run_dir / "qemu.log"; }
 
-  // Checks ranges and that the files exist. Errors say what to fix.
+  // Checks ranges, ids, guest parameters, that the files and run_dir exist and that socket
+  // paths fit a sockaddr_un. Errors say what to fix.
   Result<> validate() const;
   bool operator==(const VmSpec&) const = default;
 };

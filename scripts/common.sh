@@ -1,0 +1,24 @@
+# Shared by quickstart.sh and test.sh: build the binaries, build the guest image.
+# Source it; it expects to run from the repository root.
+
+HUTCH_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+HUTCH_BUILD_DIR=${HUTCH_BUILD_DIR:-$HUTCH_ROOT/build}
+# Guest images are slow to build: cache them outside the work tree, keyed by their recipe.
+HUTCH_CACHE_DIR=${HUTCH_CACHE_DIR:-/var/cache/hutch}
+export HUTCH_CACHE_DIR
+
+log() { printf '\n==> %s\n' "$*" >&2; }
+
+hutch_build() {
+  log "Building hutch (cmake + ninja) in $HUTCH_BUILD_DIR"
+  cmake -S "$HUTCH_ROOT" -B "$HUTCH_BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  ninja -C "$HUTCH_BUILD_DIR"
+}
+
+# Prints the image directory (the last line of build-image.sh).
+hutch_image() {
+  local recipe=${1:-base}
+  log "Building guest image '$recipe' (cached in $HUTCH_CACHE_DIR)"
+  "$HUTCH_ROOT/scripts/build-image.sh" --agent "$HUTCH_BUILD_DIR/src/agent/hutch-agent" \
+    --recipe "$HUTCH_ROOT/images/$recipe" --cache "$HUTCH_CACHE_DIR" | tail -n 1
+}

@@ -1,0 +1,103 @@
+// ExecStream: one kExec stream, from kStarted to its last frame (kExit, or kError after a
+// stream-level protocol error). Owns the process: destroying a stream whose process is still
+// running kills its process group.
+//
+// Flow control (docs/protocol.md): the stream may send send-window bytes of stdout+stderr
+// payload; when the window is used up it stops reading the pipes (the child then blocks on a full
+// pipe) until the host grants more with kWindow. The host may send kInitialWindow bytes of kStdin
+// payload; the stream grants them back with kWindow as they are written to the child.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "agent/event_loop.h"
+#include "agent/exec/spawn.h"
+#include "base/unique_fd.h"
+#include "proto/frame.h"
+
+namespace hutch::agent {
+
+// What a stream needs from the session that owns it.
+class StreamSink {
+ public:
+  virtual ~StreamSink() = default;
+  virtual void sendFrame(proto::FrameType type, uint32_t stream, std::string_view payload) = 0;
+  // The stream has sent its last frame. The owner destroys it later, never inside this call.
+  virtual void streamFinished(uint32_t stream) = 0;
+};
+
+// The largest kStdout/kStderr payload the agent sends.
+inline constexpr size_t kMaxDataFrame = size_t{64} * 1024;
+
+class ExecStream {
+ public:
+  ExecStream(EventLoop& loop, StreamSink& sink, uint32_t id, SpawnedProcess process);
+  ~ExecStream();
+  ExecStream(const ExecStream&) = delete;
+  ExecStream& operator=(const ExecStream&) = delete;
+
+  // Starts watching the pipes. Call after kStarted has been sent.
+  void start();
+
+  uint32_t id() const { return id_; }
+  pid_t pid() const { return pid_; }
+  bool finished() const { return finished_; }
+
+  // Frames from the host for this stream.
+  void onStdin(std::string_view data);
+  void onStdinEof();
+  void onWindow(std::string_view payload);
+  void onSignal(std::string_view payload);
+
+  // The reaper collected the process.
+  void onExited(int wait_status);
+
+ private:
+  struct Output {
+    UniqueFd fd;
+    proto::FrameType type;
+    bool watched = false;
+    size_t drain_limit = 0;  // after exit: bytes that were in the pipe when the child exited
+  };
+
+  enum class ReadResult { kData, kClosed, kWouldBlock };
+
+  ReadResult readOutput(Output& out);
+  void drainAfterExit();
+  void updateWatches();
+  void watchOutput(Output& out, bool want);
+  void closeOutput(Output& out);
+  void writeStdin();
+  void closeStdin();
+  void grantStdin(size_t bytes);
+  void maybeFinish();
+  void streamError(Errc code, const std::string& message);
+  void finish();
+
+  EventLoop& loop_;
+  StreamSink& sink_;
+  const uint32_t id_;
+  const pid_t pid_;
+  Output stdout_;
+  Output stderr_;
+
+  UniqueFd stdin_;
+  const bool has_stdin_;
+  bool stdin_watched_ = false;
+  bool stdin_eof_ = false;  // kStdinEof received
+  std::string stdin_buffer_;
+  size_t stdin_offset_ = 0;
+
+  uint64_t send_window_;   // stdout+stderr payload bytes we may still send
+  uint64_t stdin_credit_;  // kStdin payload bytes the host may still send
+
+  bool exited_ = false;
+  int wait_status_ = 0;
+  bool finished_ = false;
+};
+
+}  // namespace hutch::agent

@@ -1,0 +1,23 @@
+#include "agent/init/pid1.h"
+
+#include <sys/reboot.h>
+#include <sys/stat.h>
+
+#include "agent/init/identity.h"
+#include "agent/init/kernel_cmdline.h"
+#include "agent/init/loopback.h"
+#include "agent/init/mounts.h"
+#include "agent/log.h"
+
+namespace hutch::agent {
+
+void setUpAsPid1() {
+  ::umask(022);
+  mountSystemFilesystems();
+  if (auto up = bringUpLoopback(); !up) logWarning(up.error().describe());
+  if (auto named = applyHostname(readKernelCmdline()); !named) logWarning(named.error().describe());
+  // Ctrl-Alt-Del arrives as SIGINT (handled as a power-off) instead of an immediate reboot.
+  ::reboot(RB_DISABLE_CAD);
+}
+
+}  // namespace hutch::agent

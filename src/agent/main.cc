@@ -1,0 +1,163 @@
+// hutch-agent: the box's PID 1 and the server of the host protocol (docs/protocol.md).
+//
+//   hutch-agent                         as PID 1 in the guest: init duties, then serve the
+//                                       virtio-serial port named hutch.agent
+//   hutch-agent --listen SOCKET_PATH    on a host, for tests: no init duties, serve each
+//                                       connection to the unix socket as a session
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "agent/channel/unix_listener.h"
+#include "agent/channel/virtio_port.h"
+#include "agent/event_loop.h"
+#include "agent/init/pid1.h"
+#include "agent/init/power.h"
+#include "agent/init/reaper.h"
+#include "agent/init/signal_fd.h"
+#include "agent/log.h"
+#include "agent/server.h"
+
+namespace hutch::agent {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: hutch-agent [--listen SOCKET_PATH] [--port-name NAME]\n"
+    "  Without --listen the agent must be PID 1 (the box's init) and serves the virtio-serial\n"
+    "  port NAME (default hutch.agent). --listen serves a unix socket instead, skipping every\n"
+    "  PID-1 duty (for tests on a host).\n";
+
+struct Options {
+  std::string listen_path;
+  std::string port_name = "hutch.agent";
+};
+
+// 0, 1 and 2 must be open: otherwise a pipe could land on them and be clobbered in a child.
+void ensureStandardFds() {
+  for (int fd = 0; fd < 3; ++fd) {
+    if (::fcntl(fd, F_GETFD) < 0) {
+      const int null_fd = ::open("/dev/null", O_RDWR);
+      if (null_fd >= 0 && null_fd != fd) {
+        ::dup2(null_fd, fd);
+        ::close(null_fd);
+      }
+    }
+  }
+}
+
+int serve(const Options& options) {
+  const bool as_pid1 = options.listen_path.empty();
+  auto loop_or = EventLoop::create();
+  if (!loop_or) {
+    logError(loop_or.error().describe());
+    return 1;
+  }
+  EventLoop& loop = **loop_or;
+
+  auto signals = openSignalFd({SIGCHLD, SIGTERM, SIGINT, SIGPWR, SIGHUP});
+  if (!signals) {
+    logError(signals.error().describe());
+    return 1;
+  }
+
+  std::unique_ptr<ChannelSource> source;
+  if (as_pid1) {
+    source = std::make_unique<VirtioPort>(loop, options.port_name);
+  } else {
+    source = std::make_unique<UnixListener>(loop, options.listen_path);
+  }
+
+  // Declared before use in the callbacks below; the server outlives the loop's run().
+  std::unique_ptr<Server> server;
+  auto shutdown = [&] {
+    if (as_pid1) powerOff();  // never returns
+    server->closeAllStreams();
+    loop.stop();
+  };
+
+  ServerOptions server_options;
+  server_options.agent_version = HUTCH_VERSION;
+  server_options.on_poweroff = shutdown;
+  server = std::make_unique<Server>(loop, *source, server_options);
+
+  auto watched = loop.add(signals->get(), EPOLLIN, [&](uint32_t) {
+    while (int sig = readSignal(signals->get())) {
+      if (sig == SIGCHLD) {
+        reapChildren([&](pid_t pid, int status) { server->onChildExited(pid, status); });
+      } else if (sig == SIGHUP) {
+        continue;  // a console hangup is not a reason to stop
+      } else {
+        logInfo(std::string("Received ") + ::strsignal(sig));
+        shutdown();
+      }
+    }
+  });
+  if (!watched) {
+    logError(watched.error().describe());
+    return 1;
+  }
+
+  logInfo(std::string("Agent ") + HUTCH_VERSION + " serving " + source->describe());
+  if (auto started = server->start(); !started) {
+    logError(started.error().describe());
+    return 1;
+  }
+  loop.run();
+  return 0;
+}
+
+}  // namespace
+}  // namespace hutch::agent
+
+int main(int argc, char** argv) {
+  using namespace hutch::agent;
+  Options options;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if ((arg == "--listen" || arg == "--port-name") && i + 1 < argc) {
+      (arg == "--listen" ? options.listen_path : options.port_name) = argv[++i];
+    } else if (arg == "--version") {
+      std::printf("hutch-agent %s\n", HUTCH_VERSION);
+      return 0;
+    } else if (arg == "--help" || arg == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else if (::getpid() != 1) {
+      std::fprintf(stderr, "hutch-agent: unknown argument \"%s\"\n%s", arg.c_str(), kUsage);
+      return 2;
+    }
+    // As PID 1, unknown arguments (the kernel passes some) are ignored: init must not exit.
+  }
+
+  ensureStandardFds();
+  ::signal(SIGPIPE, SIG_IGN);  // a closed pipe or socket is an EPIPE, handled where it happens
+
+  const bool as_pid1 = options.listen_path.empty();
+  if (as_pid1) {
+    if (::getpid() != 1) {
+      std::fprintf(stderr,
+                   "hutch-agent: without --listen the agent must run as PID 1 (the box's init)\n"
+                   "%s",
+                   kUsage);
+      return 2;
+    }
+    setUpAsPid1();
+  } else {
+    // Orphans of exec'd processes come to us, as they would to PID 1 in a box.
+    ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  }
+
+  const int code = serve(options);
+  if (as_pid1) {
+    // PID 1 exiting panics the kernel; power off instead.
+    logError("The agent cannot serve; powering off");
+    powerOff();
+  }
+  return code;
+}

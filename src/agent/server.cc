@@ -1,0 +1,274 @@
+#include "agent/server.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "agent/exec/spawn.h"
+#include "agent/exec/spawn_spec.h"
+#include "agent/exec/user_db.h"
+#include "agent/log.h"
+#include "proto/messages.h"
+
+namespace hutch::agent {
+
+using proto::Frame;
+using proto::FrameType;
+
+namespace {
+
+std::string typeName(FrameType type) {
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "0x%02x", static_cast<unsigned>(type));
+  return buf;
+}
+
+}  // namespace
+
+Server::Server(EventLoop& loop, ChannelSource& source, ServerOptions options)
+    : loop_(loop), source_(source), options_(std::move(options)) {}
+
+Server::~Server() {
+  closeAllStreams();
+  if (channel_) loop_.remove(channel_.get());
+}
+
+Result<> Server::start() {
+  return source_.start([this](UniqueFd fd) { onConnected(std::move(fd)); });
+}
+
+void Server::onConnected(UniqueFd fd) {
+  channel_ = std::move(fd);
+  decoder_ = proto::FrameDecoder();
+  out_.clear();
+  out_offset_ = 0;
+  handshaken_ = false;
+  channel_events_ = EPOLLIN;
+  if (auto added = loop_.add(channel_.get(), channel_events_,
+                             [this](uint32_t events) { onChannelEvents(events); });
+      !added) {
+    logError(added.error().describe());
+    source_.release(std::move(channel_));
+    return;
+  }
+  logInfo("Host connected over " + source_.describe());
+}
+
+void Server::disconnect(const std::string& why) {
+  if (!channel_) return;
+  logInfo("Host disconnected (" + why + ")");
+  resetSession();
+  loop_.remove(channel_.get());
+  out_.clear();
+  out_offset_ = 0;
+  source_.release(std::move(channel_));
+}
+
+void Server::onChannelEvents(uint32_t events) {
+  if (events & EPOLLOUT) flush();
+  // A hangup is noticed by reading: buffered input comes first, then read() returns 0.
+  if (channel_ && (events & (EPOLLIN | EPOLLHUP | EPOLLERR))) readChannel();
+}
+
+void Server::readChannel() {
+  char buffer[64 * 1024];
+  ssize_t n;
+  do {
+    n = ::read(channel_.get(), buffer, sizeof buffer);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) {
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+    return disconnect(std::string("read failed: ") + std::strerror(errno));
+  }
+  if (n == 0) return disconnect("end of stream");
+
+  decoder_.feed(std::span<const char>(buffer, static_cast<size_t>(n)));
+  while (channel_) {
+    auto next = decoder_.next();
+    if (!next) {
+      connectionError(next.error());
+      break;
+    }
+    if (!next->has_value()) break;
+    handleFrame(**next);
+  }
+  updateInterest();
+}
+
+void Server::sendFrame(FrameType type, uint32_t stream, std::string_view payload) {
+  if (!channel_) return;
+  proto::encodeFrame(type, stream, payload, out_);
+  scheduleFlush();
+}
+
+void Server::scheduleFlush() {
+  if (flush_posted_) return;
+  flush_posted_ = true;
+  // One write per loop round for everything queued in it.
+  loop_.post([this] {
+    flush_posted_ = false;
+    flush();
+  });
+}
+
+void Server::flush() {
+  while (channel_ && out_offset_ < out_.size()) {
+    const ssize_t n = ::write(channel_.get(), out_.data() + out_offset_, out_.size() - out_offset_);
+    if (n > 0) {
+      out_offset_ += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    return disconnect(std::string("write failed: ") + std::strerror(errno));
+  }
+  if (out_offset_ == out_.size()) {
+    out_.clear();
+    out_offset_ = 0;
+  } else if (out_offset_ >= (1u << 20)) {
+    out_.erase(0, out_offset_);
+    out_offset_ = 0;
+  }
+  updateInterest();
+}
+
+void Server::updateInterest() {
+  if (!channel_) return;
+  const size_t pending = out_.size() - out_offset_;
+  const uint32_t events = (pending < kPauseInputAt ? EPOLLIN : 0u) | (pending ? EPOLLOUT : 0u);
+  if (events == channel_events_) return;
+  if (auto modified = loop_.modify(channel_.get(), events); !modified) {
+    logError(modified.error().describe());
+    return;
+  }
+  channel_events_ = events;
+}
+
+void Server::sendError(uint32_t stream, const Error& error) {
+  sendFrame(FrameType::kError, stream, proto::encodeMessage(proto::ErrorMessage::fromError(error)));
+}
+
+void Server::connectionError(const Error& error) {
+  logWarning("Resetting the session: " + error.message());
+  sendError(0, error);
+  resetSession();
+}
+
+void Server::resetSession() {
+  closeAllStreams();
+  decoder_ = proto::FrameDecoder();
+  handshaken_ = false;
+}
+
+void Server::closeAllStreams() {
+  streams_.clear();
+}
+
+void Server::streamFinished(uint32_t stream) {
+  loop_.post([this, stream] {
+    auto it = streams_.find(stream);
+    if (it != streams_.end() && it->second->finished()) streams_.erase(it);
+  });
+}
+
+void Server::onChildExited(pid_t pid, int wait_status) {
+  for (auto& [id, stream] : streams_) {
+    if (stream->pid() == pid) {
+      stream->onExited(wait_status);
+      return;
+    }
+  }
+}
+
+void Server::handleHello(const Frame& frame) {
+  auto hello = proto::decodeMessage<proto::Hello>(frame.payload);
+  if (!hello) return connectionError(hello.error());
+  if (hello->version != proto::kProtocolVersion) {
+    closeAllStreams();
+    handshaken_ = false;
+    return sendError(
+        0, Error(Errc::kUnsupported, "Protocol version " + std::to_string(hello->version) +
+                                         " is not supported; this agent speaks version " +
+                                         std::to_string(proto::kProtocolVersion)));
+  }
+  // A kHello always starts a new session (the framing is intact, so the decoder is kept); a
+  // resent duplicate arrives before the host opens any stream, so this costs nothing.
+  closeAllStreams();
+  handshaken_ = true;
+  proto::HelloAck ack{
+      proto::kProtocolVersion, options_.agent_version, {"exec", "signal", "window", "poweroff"}};
+  sendFrame(FrameType::kHelloAck, 0, proto::encodeMessage(ack));
+}
+
+void Server::handleExec(const Frame& frame) {
+  const uint32_t id = frame.stream;
+  if (id == 0) return connectionError(Error(Errc::kProtocol, "kExec on stream 0"));
+  if (auto it = streams_.find(id); it != streams_.end()) {
+    if (!it->second->finished()) {
+      return sendError(
+          id, Error(Errc::kAlreadyExists, "Stream " + std::to_string(id) + " is already open"));
+    }
+    streams_.erase(it);
+  }
+  auto request = proto::decodeMessage<proto::ExecRequest>(frame.payload);
+  if (!request) return sendError(id, request.error());
+  auto spec = makeSpawnSpec(*request, UserDb::load(options_.passwd_path, options_.group_path));
+  if (!spec) return sendError(id, spec.error());
+  auto process = spawnProcess(*spec);
+  if (!process) return sendError(id, process.error());
+
+  const pid_t pid = process->pid;
+  sendFrame(FrameType::kStarted, id, proto::encodeMessage(proto::Started{pid}));
+  auto stream = std::make_unique<ExecStream>(loop_, *this, id, std::move(*process));
+  stream->start();
+  streams_[id] = std::move(stream);
+}
+
+void Server::handleFrame(const Frame& frame) {
+  switch (frame.type) {
+    case FrameType::kPing: return sendFrame(FrameType::kPong, frame.stream, frame.payload);
+    case FrameType::kHello: return handleHello(frame);
+    case FrameType::kPong: return;
+    case FrameType::kError: {
+      auto error = proto::decodeMessage<proto::ErrorMessage>(frame.payload);
+      logWarning("Host reported an error on stream " + std::to_string(frame.stream) + ": " +
+                 (error ? error->code + ": " + error->message : std::string("(malformed)")));
+      return;
+    }
+    default: break;
+  }
+  if (!handshaken_) {
+    // Answered, otherwise ignored: the framing is intact, so there is nothing to reset.
+    return sendError(0, Error(Errc::kProtocol, "Frame type " + typeName(frame.type) +
+                                                   " before kHello; send kHello "
+                                                   "first"));
+  }
+  switch (frame.type) {
+    case FrameType::kExec: return handleExec(frame);
+    case FrameType::kStdin:
+    case FrameType::kStdinEof:
+    case FrameType::kSignal:
+    case FrameType::kWindow: {
+      // A stream that is not open is ignored: these frames can cross its last frame in flight.
+      auto it = streams_.find(frame.stream);
+      if (it == streams_.end() || it->second->finished()) return;
+      ExecStream& stream = *it->second;
+      if (frame.type == FrameType::kStdin) stream.onStdin(frame.payload);
+      if (frame.type == FrameType::kStdinEof) stream.onStdinEof();
+      if (frame.type == FrameType::kSignal) stream.onSignal(frame.payload);
+      if (frame.type == FrameType::kWindow) stream.onWindow(frame.payload);
+      return;
+    }
+    case FrameType::kPoweroff:
+      logInfo("Power-off requested by the host");
+      if (options_.on_poweroff) options_.on_poweroff();
+      return;
+    default:
+      return connectionError(
+          Error(Errc::kProtocol, "Frame type " + typeName(frame.type) + " is not sent by a host"));
+  }
+}
+
+}  // namespace hutch::agent

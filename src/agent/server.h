@@ -1,0 +1,86 @@
+// Server: serves the host protocol (docs/protocol.md) over whatever session fd the channel
+// source provides, on the agent's one event loop.
+//
+// A session starts with kHello and ends when the host goes away or breaks the framing. Framing
+// errors are answered with kError on stream 0 (code "protocol") and reset the session: every
+// process of the session is killed, the decoder is dropped and the agent waits for a new kHello
+// on the same channel. Writes are buffered and non-blocking; while much output is waiting for the
+// host to read it, the agent stops reading the channel.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "agent/channel/channel_source.h"
+#include "agent/event_loop.h"
+#include "agent/exec/exec_stream.h"
+#include "proto/frame.h"
+
+namespace hutch::agent {
+
+struct ServerOptions {
+  std::string agent_version;
+  std::function<void()> on_poweroff;  // kPoweroff from the host
+  std::string passwd_path = "/etc/passwd";
+  std::string group_path = "/etc/group";
+};
+
+// Output waiting for the host beyond this pauses reading from the channel.
+inline constexpr size_t kPauseInputAt = 4u << 20;
+
+class Server : public StreamSink {
+ public:
+  Server(EventLoop& loop, ChannelSource& source, ServerOptions options);
+  ~Server() override;
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  Result<> start();
+
+  // The reaper collected pid; routes the status to its stream, if it has one.
+  void onChildExited(pid_t pid, int wait_status);
+
+  // Kills the processes of every open stream and forgets the streams.
+  void closeAllStreams();
+
+  // StreamSink
+  void sendFrame(proto::FrameType type, uint32_t stream, std::string_view payload) override;
+  void streamFinished(uint32_t stream) override;
+
+ private:
+  void onConnected(UniqueFd fd);
+  void onChannelEvents(uint32_t events);
+  void readChannel();
+  void flush();
+  void scheduleFlush();
+  void updateInterest();
+  void disconnect(const std::string& why);
+
+  void handleFrame(const proto::Frame& frame);
+  void handleHello(const proto::Frame& frame);
+  void handleExec(const proto::Frame& frame);
+  void sendError(uint32_t stream, const Error& error);
+  // kError on stream 0 and a session reset.
+  void connectionError(const Error& error);
+  void resetSession();
+
+  EventLoop& loop_;
+  ChannelSource& source_;
+  ServerOptions options_;
+
+  UniqueFd channel_;
+  uint32_t channel_events_ = 0;
+  proto::FrameDecoder decoder_;
+  std::string out_;
+  size_t out_offset_ = 0;
+  bool flush_posted_ = false;
+  bool handshaken_ = false;
+  std::map<uint32_t, std::unique_ptr<ExecStream>> streams_;
+};
+
+}  // namespace hutch::agent

@@ -1,0 +1,262 @@
+#include "guest/agent_client.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace hutch::guest {
+
+namespace asio = boost::asio;
+using proto::Frame;
+using proto::FrameType;
+
+std::shared_ptr<AgentClient> AgentClient::create(ByteChannel channel, AgentClientOptions options) {
+  std::shared_ptr<AgentClient> client(new AgentClient(std::move(channel), std::move(options)));
+  // The loops hold the client alive until the connection closes.
+  asio::co_spawn(
+      client->executor_, [client]() { return client->readLoop(); }, asio::detached);
+  asio::co_spawn(
+      client->executor_, [client]() { return client->writeLoop(); }, asio::detached);
+  return client;
+}
+
+AgentClient::AgentClient(ByteChannel channel, AgentClientOptions options)
+    : executor_(channel.get_executor()),
+      channel_(std::move(channel)),
+      options_(std::move(options)),
+      changed_(executor_),
+      output_ready_(executor_) {}
+
+AgentClient::~AgentClient() = default;
+
+Error AgentClient::closedError() const {
+  return close_reason_ ? *close_reason_
+                       : Error(Errc::kUnavailable, "The connection to the agent is closed");
+}
+
+void AgentClient::send(FrameType type, uint32_t stream, std::string_view payload) {
+  if (!open_) return;
+  proto::encodeFrame(type, stream, payload, out_);
+  output_ready_.notify();
+}
+
+void AgentClient::forget(uint32_t stream) {
+  sessions_.erase(stream);
+}
+
+asio::awaitable<void> AgentClient::writeLoop() {
+  std::string writing;
+  while (open_) {
+    if (out_.empty()) {
+      co_await output_ready_.wait();
+      continue;
+    }
+    writing.clear();
+    writing.swap(out_);
+    boost::system::error_code ec;
+    co_await asio::async_write(channel_, asio::buffer(writing),
+                               asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) {
+      if (open_)
+        shutdown(Error(Errc::kUnavailable, "Writing to the agent failed: " + ec.message()));
+      co_return;
+    }
+  }
+}
+
+asio::awaitable<void> AgentClient::readLoop() {
+  std::vector<char> buffer(size_t{64} * 1024);
+  while (open_) {
+    boost::system::error_code ec;
+    const size_t n = co_await channel_.async_read_some(
+        asio::buffer(buffer), asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) {
+      if (open_) {
+        shutdown(Error(Errc::kUnavailable, ec == asio::error::eof
+                                               ? std::string("The agent closed the connection")
+                                               : "Reading from the agent failed: " + ec.message()));
+      }
+      co_return;
+    }
+    std::string_view data(buffer.data(), n);
+    std::optional<HandshakeScanner::Found> found;
+    if (!hello_ack_) {
+      // Before the handshake only the answer to kHello counts; it may follow leftovers of an
+      // earlier session, so it is searched for rather than decoded in place.
+      found = scanner_.feed(data);
+      while (found && open_) {
+        routeConnectionFrame(found->frame);
+        if (hello_ack_) break;
+        const std::string after = std::move(found->rest);
+        found = scanner_.feed(after);
+      }
+      if (!hello_ack_ || !open_) continue;
+      data = found->rest;
+    }
+    decoder_.feed(data);
+    while (open_) {
+      auto next = decoder_.next();
+      if (!next) {
+        shutdown(
+            Error(Errc::kUnavailable, "The agent broke the protocol: " + next.error().message()));
+        co_return;
+      }
+      if (!next->has_value()) break;
+      route(**next);
+    }
+  }
+}
+
+void AgentClient::route(const Frame& frame) {
+  if (frame.stream == 0) return routeConnectionFrame(frame);
+  auto it = sessions_.find(frame.stream);
+  if (it == sessions_.end()) return;  // a stream we gave up on; its late frames are dropped
+  auto session = it->second.lock();
+  if (!session) {
+    sessions_.erase(it);
+    return;
+  }
+  session->onFrame(frame);
+  if (session->finished()) sessions_.erase(frame.stream);
+}
+
+void AgentClient::routeConnectionFrame(const Frame& frame) {
+  switch (frame.type) {
+    case FrameType::kHelloAck: {
+      if (hello_ack_) return;  // an answer to a resent kHello: harmless
+      auto ack = proto::decodeMessage<proto::HelloAck>(frame.payload);
+      if (!ack) {
+        hello_error_ = ack.error();
+      } else if (ack->version != proto::kProtocolVersion) {
+        hello_error_ = Error(Errc::kUnsupported, "The agent speaks protocol version " +
+                                                     std::to_string(ack->version) + ", not " +
+                                                     std::to_string(proto::kProtocolVersion));
+      } else {
+        hello_ack_ = std::move(*ack);
+      }
+      changed_.notify();
+      return;
+    }
+    case FrameType::kPong: {
+      const uint64_t seq = std::strtoull(frame.payload.c_str(), nullptr, 10);
+      pongs_received_ = std::max(pongs_received_, seq);
+      changed_.notify();
+      return;
+    }
+    case FrameType::kPing: return send(FrameType::kPong, 0, frame.payload);
+    case FrameType::kError: {
+      auto message = proto::decodeMessage<proto::ErrorMessage>(frame.payload);
+      Error error =
+          message ? message->toError() : Error(Errc::kProtocol, "The agent sent a malformed error");
+      if (!hello_ack_) {
+        hello_error_ = error;
+        changed_.notify();
+        return;
+      }
+      // After the handshake an error on stream 0 means the agent reset the session: every
+      // stream is gone on its side.
+      shutdown(Error(Errc::kUnavailable,
+                     "The agent reset the session: " + std::string(errcName(error.code())) + ": " +
+                         error.message()));
+      return;
+    }
+    default:
+      shutdown(Error(Errc::kUnavailable, "The agent sent an unexpected frame on stream 0"));
+      return;
+  }
+}
+
+void AgentClient::shutdown(const Error& reason) {
+  if (!open_) return;
+  open_ = false;
+  close_reason_ = reason;
+  boost::system::error_code ec;
+  channel_.shutdown(asio::socket_base::shutdown_both, ec);
+  channel_.close(ec);
+  out_.clear();
+  // Copy first: a session's handler may forget() itself.
+  auto sessions = std::move(sessions_);
+  sessions_.clear();
+  for (auto& [id, weak] : sessions) {
+    if (auto session = weak.lock()) session->onClosed(reason);
+  }
+  changed_.notify();
+  output_ready_.notify();
+}
+
+void AgentClient::close() {
+  shutdown(Error(Errc::kCancelled, "The agent client was closed"));
+}
+
+asio::awaitable<Error> AgentClient::closed() {
+  auto self = shared_from_this();
+  while (open_) co_await changed_.wait();
+  co_return closedError();
+}
+
+asio::awaitable<Result<proto::HelloAck>> AgentClient::handshake(std::chrono::milliseconds timeout) {
+  auto self = shared_from_this();
+  const auto deadline = Clock::now() + timeout;
+  hello_error_.reset();
+  while (true) {
+    if (hello_ack_) co_return *hello_ack_;
+    if (hello_error_) co_return fail(*hello_error_);
+    if (!open_) co_return fail(closedError());
+    const auto now = Clock::now();
+    if (now >= deadline) {
+      co_return fail(Errc::kTimeout, "The agent did not answer within " +
+                                         std::to_string(timeout.count()) +
+                                         " ms (the guest may not have booted)");
+    }
+    send(FrameType::kHello, 0,
+         proto::encodeMessage(proto::Hello{proto::kProtocolVersion, options_.host_name}));
+    const auto resend_at = std::min(deadline, now + options_.hello_interval);
+    while (!hello_ack_ && !hello_error_ && open_ && Clock::now() < resend_at) {
+      co_await changed_.waitUntil(resend_at);
+    }
+  }
+}
+
+asio::awaitable<Result<std::shared_ptr<ExecSession>>> AgentClient::exec(
+    proto::ExecRequest request) {
+  auto self = shared_from_this();
+  if (!open_) co_return fail(closedError());
+  if (!hello_ack_) co_return fail(Errc::kFailedPrecondition, "Call handshake() before exec()");
+  if (auto valid = proto::validate(request); !valid) co_return fail(valid.error());
+
+  const uint32_t stream = next_stream_++;
+  if (next_stream_ == 0) next_stream_ = 1;
+  std::shared_ptr<ExecSession> session(new ExecSession(self, stream, request.pipe_stdin));
+  sessions_[stream] = session;
+  send(FrameType::kExec, stream, proto::encodeMessage(request));
+  while (!session->started_ && !session->start_error_) co_await session->changed_.wait();
+  if (session->start_error_) co_return fail(*session->start_error_);
+  co_return session;
+}
+
+asio::awaitable<Result<>> AgentClient::ping(std::chrono::milliseconds timeout) {
+  auto self = shared_from_this();
+  if (!open_) co_return fail(closedError());
+  if (!hello_ack_) co_return fail(Errc::kFailedPrecondition, "Call handshake() before ping()");
+  const uint64_t seq = ++pings_sent_;
+  send(FrameType::kPing, 0, std::to_string(seq));
+  const auto deadline = Clock::now() + timeout;
+  while (open_ && pongs_received_ < seq && Clock::now() < deadline) {
+    co_await changed_.waitUntil(deadline);
+  }
+  if (pongs_received_ >= seq) co_return ok();
+  if (!open_) co_return fail(closedError());
+  co_return fail(Errc::kTimeout, "The agent did not answer a ping");
+}
+
+asio::awaitable<Result<>> AgentClient::poweroff(std::chrono::milliseconds timeout) {
+  auto self = shared_from_this();
+  if (!open_) co_return fail(closedError());
+  if (!hello_ack_) co_return fail(Errc::kFailedPrecondition, "Call handshake() before poweroff()");
+  send(FrameType::kPoweroff, 0, {});
+  const auto deadline = Clock::now() + timeout;
+  while (open_ && Clock::now() < deadline) co_await changed_.waitUntil(deadline);
+  if (open_) co_return fail(Errc::kTimeout, "The box did not power off in time");
+  co_return ok();
+}
+
+}  // namespace hutch::guest

@@ -1,0 +1,122 @@
+// AgentClient: the host side of the agent protocol (docs/protocol.md) over one ByteChannel.
+//
+// Single-threaded: every method must be called on the executor of the channel it was created
+// with, where its read and write loops run too. Errors are Result values; no exception leaves a
+// coroutine.
+//
+//   auto channel = co_await connectUnix(executor, path, deadline);
+//   auto client = AgentClient::create(std::move(*channel));
+//   co_await client->handshake(30s);
+//   auto session = co_await client->exec({.argv = {"uname", "-a"}});
+//   while (auto event = co_await (*session)->next()) { ... until event->kind == kExit }
+//   client->close();
+//
+// Connection loss (the agent or QEMU went away, or the agent broke the protocol) ends every open
+// session with Errc::kUnavailable; closed() returns the reason. close() ends them with
+// Errc::kCancelled. The client holds itself alive while the connection is open: call close()
+// when done with it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "base/result.h"
+#include "guest/asio.h"
+#include "guest/async_event.h"
+#include "guest/byte_channel.h"
+#include "guest/exec_session.h"
+#include "guest/handshake_scanner.h"
+#include "proto/frame.h"
+#include "proto/messages.h"
+
+namespace hutch::guest {
+
+struct AgentClientOptions {
+  std::string host_name = "hutchd";  // sent in kHello, for the agent's log
+  // kHello is resent this often until answered: a guest that has not booted yet leaves it unread
+  // (QEMU accepts the connection before the guest opens its port).
+  std::chrono::milliseconds hello_interval{200};
+};
+
+class AgentClient : public std::enable_shared_from_this<AgentClient> {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // Starts reading from the channel at once.
+  static std::shared_ptr<AgentClient> create(ByteChannel channel, AgentClientOptions options = {});
+
+  ~AgentClient();
+  AgentClient(const AgentClient&) = delete;
+  AgentClient& operator=(const AgentClient&) = delete;
+
+  boost::asio::any_io_executor executor() const { return executor_; }
+
+  // Sends kHello (again every hello_interval) until the agent answers kHelloAck. kTimeout if it
+  // does not answer in time, kUnsupported if it speaks another protocol version. Calling it
+  // again after success returns the first answer.
+  boost::asio::awaitable<Result<proto::HelloAck>> handshake(std::chrono::milliseconds timeout);
+
+  // Starts a process; returns once the agent reports it started (kStarted) or refused it: a
+  // missing command, cwd or user is kNotFound, a bad request kInvalidArgument, tty kUnsupported.
+  boost::asio::awaitable<Result<std::shared_ptr<ExecSession>>> exec(proto::ExecRequest request);
+
+  // A round trip through the agent's loop (after the handshake).
+  boost::asio::awaitable<Result<>> ping(std::chrono::milliseconds timeout);
+
+  // Asks the box to power off and waits for the connection to close (QEMU exits). kTimeout if
+  // it is still open after timeout.
+  boost::asio::awaitable<Result<>> poweroff(std::chrono::milliseconds timeout);
+
+  // Waits until the connection is closed; returns why (kUnavailable with the cause, or
+  // kCancelled after close()).
+  boost::asio::awaitable<Error> closed();
+
+  // Closes the connection; every open session ends with kCancelled.
+  void close();
+
+  bool isOpen() const { return open_; }
+  const std::optional<proto::HelloAck>& helloAck() const { return hello_ack_; }
+
+ private:
+  friend class ExecSession;
+
+  AgentClient(ByteChannel channel, AgentClientOptions options);
+
+  boost::asio::awaitable<void> readLoop();
+  boost::asio::awaitable<void> writeLoop();
+  void route(const proto::Frame& frame);
+  void routeConnectionFrame(const proto::Frame& frame);
+  void shutdown(const Error& reason);
+
+  // Used by ExecSession.
+  void send(proto::FrameType type, uint32_t stream, std::string_view payload);
+  void forget(uint32_t stream);
+  Error closedError() const;
+
+  boost::asio::any_io_executor executor_;
+  ByteChannel channel_;
+  AgentClientOptions options_;
+  bool open_ = true;
+  std::optional<Error> close_reason_;
+  AsyncEvent changed_;  // connection-level state changed (hello, pong, closed)
+  AsyncEvent output_ready_;
+
+  HandshakeScanner scanner_;     // until the handshake
+  proto::FrameDecoder decoder_;  // after it
+  std::string out_;
+
+  std::optional<proto::HelloAck> hello_ack_;
+  std::optional<Error> hello_error_;
+  uint64_t pings_sent_ = 0;
+  uint64_t pongs_received_ = 0;
+
+  uint32_t next_stream_ = 1;
+  std::unordered_map<uint32_t, std::weak_ptr<ExecSession>> sessions_;
+};
+
+}  // namespace hutch::guest

@@ -1,0 +1,183 @@
+#include "guest/exec_session.h"
+
+#include <signal.h>
+
+#include <algorithm>
+
+#include "guest/agent_client.h"
+
+namespace hutch::guest {
+
+namespace asio = boost::asio;
+using proto::Frame;
+using proto::FrameType;
+
+namespace {
+
+// Consumed output is granted back to the agent in batches of this size: small enough that the
+// agent never runs dry while the consumer keeps pulling, large enough to keep kWindow frames rare.
+constexpr uint64_t kGrantBatch = proto::kInitialWindow / 4;
+
+// The largest kStdin payload the client sends.
+constexpr size_t kMaxStdinFrame = size_t{64} * 1024;
+
+}  // namespace
+
+ExecSession::ExecSession(std::shared_ptr<AgentClient> client, uint32_t stream, bool pipe_stdin)
+    : client_(std::move(client)),
+      stream_(stream),
+      pipe_stdin_(pipe_stdin),
+      changed_(client_->executor()) {}
+
+ExecSession::~ExecSession() {
+  if (!finished_ && client_->isOpen()) {
+    // The owner let go of a running process: it dies with its handle.
+    client_->send(FrameType::kSignal, stream_, proto::encodeMessage(proto::SignalRequest{SIGKILL}));
+  }
+  client_->forget(stream_);
+}
+
+void ExecSession::finishWith(std::optional<Error> error) {
+  finished_ = true;
+  if (!started_ && error) {
+    start_error_ = std::move(error);
+  } else if (error && !error_) {
+    error_ = std::move(error);
+  }
+  changed_.notify();
+}
+
+void ExecSession::onClosed(const Error& error) {
+  if (finished_) return;
+  finishWith(
+      error.code() == Errc::kCancelled
+          ? error
+          : Error(Errc::kUnavailable, "Lost the connection to the agent: " + error.message()));
+}
+
+void ExecSession::onFrame(const Frame& frame) {
+  if (finished_) return;
+  switch (frame.type) {
+    case FrameType::kStarted: {
+      auto started = proto::decodeMessage<proto::Started>(frame.payload);
+      if (!started) return finishWith(started.error());
+      started_ = true;
+      pid_ = started->pid;
+      changed_.notify();
+      return;
+    }
+    case FrameType::kStdout:
+    case FrameType::kStderr: {
+      if (frame.payload.size() > receive_window_) {
+        client_->send(FrameType::kSignal, stream_,
+                      proto::encodeMessage(proto::SignalRequest{SIGKILL}));
+        return finishWith(Error(Errc::kProtocol, "The agent sent more output than the window"));
+      }
+      receive_window_ -= frame.payload.size();
+      ExecEvent event;
+      event.kind =
+          frame.type == FrameType::kStdout ? ExecEvent::Kind::kStdout : ExecEvent::Kind::kStderr;
+      event.data = frame.payload;
+      events_.push_back(std::move(event));
+      changed_.notify();
+      return;
+    }
+    case FrameType::kExit: {
+      auto status = proto::decodeMessage<proto::ExitStatus>(frame.payload);
+      if (!status) return finishWith(status.error());
+      ExecEvent event;
+      event.kind = ExecEvent::Kind::kExit;
+      event.exit_status = *status;
+      events_.push_back(std::move(event));
+      return finishWith(std::nullopt);
+    }
+    case FrameType::kWindow: {
+      auto increment = proto::decodeWindow(frame.payload);
+      if (!increment) return finishWith(increment.error());
+      stdin_credit_ += *increment;
+      changed_.notify();
+      return;
+    }
+    case FrameType::kError: {
+      auto message = proto::decodeMessage<proto::ErrorMessage>(frame.payload);
+      return finishWith(message ? message->toError()
+                                : Error(Errc::kProtocol, "The agent sent a malformed error"));
+    }
+    default:
+      return finishWith(Error(Errc::kProtocol, "The agent sent an unexpected frame type " +
+                                                   std::to_string(static_cast<int>(frame.type)) +
+                                                   " on an exec stream"));
+  }
+}
+
+asio::awaitable<Result<ExecEvent>> ExecSession::next() {
+  while (true) {
+    if (!events_.empty()) {
+      ExecEvent event = std::move(events_.front());
+      events_.pop_front();
+      if (event.kind == ExecEvent::Kind::kExit) {
+        exit_returned_ = true;
+      } else {
+        ungranted_ += event.data.size();
+        if (ungranted_ >= kGrantBatch && !finished_) {
+          receive_window_ += ungranted_;
+          client_->send(FrameType::kWindow, stream_,
+                        proto::encodeWindow(static_cast<uint32_t>(ungranted_)));
+          ungranted_ = 0;
+        }
+      }
+      co_return event;
+    }
+    if (error_) co_return fail(*error_);
+    if (exit_returned_) {
+      co_return fail(Errc::kFailedPrecondition, "The process has exited; there are no more events");
+    }
+    co_await changed_.wait();
+  }
+}
+
+Result<> ExecSession::checkUsable() const {
+  if (error_) return fail(*error_);
+  if (finished_) return fail(Errc::kFailedPrecondition, "The process has exited");
+  return ok();
+}
+
+asio::awaitable<Result<>> ExecSession::writeStdin(std::string_view bytes) {
+  if (!pipe_stdin_) {
+    co_return fail(Errc::kFailedPrecondition, "The process was started without stdin");
+  }
+  if (stdin_closed_) co_return fail(Errc::kFailedPrecondition, "Stdin is already closed");
+  size_t offset = 0;
+  while (offset < bytes.size()) {
+    if (auto usable = checkUsable(); !usable) co_return usable;
+    if (stdin_credit_ == 0) {
+      co_await changed_.wait();
+      continue;
+    }
+    const size_t chunk = static_cast<size_t>(
+        std::min<uint64_t>({bytes.size() - offset, stdin_credit_, kMaxStdinFrame}));
+    client_->send(FrameType::kStdin, stream_, bytes.substr(offset, chunk));
+    stdin_credit_ -= chunk;
+    offset += chunk;
+  }
+  co_return ok();
+}
+
+Result<> ExecSession::closeStdin() {
+  if (!pipe_stdin_) return fail(Errc::kFailedPrecondition, "The process was started without stdin");
+  if (stdin_closed_) return ok();
+  stdin_closed_ = true;
+  if (!finished_) client_->send(FrameType::kStdinEof, stream_, {});
+  return ok();
+}
+
+Result<> ExecSession::signal(int signo) {
+  if (signo < 1 || signo > 64) {
+    return fail(Errc::kInvalidArgument, "Signal " + std::to_string(signo) + " is not 1-64");
+  }
+  HUTCH_TRY_VOID(checkUsable());
+  client_->send(FrameType::kSignal, stream_, proto::encodeMessage(proto::SignalRequest{signo}));
+  return ok();
+}
+
+}  // namespace hutch::guest

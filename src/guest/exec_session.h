@@ -1,0 +1,93 @@
+// ExecSession: the host's handle on one process started by AgentClient::exec().
+//
+// Events are pulled with next(). Pulling is what grants the agent more send window, so a
+// consumer that stops pulling stops the process (its pipes fill up) without unbounded buffering
+// anywhere. Not thread-safe: use it on the client's executor, one next() and one writeStdin() at
+// a time. Destroying a session whose process has not finished kills the process group.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "base/result.h"
+#include "guest/asio.h"
+#include "guest/async_event.h"
+#include "proto/frame.h"
+#include "proto/messages.h"
+
+namespace hutch::guest {
+
+class AgentClient;
+
+struct ExecEvent {
+  enum class Kind { kStdout, kStderr, kExit };
+
+  Kind kind = Kind::kStdout;
+  std::string data;               // kStdout, kStderr: the bytes
+  proto::ExitStatus exit_status;  // kExit: the last event of the session
+};
+
+class ExecSession {
+ public:
+  ~ExecSession();
+  ExecSession(const ExecSession&) = delete;
+  ExecSession& operator=(const ExecSession&) = delete;
+
+  uint32_t streamId() const { return stream_; }
+  int pid() const { return pid_; }
+  // The agent has sent the last frame of the stream (the exit status or an error).
+  bool finished() const { return finished_; }
+
+  // The next event: output in the order the agent sent it, then kExit. Errors: the agent
+  // closed the stream with an error (its code, e.g. kProtocol); kUnavailable when the connection
+  // to the agent was lost; kCancelled after AgentClient::close(); kFailedPrecondition after kExit
+  // was returned.
+  boost::asio::awaitable<Result<ExecEvent>> next();
+
+  // Sends bytes to the process's stdin, waiting for window from the agent as needed; returns
+  // when all of it is queued for sending. bytes must stay valid until it returns.
+  // kFailedPrecondition without stdin, after closeStdin() or once the process has exited.
+  boost::asio::awaitable<Result<>> writeStdin(std::string_view bytes);
+
+  // EOF on the process's stdin (after everything written before it).
+  Result<> closeStdin();
+
+  // Sends signal signo (1-64) to the process's process group.
+  Result<> signal(int signo);
+
+ private:
+  friend class AgentClient;
+
+  ExecSession(std::shared_ptr<AgentClient> client, uint32_t stream, bool pipe_stdin);
+
+  // Called by the client's read loop.
+  void onFrame(const proto::Frame& frame);
+  void onClosed(const Error& error);
+  void finishWith(std::optional<Error> error);
+  Result<> checkUsable() const;
+
+  std::shared_ptr<AgentClient> client_;
+  const uint32_t stream_;
+  const bool pipe_stdin_;
+  AsyncEvent changed_;
+
+  bool started_ = false;
+  int pid_ = 0;
+  std::optional<Error> start_error_;
+
+  std::deque<ExecEvent> events_;
+  bool finished_ = false;       // no more frames will come for this stream
+  bool exit_returned_ = false;  // next() has returned kExit
+  std::optional<Error> error_;  // returned by next() once the queued events are consumed
+
+  uint64_t receive_window_ = proto::kInitialWindow;  // output the agent may still send us
+  uint64_t ungranted_ = 0;                           // consumed but not yet granted back
+  uint64_t stdin_credit_ = proto::kInitialWindow;    // stdin we may still send
+  bool stdin_closed_ = false;
+};
+
+}  // namespace hutch::guest

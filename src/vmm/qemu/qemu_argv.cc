@@ -1,0 +1,142 @@
+#include "vmm/qemu/qemu_argv.h"
+
+namespace hutch::vmm::qemu {
+
+std::string escapeOptionValue(std::string_view value) {
+  std::string out;
+  out.reserve(value.size());
+  for (char c : value) {
+    out.push_back(c);
+    if (c == ',') out.push_back(',');
+  }
+  return out;
+}
+
+namespace {
+std::string esc(const std::filesystem::path& path) {
+  return escapeOptionValue(path.string());
+}
+}  // namespace
+
+void GeneralOptions::appendTo(Argv& argv) const {
+  if (!name.empty()) argv.insert(argv.end(), {"-name", escapeOptionValue(name)});
+  argv.insert(argv.end(), {"-nodefaults", "-no-user-config", "-nographic", "-no-reboot"});
+}
+
+void MachineOption::appendTo(Argv& argv) const {
+  std::string value = type;
+  if (!memory_backend.empty()) value += ",memory-backend=" + escapeOptionValue(memory_backend);
+  for (const auto& [key, prop] : properties) value += "," + key + "=" + escapeOptionValue(prop);
+  argv.insert(argv.end(), {"-machine", value});
+}
+
+void AccelOption::appendTo(Argv& argv) const {
+  std::string value(accelName(accel));
+  if (accel == Accel::kTcg && tcg_tb_size_mib != 0) {
+    value += ",tb-size=" + std::to_string(tcg_tb_size_mib);
+  }
+  argv.insert(argv.end(), {"-accel", value});
+}
+
+void CpuOption::appendTo(Argv& argv) const {
+  if (!model.empty()) argv.insert(argv.end(), {"-cpu", model});
+  argv.insert(argv.end(), {"-smp", std::to_string(count)});
+}
+
+void MemoryBackendFile::appendTo(Argv& argv) const {
+  std::string size = std::to_string(size_mib) + "M";
+  // -m must match the backend's size when the machine uses memory-backend=.
+  argv.insert(argv.end(), {"-m", size});
+  argv.insert(argv.end(),
+              {"-object", "memory-backend-file,id=" + escapeOptionValue(id) + ",size=" + size +
+                              ",mem-path=" + esc(mem_path) + ",share=" + (share ? "on" : "off")});
+}
+
+KernelCmdline KernelCmdline::forGuest(uint64_t tsc_khz,
+                                      const std::map<std::string, std::string>& guest_params) {
+  KernelCmdline cmdline;
+  cmdline.params = {"console=ttyS0", "root=/dev/vda", "rw", "quiet", "panic=-1", "tsc=reliable"};
+  if (tsc_khz != 0) cmdline.params.push_back("tsc_early_khz=" + std::to_string(tsc_khz));
+  for (const auto& [key, value] : guest_params) {
+    cmdline.params.push_back("hutch." + key + "=" + value);
+  }
+  return cmdline;
+}
+
+std::string KernelCmdline::render() const {
+  std::string out;
+  for (const std::string& param : params) {
+    if (!out.empty()) out.push_back(' ');
+    out += param;
+  }
+  return out;
+}
+
+void DirectKernelBoot::appendTo(Argv& argv) const {
+  argv.insert(argv.end(), {"-kernel", kernel.string()});
+  if (!initrd.empty()) argv.insert(argv.end(), {"-initrd", initrd.string()});
+  argv.insert(argv.end(), {"-append", cmdline.render()});
+}
+
+void VirtioBlockDevice::appendTo(Argv& argv) const {
+  std::string drive = "id=" + escapeOptionValue(id) + ",file=" + esc(file) +
+                      ",format=" + escapeOptionValue(format) + ",if=none";
+  if (read_only) drive += ",read-only=on";
+  argv.insert(argv.end(), {"-drive", drive});
+  argv.insert(argv.end(), {"-device", "virtio-blk-device,drive=" + escapeOptionValue(id)});
+}
+
+void VirtioSerialPort::appendTo(Argv& argv) const {
+  argv.insert(argv.end(), {"-device", "virtio-serial-device"});
+  argv.insert(argv.end(), {"-chardev", "socket,id=" + escapeOptionValue(chardev_id) +
+                                           ",path=" + esc(socket) + ",server=on,wait=off"});
+  argv.insert(argv.end(), {"-device", "virtserialport,chardev=" + escapeOptionValue(chardev_id) +
+                                          ",name=" + escapeOptionValue(port_name)});
+}
+
+void SerialConsoleLog::appendTo(Argv& argv) const {
+  argv.insert(argv.end(), {"-chardev", "file,id=console,path=" + esc(log) + ",append=on"});
+  argv.insert(argv.end(), {"-serial", "chardev:console"});
+}
+
+void QmpSocket::appendTo(Argv& argv) const {
+  argv.insert(argv.end(), {"-qmp", "unix:" + esc(socket) + ",server=on,wait=off"});
+}
+
+QemuArgv QemuArgv::forSpec(const VmSpec& spec, std::filesystem::path binary) {
+  QemuArgv q;
+  q.binary = std::move(binary);
+  q.general.name = spec.id;
+  q.accel.accel = spec.accel;
+  q.cpu.model = spec.accel == Accel::kKvm ? "host" : "";
+  q.cpu.count = spec.cpus;
+  q.memory = MemoryBackendFile{
+      .id = "mem", .size_mib = spec.memory_mib, .mem_path = spec.run_dir / "memory", .share = true};
+  q.machine.memory_backend = q.memory->id;
+  q.boot.kernel = spec.kernel;
+  q.boot.initrd = spec.initrd;
+  q.boot.cmdline = KernelCmdline::forGuest(spec.tsc_khz, spec.guest_params);
+  q.disks.push_back(VirtioBlockDevice{.id = "root", .file = spec.disk, .format = spec.disk_format});
+  q.agent = VirtioSerialPort{.socket = spec.agentSocket()};
+  q.console = SerialConsoleLog{.log = spec.consoleLog()};
+  q.qmp.socket = spec.qmpSocket();
+  return q;
+}
+
+Argv QemuArgv::render() const {
+  Argv argv{binary.string()};
+  general.appendTo(argv);
+  machine.appendTo(argv);
+  accel.appendTo(argv);
+  cpu.appendTo(argv);
+  if (memory) memory->appendTo(argv);
+  boot.appendTo(argv);
+  for (const VirtioBlockDevice& disk : disks) disk.appendTo(argv);
+  if (agent) agent->appendTo(argv);
+  if (console) console->appendTo(argv);
+  qmp.appendTo(argv);
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return argv;
+}
+
+}  // namespace hutch::vmm::qemu

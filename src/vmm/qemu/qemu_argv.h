@@ -1,0 +1,128 @@
+// The QEMU command line as typed parts. Each part renders its own arguments; QemuArgv puts them
+// together for a VmSpec. Nothing here starts a process, so it is all tested on the rendered argv.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "vmm/vm_spec.h"
+
+namespace hutch::vmm::qemu {
+
+using Argv = std::vector<std::string>;
+
+// QEMU option values are comma-separated: a literal comma is written twice.
+std::string escapeOptionValue(std::string_view value);
+
+// -name, and the switches that keep QEMU from adding anything we did not ask for.
+struct GeneralOptions {
+  std::string name;
+  void appendTo(Argv& argv) const;
+};
+
+// -machine microvm,memory-backend=<id>[,...]. ACPI stays on: the guest kernel finds microvm's
+// virtio-mmio devices through it.
+struct MachineOption {
+  std::string type = "microvm";
+  std::string memory_backend;                     // id of a MemoryBackendFile; empty: anonymous RAM
+  std::map<std::string, std::string> properties;  // extra machine properties, e.g. rtc=off
+  void appendTo(Argv& argv) const;
+};
+
+// -accel kvm | -accel tcg,tb-size=N (the default 1 GiB translation cache bloats RSS).
+struct AccelOption {
+  Accel accel = Accel::kTcg;
+  uint64_t tcg_tb_size_mib = 256;  // 0: QEMU's default
+  void appendTo(Argv& argv) const;
+};
+
+// -cpu <model> (omitted when empty: TCG's default model boots faster than "max") and -smp N.
+struct CpuOption {
+  std::string model;
+  unsigned count = 1;
+  void appendTo(Argv& argv) const;
+};
+
+// -m N -object memory-backend-file,...: guest RAM in a file, so a snapshot maps it back.
+struct MemoryBackendFile {
+  std::string id = "mem";
+  uint64_t size_mib = 512;
+  std::filesystem::path mem_path;
+  bool share = true;  // writes reach the file (snapshot source); false: private copy-on-write
+  void appendTo(Argv& argv) const;
+};
+
+// The guest kernel command line.
+struct KernelCmdline {
+  std::vector<std::string> params;
+  // console=ttyS0 root=/dev/vda rw quiet panic=-1 tsc=reliable [tsc_early_khz=K] hutch.K=V...
+  static KernelCmdline forGuest(uint64_t tsc_khz,
+                                const std::map<std::string, std::string>& guest_params);
+  std::string render() const;
+  bool operator==(const KernelCmdline&) const = default;
+};
+
+// -kernel, -initrd, -append.
+struct DirectKernelBoot {
+  std::filesystem::path kernel;
+  std::filesystem::path initrd;  // empty: none
+  KernelCmdline cmdline;
+  void appendTo(Argv& argv) const;
+};
+
+// -drive id=<id>,file=...,format=...,if=none -device virtio-blk-device,drive=<id>.
+struct VirtioBlockDevice {
+  std::string id = "root";
+  std::filesystem::path file;
+  std::string format = "qcow2";
+  bool read_only = false;
+  void appendTo(Argv& argv) const;
+};
+
+// -device virtio-serial-device -chardev socket,...,server=on,wait=off
+// -device virtserialport,chardev=<id>,name=<port name>: the guest agent's channel.
+struct VirtioSerialPort {
+  std::string chardev_id = "agent";
+  std::filesystem::path socket;
+  std::string port_name = "hutch.agent";
+  void appendTo(Argv& argv) const;
+};
+
+// -chardev file,id=console,path=...,append=on -serial chardev:console: the guest's ttyS0,
+// appended to a log file so a restart does not erase the previous boot.
+struct SerialConsoleLog {
+  std::filesystem::path log;
+  void appendTo(Argv& argv) const;
+};
+
+// -qmp unix:<path>,server=on,wait=off.
+struct QmpSocket {
+  std::filesystem::path socket;
+  void appendTo(Argv& argv) const;
+};
+
+// The whole command line.
+struct QemuArgv {
+  std::filesystem::path binary = "qemu-system-x86_64";
+  GeneralOptions general;
+  MachineOption machine;
+  AccelOption accel;
+  CpuOption cpu;
+  std::optional<MemoryBackendFile> memory;
+  DirectKernelBoot boot;
+  std::vector<VirtioBlockDevice> disks;
+  std::optional<VirtioSerialPort> agent;
+  std::optional<SerialConsoleLog> console;
+  QmpSocket qmp;
+  Argv extra;  // appended verbatim (tests, experiments)
+
+  // The command line hutch uses for `spec` (which should be valid).
+  static QemuArgv forSpec(const VmSpec& spec, std::filesystem::path binary);
+  Argv render() const;
+};
+
+}  // namespace hutch::vmm::qemu

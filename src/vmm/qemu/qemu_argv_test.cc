@@ -1,0 +1,135 @@
+#include "vmm/qemu/qemu_argv.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+namespace hutch::vmm::qemu {
+namespace {
+
+VmSpec tcgSpec() {
+  VmSpec spec;
+  spec.id = "box-1";
+  spec.cpus = 2;
+  spec.memory_mib = 512;
+  spec.accel = Accel::kTcg;
+  spec.tsc_khz = 2596130;
+  spec.kernel = "/var/lib/hutch/templates/base/vmlinux";
+  spec.initrd = "/var/lib/hutch/templates/base/initrd.img";
+  spec.disk = "/var/lib/hutch/boxes/box-1/disk.qcow2";
+  spec.run_dir = "/var/lib/hutch/boxes/box-1";
+  spec.guest_params = {{"hostname", "web"}, {"id", "box-1"}};
+  return spec;
+}
+
+TEST(QemuArgvTest, TcgSpec) {
+  Argv argv = QemuArgv::forSpec(tcgSpec(), "/usr/bin/qemu-system-x86_64").render();
+  Argv want = {
+      "/usr/bin/qemu-system-x86_64",
+      "-name",
+      "box-1",
+      "-nodefaults",
+      "-no-user-config",
+      "-nographic",
+      "-no-reboot",
+      "-machine",
+      "microvm,memory-backend=mem",
+      "-accel",
+      "tcg,tb-size=256",
+      "-smp",
+      "2",
+      "-m",
+      "512M",
+      "-object",
+      "memory-backend-file,id=mem,size=512M,mem-path=/var/lib/hutch/boxes/box-1/memory,share=on",
+      "-kernel",
+      "/var/lib/hutch/templates/base/vmlinux",
+      "-initrd",
+      "/var/lib/hutch/templates/base/initrd.img",
+      "-append",
+      "console=ttyS0 root=/dev/vda rw quiet panic=-1 tsc=reliable tsc_early_khz=2596130 "
+      "hutch.hostname=web hutch.id=box-1",
+      "-drive",
+      "id=root,file=/var/lib/hutch/boxes/box-1/disk.qcow2,format=qcow2,if=none",
+      "-device",
+      "virtio-blk-device,drive=root",
+      "-device",
+      "virtio-serial-device",
+      "-chardev",
+      "socket,id=agent,path=/var/lib/hutch/boxes/box-1/agent.sock,server=on,wait=off",
+      "-device",
+      "virtserialport,chardev=agent,name=hutch.agent",
+      "-chardev",
+      "file,id=console,path=/var/lib/hutch/boxes/box-1/console.log,append=on",
+      "-serial",
+      "chardev:console",
+      "-qmp",
+      "unix:/var/lib/hutch/boxes/box-1/qmp.sock,server=on,wait=off",
+  };
+  EXPECT_EQ(argv, want);
+}
+
+TEST(QemuArgvTest, KvmSpec) {
+  VmSpec spec = tcgSpec();
+  spec.accel = Accel::kKvm;
+  spec.tsc_khz = 0;
+  spec.guest_params.clear();
+  spec.initrd.clear();
+  Argv argv = QemuArgv::forSpec(spec, "qemu-system-x86_64").render();
+  auto after = [&](std::string_view flag) -> std::string {
+    auto it = std::find(argv.begin(), argv.end(), flag);
+    return it == argv.end() || it + 1 == argv.end() ? "<absent>" : *(it + 1);
+  };
+  EXPECT_EQ(after("-accel"), "kvm");
+  EXPECT_EQ(after("-cpu"), "host");
+  EXPECT_EQ(after("-initrd"), "<absent>");
+  EXPECT_EQ(after("-append"), "console=ttyS0 root=/dev/vda rw quiet panic=-1 tsc=reliable");
+  EXPECT_EQ(after("-machine"), "microvm,memory-backend=mem");
+}
+
+TEST(QemuArgvTest, TcgHasNoCpuModel) {
+  Argv argv = QemuArgv::forSpec(tcgSpec(), "q").render();
+  EXPECT_EQ(std::find(argv.begin(), argv.end(), "-cpu"), argv.end());
+  AccelOption accel{.accel = Accel::kTcg, .tcg_tb_size_mib = 0};
+  Argv only;
+  accel.appendTo(only);
+  EXPECT_EQ(only, (Argv{"-accel", "tcg"}));
+}
+
+TEST(QemuArgvTest, CommasInPathsAreDoubled) {
+  EXPECT_EQ(escapeOptionValue("/a,b/c"), "/a,,b/c");
+  VirtioBlockDevice disk{.id = "root", .file = "/x,y/disk.img", .format = "raw", .read_only = true};
+  Argv argv;
+  disk.appendTo(argv);
+  EXPECT_EQ(argv, (Argv{"-drive", "id=root,file=/x,,y/disk.img,format=raw,if=none,read-only=on",
+                        "-device", "virtio-blk-device,drive=root"}));
+  QmpSocket qmp{"/run/a,b/qmp.sock"};
+  Argv q;
+  qmp.appendTo(q);
+  EXPECT_EQ(q, (Argv{"-qmp", "unix:/run/a,,b/qmp.sock,server=on,wait=off"}));
+}
+
+TEST(QemuArgvTest, RestoreShapedMemory) {
+  // A snapshot restore maps the frozen RAM file privately.
+  MemoryBackendFile mem{.id = "mem", .size_mib = 256, .mem_path = "/snap/memory", .share = false};
+  Argv argv;
+  mem.appendTo(argv);
+  EXPECT_EQ(argv, (Argv{"-m", "256M", "-object",
+                        "memory-backend-file,id=mem,size=256M,mem-path=/snap/memory,share=off"}));
+  MachineOption machine{.memory_backend = "mem", .properties = {{"rtc", "on"}}};
+  Argv m;
+  machine.appendTo(m);
+  EXPECT_EQ(m, (Argv{"-machine", "microvm,memory-backend=mem,rtc=on"}));
+}
+
+TEST(QemuArgvTest, ExtraArgumentsGoLast) {
+  QemuArgv q = QemuArgv::forSpec(tcgSpec(), "q");
+  q.extra = {"-incoming", "defer"};
+  Argv argv = q.render();
+  ASSERT_GE(argv.size(), 2u);
+  EXPECT_EQ(argv[argv.size() - 2], "-incoming");
+  EXPECT_EQ(argv.back(), "defer");
+}
+
+}  // namespace
+}  // namespace hutch::vmm::qemu

@@ -1,0 +1,288 @@
+#include "vmm/qemu/qemu_backend.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <charconv>
+#include <ctime>
+
+#include "sys/files.h"
+#include "sys/pidfd.h"
+#include "sys/proc_fs.h"
+#include "sys/spawn.h"
+#include "vmm/accel.h"
+#include "vmm/log.h"
+#include "vmm/qemu/qemu_argv.h"
+
+namespace hutch::vmm::qemu {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr std::string_view kLogMarker = "--- hutch: starting QEMU";
+constexpr size_t kLogTailBytes = 2048;
+
+std::string joinArgv(const Argv& argv) {
+  std::string out;
+  for (const std::string& arg : argv) {
+    if (!out.empty()) out.push_back(' ');
+    bool quote = arg.empty() || arg.find_first_of(" \t\"'\\$") != std::string::npos;
+    out += quote ? "'" + arg + "'" : arg;
+  }
+  return out;
+}
+
+std::string timestamp() {
+  std::time_t now = std::time(nullptr);
+  char buf[32];
+  std::tm tm{};
+  ::gmtime_r(&now, &tm);
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// What QEMU printed since our last start marker in qemu.log, trimmed for an error message.
+std::string logTail(const std::filesystem::path& log) {
+  auto tail = sys::readTail(log, kLogTailBytes * 2);
+  if (!tail) return "(no qemu.log: " + tail.error().describe() + ")";
+  std::string text = *tail;
+  if (size_t marker = text.rfind(kLogMarker); marker != std::string::npos) {
+    size_t nl = text.find('\n', marker);
+    text.erase(0, nl == std::string::npos ? text.size() : nl + 1);
+  }
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+  if (text.size() > kLogTailBytes) text.erase(0, text.size() - kLogTailBytes);
+  if (text.empty()) return "(qemu.log says nothing)";
+  return text;
+}
+
+Result<pid_t> readPidFile(const std::filesystem::path& file) {
+  auto content = sys::readFile(file, 64);
+  if (!content) return fail(content.error());
+  pid_t pid = 0;
+  const char* begin = content->data();
+  const char* end = begin + content->size();
+  auto [ptr, ec] = std::from_chars(begin, end, pid);
+  if (ec != std::errc() || pid <= 0 || (ptr != end && *ptr != '\n')) {
+    return fail(Errc::kInvalidArgument, file.string() + " does not hold a pid");
+  }
+  return pid;
+}
+
+void removeStale(const std::filesystem::path& path) {
+  std::error_code ignored;
+  std::filesystem::remove(path, ignored);
+}
+
+// Kills a QEMU whose launch failed, waits for it to be gone and returns `error`.
+asio::awaitable<Error> abandon(QemuVm& vm, Error error) {
+  auto killed = co_await vm.killNow();
+  if (!killed) vmmLog().error("Abandoning QEMU pid {}: {}", vm.pid(), killed.error().describe());
+  removeStale(vm.runDir() / "qemu.pid");
+  co_return error;
+}
+
+}  // namespace
+
+bool isQemuForRunDir(const std::vector<std::string>& cmdline,
+                     const std::filesystem::path& run_dir) {
+  if (cmdline.empty()) return false;
+  std::string program = std::filesystem::path(cmdline.front()).filename().string();
+  if (program.rfind("qemu-system-", 0) != 0) return false;
+  std::string qmp = "unix:" + escapeOptionValue((run_dir / "qmp.sock").string()) + ",";
+  for (size_t i = 1; i + 1 < cmdline.size(); ++i) {
+    if (cmdline[i] == "-qmp" && cmdline[i + 1].rfind(qmp, 0) == 0) return true;
+  }
+  return false;
+}
+
+Result<pid_t> findRunningQemu(const std::filesystem::path& run_dir) {
+  auto pid = readPidFile(run_dir / "qemu.pid");
+  if (!pid) {
+    return fail(Errc::kNotFound,
+                "No QEMU runs for " + run_dir.string() + " (" + pid.error().describe() + ")");
+  }
+  auto cmdline = sys::readCmdline(*pid);
+  if (!cmdline || !isQemuForRunDir(*cmdline, run_dir)) {
+    return fail(Errc::kNotFound, "No QEMU runs for " + run_dir.string() + ": process " +
+                                     std::to_string(*pid) +
+                                     " from qemu.pid is gone or is "
+                                     "something else");
+  }
+  return *pid;
+}
+
+QemuBackend::QemuBackend(asio::any_io_executor executor, std::filesystem::path qemu_binary,
+                         QemuBackendOptions options)
+    : executor_(std::move(executor)),
+      binary_(std::move(qemu_binary)),
+      options_(std::move(options)),
+      kvm_usable_(options_.kvm_usable ? *options_.kvm_usable : probeHost().dev_kvm_usable) {
+  if (auto resolved = sys::findExecutable(binary_.string())) binary_ = *resolved;
+}
+
+Capabilities QemuBackend::capabilities() const {
+  return Capabilities{.pause = true, .snapshot = false, .kvm = kvm_usable_, .tcg = true};
+}
+
+asio::awaitable<Result<std::unique_ptr<Vm>>> QemuBackend::launch(const VmSpec& spec) {
+  auto vm = co_await launchQemu(spec);
+  if (!vm) co_return fail(vm.error());
+  co_return std::unique_ptr<Vm>(std::move(*vm));
+}
+
+asio::awaitable<Result<std::unique_ptr<Vm>>> QemuBackend::adopt(std::filesystem::path run_dir) {
+  auto vm = co_await adoptQemu(std::move(run_dir));
+  if (!vm) co_return fail(vm.error());
+  co_return std::unique_ptr<Vm>(std::move(*vm));
+}
+
+Result<QemuBackend::Started> QemuBackend::startProcess(const VmSpec& spec) const {
+  HUTCH_TRY_VOID(spec.validate());
+  if (spec.accel == Accel::kKvm && !kvm_usable_) {
+    return fail(Errc::kUnsupported,
+                "VM " + spec.id + " asks for KVM but this host cannot use it: use tcg");
+  }
+  if (auto running = findRunningQemu(spec.run_dir)) {
+    return fail(Errc::kAlreadyExists, "QEMU pid " + std::to_string(*running) +
+                                          " already runs for " + spec.run_dir.string() +
+                                          ": kill it or adopt it");
+  }
+  for (const auto& stale : {spec.qmpSocket(), spec.agentSocket(), spec.run_dir / "qemu.pid"}) {
+    removeStale(stale);
+  }
+
+  Argv argv = QemuArgv::forSpec(spec, binary_).render();
+  std::string context = "Cannot start QEMU for VM " + spec.id;
+  auto log = sys::openForAppend(spec.vmmLog());
+  if (!log) return fail(log.error().withContext(context));
+  std::string header =
+      std::string(kLogMarker) + " at " + timestamp() + ": " + joinArgv(argv) + "\n";
+  if (::write(log->get(), header.data(), header.size()) < 0) {
+    return fail(sysError("Cannot write " + spec.vmmLog().string(), errno).withContext(context));
+  }
+
+  sys::SpawnOptions options;
+  options.argv = argv;
+  options.fds = {{log->get(), 1}, {log->get(), 2}};
+  options.new_session = true;
+  options.cwd = spec.run_dir;
+  auto pid = sys::spawn(options);
+  if (!pid) return fail(pid.error().withContext(context));
+
+  // We are the parent: until reaped the pid cannot be reused, so kill-by-pid is safe here.
+  auto killAndReap = [&] {
+    ::kill(*pid, SIGKILL);
+    while (::waitpid(*pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    removeStale(spec.run_dir / "qemu.pid");
+  };
+  auto pidfd = sys::pidfdOpen(*pid);
+  if (!pidfd) {
+    killAndReap();
+    return fail(pidfd.error().withContext(context));
+  }
+  auto written = sys::writeFileAtomic(spec.run_dir / "qemu.pid", std::to_string(*pid) + "\n");
+  if (!written) {
+    killAndReap();
+    return fail(written.error().withContext(context));
+  }
+  return Started{*pid, std::move(*pidfd)};
+}
+
+asio::awaitable<Result<std::unique_ptr<QemuVm>>> QemuBackend::launchQemu(const VmSpec& spec) {
+  auto started = startProcess(spec);
+  if (!started) co_return fail(started.error());
+  pid_t pid = started->pid;
+  auto vm = std::make_unique<QemuVm>(executor_, pid, std::move(started->pidfd), spec.run_dir,
+                                     options_.vm);
+  vmmLog().info("box={} QEMU pid {} started ({})", spec.id, pid, accelName(spec.accel));
+
+  // From here on a failure must not leave QEMU behind: abandon() kills it.
+  auto qmp = co_await connectQmp(*vm, spec.qmpSocket(), options_.start_timeout);
+  if (!qmp) {
+    Error error = qmp.error().withContext("QEMU for VM " + spec.id + " failed to start");
+    co_return fail(co_await abandon(*vm, std::move(error)));
+  }
+  vm->attachQmp(*qmp);
+  auto status = co_await vm->queryStatus();
+  if (!status) {
+    Error error = status.error().withContext("QEMU for VM " + spec.id);
+    co_return fail(co_await abandon(*vm, std::move(error)));
+  }
+  if (*status != "running") {
+    Error error(Errc::kInternal,
+                "QEMU for VM " + spec.id + " is '" + *status + "' after start, not running");
+    co_return fail(co_await abandon(*vm, std::move(error)));
+  }
+  vmmLog().info("box={} QEMU pid {} running (QEMU {})", spec.id, pid, (*qmp)->qemuVersion());
+  co_return std::move(vm);
+}
+
+asio::awaitable<Result<std::shared_ptr<QmpClient>>> QemuBackend::connectQmp(
+    QemuVm& vm, std::filesystem::path socket, milliseconds timeout) {
+  auto deadline = Clock::now() + timeout;
+  std::filesystem::path log = vm.runDir() / "qemu.log";
+  Error last(Errc::kUnavailable, "QMP socket " + socket.string() + " never appeared");
+  for (;;) {
+    if (vm.exited()) {
+      co_return fail(Errc::kUnavailable,
+                     "QEMU " + *vm.exitText() + " before QMP answered: " + logTail(log));
+    }
+    auto remaining = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
+    if (remaining <= milliseconds(0)) break;
+    std::error_code ec;
+    if (std::filesystem::exists(socket, ec)) {
+      auto client = co_await QmpClient::connect(socket, remaining);
+      if (client) co_return client;
+      last = client.error();
+      // A greeting timeout or protocol error will not get better by retrying.
+      if (last.code() != Errc::kUnavailable) break;
+    }
+    // exited() is checked again at the top, so the sleep is bounded by QEMU's exit too.
+    co_await vm.waitExitFor(std::min(milliseconds(20), std::max(remaining, milliseconds(1))));
+  }
+  if (vm.exited()) {
+    co_return fail(Errc::kUnavailable,
+                   "QEMU " + *vm.exitText() + " before QMP answered: " + logTail(log));
+  }
+  co_return fail(Errc::kTimeout, "QEMU did not answer on QMP within " +
+                                     std::to_string(timeout.count()) + " ms (" + last.describe() +
+                                     "); qemu.log: " + logTail(log));
+}
+
+asio::awaitable<Result<std::unique_ptr<QemuVm>>> QemuBackend::adoptQemu(
+    std::filesystem::path run_dir) {
+  auto pid = findRunningQemu(run_dir);
+  if (!pid) co_return fail(pid.error());
+  auto pidfd = sys::pidfdOpen(*pid);
+  if (!pidfd) co_return fail(pidfd.error().withContext("Cannot adopt QEMU in " + run_dir.string()));
+  // The pidfd pins the process; check again that the pid was not reused in between.
+  auto cmdline = sys::readCmdline(*pid);
+  if (!cmdline || !isQemuForRunDir(*cmdline, run_dir)) {
+    co_return fail(Errc::kNotFound, "No QEMU runs for " + run_dir.string() + ": pid " +
+                                        std::to_string(*pid) + " exited meanwhile");
+  }
+  auto vm = std::make_unique<QemuVm>(executor_, *pid, std::move(*pidfd), run_dir, options_.vm);
+  // The earlier hutchd's QMP connection may take a moment to be noticed as closed.
+  auto qmp = co_await connectQmp(*vm, run_dir / "qmp.sock", milliseconds(3000));
+  if (!qmp) {
+    co_return fail(qmp.error().withContext("Cannot reconnect to QEMU pid " + std::to_string(*pid) +
+                                           " (left running)"));
+  }
+  vm->attachQmp(*qmp);
+  auto status = co_await vm->queryStatus();
+  if (!status)
+    co_return fail(status.error().withContext("Adopting QEMU pid " + std::to_string(*pid)));
+  vmmLog().info("Adopted QEMU pid {} in {} ({})", *pid, run_dir.string(), *status);
+  co_return std::move(vm);
+}
+
+}  // namespace hutch::vmm::qemu

@@ -1,0 +1,68 @@
+// A running QEMU process: watched through a pidfd on the event loop, driven through QMP.
+#pragma once
+
+#include <sys/types.h>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "base/unique_fd.h"
+#include "sys/pidfd.h"
+#include "vmm/backend.h"
+#include "vmm/qemu/qmp_client.h"
+
+namespace hutch::vmm::qemu {
+
+struct QemuVmOptions {
+  std::chrono::milliseconds quit_grace{3000};     // QMP quit → SIGKILL
+  std::chrono::milliseconds kill_timeout{10000};  // SIGKILL → gone, else kTimeout
+  std::chrono::milliseconds qmp_timeout{10000};   // per QMP command
+};
+
+// Not thread-safe: use from its executor's thread. Destroying it leaves QEMU running (see Vm).
+class QemuVm : public Vm {
+ public:
+  // Starts watching `pidfd` for the exit of `pid` (reaping it if it is our child). `run_dir`
+  // holds qemu.pid, removed when the process is seen to exit.
+  QemuVm(asio::any_io_executor executor, pid_t pid, UniqueFd pidfd, std::filesystem::path run_dir,
+         QemuVmOptions options = {});
+  ~QemuVm() override;
+
+  pid_t pid() const override { return pid_; }
+  asio::awaitable<std::string> waitExit() override;
+  bool exited() const override;
+  asio::awaitable<Result<>> pause() override;
+  asio::awaitable<Result<>> resume() override;
+  asio::awaitable<Result<>> kill() override;
+
+  // Sends SIGKILL without asking QEMU first, then waits for the exit.
+  asio::awaitable<Result<>> killNow();
+  // True if the process exited within `timeout`.
+  asio::awaitable<bool> waitExitFor(std::chrono::milliseconds timeout);
+  // How it ended, once exited().
+  std::optional<sys::ExitStatus> exitStatus() const;
+  std::optional<std::string> exitText() const;
+
+  // QMP, for what the Vm interface does not cover yet (snapshots, device queries).
+  void attachQmp(std::shared_ptr<QmpClient> qmp);
+  const std::shared_ptr<QmpClient>& qmp() const { return qmp_; }
+  // "running", "paused", "inmigrate"... from query-status.
+  asio::awaitable<Result<std::string>> queryStatus();
+  const std::filesystem::path& runDir() const { return run_dir_; }
+
+ private:
+  struct Watch;
+  asio::awaitable<Result<Json>> command(std::string name);
+
+  pid_t pid_;
+  std::filesystem::path run_dir_;
+  QemuVmOptions options_;
+  std::shared_ptr<Watch> watch_;
+  std::shared_ptr<QmpClient> qmp_;
+};
+
+}  // namespace hutch::vmm::qemu

@@ -1,0 +1,99 @@
+#include "vmm/vm_spec.h"
+
+#include <sys/un.h>
+
+#include <algorithm>
+#include <system_error>
+
+namespace hutch::vmm {
+
+namespace {
+
+bool isNameChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+         c == '_' || c == '.';
+}
+
+Result<> checkFile(std::string_view what, const std::filesystem::path& path) {
+  if (path.empty()) return fail(Errc::kInvalidArgument, "Set the " + std::string(what) + " path");
+  std::error_code ec;
+  auto status = std::filesystem::status(path, ec);
+  if (!std::filesystem::exists(status)) {
+    return fail(Errc::kNotFound, "The " + std::string(what) + " " + path.string() +
+                                     " does not exist: check the path");
+  }
+  if (!std::filesystem::is_regular_file(status) && !std::filesystem::is_block_file(status)) {
+    return fail(Errc::kInvalidArgument,
+                "The " + std::string(what) + " " + path.string() + " is not a regular file");
+  }
+  return ok();
+}
+
+}  // namespace
+
+std::string_view accelName(Accel accel) {
+  switch (accel) {
+    case Accel::kKvm: return "kvm";
+    case Accel::kTcg: return "tcg";
+  }
+  return "tcg";
+}
+
+Result<Accel> parseAccel(std::string_view text) {
+  if (text == "kvm") return Accel::kKvm;
+  if (text == "tcg") return Accel::kTcg;
+  return fail(Errc::kInvalidArgument,
+              "Unknown acceleration '" + std::string(text) + "': use kvm or tcg");
+}
+
+Result<> VmSpec::validate() const {
+  if (id.empty()) return fail(Errc::kInvalidArgument, "Set the VM id");
+  if (id.size() > 64 || !std::all_of(id.begin(), id.end(), isNameChar)) {
+    return fail(Errc::kInvalidArgument, "VM id '" + id +
+                                            "' is invalid: use up to 64 letters, digits, '-', "
+                                            "'_' or '.'");
+  }
+  if (cpus < 1 || cpus > 64) {
+    return fail(Errc::kInvalidArgument,
+                "cpus is " + std::to_string(cpus) + ": use a value from 1 to 64");
+  }
+  if (memory_mib < 128 || memory_mib > 65536) {
+    return fail(Errc::kInvalidArgument, "memory is " + std::to_string(memory_mib) +
+                                            " MiB: use a value from 128 to 65536 MiB");
+  }
+  HUTCH_TRY_VOID(checkFile("kernel", kernel));
+  if (!initrd.empty()) HUTCH_TRY_VOID(checkFile("initrd", initrd));
+  HUTCH_TRY_VOID(checkFile("disk", disk));
+  if (disk_format != "qcow2" && disk_format != "raw") {
+    return fail(Errc::kInvalidArgument,
+                "Disk format '" + disk_format + "' is not supported: use qcow2 or raw");
+  }
+  for (const auto& [key, value] : guest_params) {
+    if (key.empty() || !std::all_of(key.begin(), key.end(), isNameChar)) {
+      return fail(Errc::kInvalidArgument, "Guest parameter name '" + key +
+                                              "' is invalid: use letters, digits, '-', '_' or '.'");
+    }
+    if (value.find_first_of(" \t\n\"") != std::string::npos) {
+      return fail(Errc::kInvalidArgument, "Guest parameter " + key +
+                                              " contains spaces or quotes: the kernel command "
+                                              "line cannot carry them");
+    }
+  }
+  if (run_dir.empty()) return fail(Errc::kInvalidArgument, "Set the VM's run directory");
+  std::error_code ec;
+  if (!std::filesystem::is_directory(run_dir, ec)) {
+    return fail(Errc::kNotFound,
+                "The run directory " + run_dir.string() + " does not exist: create it first");
+  }
+  // Unix socket paths are limited to sizeof(sun_path) - 1 bytes.
+  for (const auto& socket : {qmpSocket(), agentSocket()}) {
+    if (socket.string().size() >= sizeof(sockaddr_un::sun_path)) {
+      return fail(Errc::kInvalidArgument, "Socket path " + socket.string() + " is longer than " +
+                                              std::to_string(sizeof(sockaddr_un::sun_path) - 1) +
+                                              " bytes: use a shorter run directory");
+    }
+  }
+  return ok();
+}
+
+}  // namespace hutch::vmm

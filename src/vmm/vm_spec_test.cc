@@ -1,0 +1,110 @@
+#include "vmm/vm_spec.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+
+namespace hutch::vmm {
+namespace {
+
+class VmSpecTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/hutch-spec-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    for (const char* name : {"vmlinux", "initrd.img", "disk.qcow2"})
+      std::ofstream(dir_ / name) << "x";
+    spec_.id = "box-1";
+    spec_.kernel = dir_ / "vmlinux";
+    spec_.initrd = dir_ / "initrd.img";
+    spec_.disk = dir_ / "disk.qcow2";
+    spec_.run_dir = dir_;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  // The validation error message for the current spec_, or "" if valid.
+  std::string problem() {
+    auto r = spec_.validate();
+    return r ? "" : r.error().message();
+  }
+
+  std::filesystem::path dir_;
+  VmSpec spec_;
+};
+
+TEST_F(VmSpecTest, ValidSpecPasses) {
+  EXPECT_EQ(problem(), "");
+}
+
+TEST_F(VmSpecTest, RangesAreChecked) {
+  spec_.cpus = 0;
+  EXPECT_EQ(problem(), "cpus is 0: use a value from 1 to 64");
+  spec_.cpus = 65;
+  EXPECT_NE(problem(), "");
+  spec_.cpus = 64;
+  EXPECT_EQ(problem(), "");
+  spec_.memory_mib = 127;
+  EXPECT_EQ(problem(), "memory is 127 MiB: use a value from 128 to 65536 MiB");
+  spec_.memory_mib = 65537;
+  EXPECT_NE(problem(), "");
+  spec_.memory_mib = 128;
+  EXPECT_EQ(problem(), "");
+}
+
+TEST_F(VmSpecTest, IdIsChecked) {
+  spec_.id = "";
+  EXPECT_EQ(problem(), "Set the VM id");
+  spec_.id = "a,b";
+  EXPECT_NE(problem().find("is invalid"), std::string::npos);
+}
+
+TEST_F(VmSpecTest, FilesMustExist) {
+  spec_.disk = dir_ / "missing.qcow2";
+  auto r = spec_.validate();
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code(), Errc::kNotFound);
+  EXPECT_EQ(r.error().message(),
+            "The disk " + (dir_ / "missing.qcow2").string() + " does not exist: check the path");
+  spec_.disk = dir_;
+  EXPECT_NE(problem().find("is not a regular file"), std::string::npos);
+  spec_.disk = dir_ / "disk.qcow2";
+  spec_.kernel.clear();
+  EXPECT_EQ(problem(), "Set the kernel path");
+  spec_.kernel = dir_ / "vmlinux";
+  spec_.initrd.clear();  // no initrd is allowed
+  EXPECT_EQ(problem(), "");
+  spec_.initrd = dir_ / "nope";
+  EXPECT_NE(problem().find("initrd"), std::string::npos);
+}
+
+TEST_F(VmSpecTest, RunDirMustExistAndBeShort) {
+  spec_.run_dir = dir_ / "nope";
+  EXPECT_NE(problem().find("create it first"), std::string::npos);
+  spec_.run_dir = dir_ / std::string(120, 'r');
+  std::filesystem::create_directory(spec_.run_dir);
+  EXPECT_NE(problem().find("use a shorter run directory"), std::string::npos);
+}
+
+TEST_F(VmSpecTest, GuestParamsAreChecked) {
+  spec_.guest_params["hostname"] = "box-1";
+  EXPECT_EQ(problem(), "");
+  spec_.guest_params["bad key"] = "x";
+  EXPECT_NE(problem().find("name 'bad key' is invalid"), std::string::npos);
+  spec_.guest_params.erase("bad key");
+  spec_.guest_params["motd"] = "hello world";
+  EXPECT_NE(problem().find("spaces or quotes"), std::string::npos);
+}
+
+TEST(AccelNameTest, RoundTrips) {
+  EXPECT_EQ(accelName(Accel::kKvm), "kvm");
+  EXPECT_EQ(*parseAccel("tcg"), Accel::kTcg);
+  EXPECT_EQ(*parseAccel(accelName(Accel::kKvm)), Accel::kKvm);
+  auto bad = parseAccel("hvf");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().message(), "Unknown acceleration 'hvf': use kvm or tcg");
+}
+
+}  // namespace
+}  // namespace hutch::vmm
