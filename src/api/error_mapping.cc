@@ -21,7 +21,7 @@ constexpr std::array<Row, 10> kTable{{
     {Errc::kProtocol, 502, 76},            // EX_PROTOCOL
     {Errc::kUnsupported, 501, 69},
     {Errc::kCancelled, 499, 75},
-    {Errc::kInternal, 500, 70},            // EX_SOFTWARE
+    {Errc::kInternal, 500, 70},  // EX_SOFTWARE
 }};
 }  // namespace
 

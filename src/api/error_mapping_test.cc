@@ -7,10 +7,10 @@
 namespace hutch::api {
 namespace {
 
-constexpr Errc kAll[] = {Errc::kInvalidArgument, Errc::kNotFound,    Errc::kAlreadyExists,
-                         Errc::kFailedPrecondition, Errc::kUnavailable, Errc::kTimeout,
-                         Errc::kProtocol,        Errc::kUnsupported, Errc::kCancelled,
-                         Errc::kInternal};
+constexpr Errc kAll[] = {
+    Errc::kInvalidArgument, Errc::kNotFound, Errc::kAlreadyExists, Errc::kFailedPrecondition,
+    Errc::kUnavailable,     Errc::kTimeout,  Errc::kProtocol,      Errc::kUnsupported,
+    Errc::kCancelled,       Errc::kInternal};
 
 TEST(ErrorMappingTest, StatusesForTheCommonCases) {
   EXPECT_EQ(httpStatus(Errc::kInvalidArgument), 400);

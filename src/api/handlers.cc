@@ -79,13 +79,12 @@ awaitable<Reply> boxLogs(box::BoxService& service, RequestContext& ctx) {
 }
 
 awaitable<Reply> info(const DaemonInfo& info, RequestContext&) {
-  co_return jsonResponse(http::status::ok,
-                         json{{"version", info.version},
-                              {"backend", info.backend},
-                              {"state_dir", info.state_dir},
-                              {"accel",
-                               {{"name", vmm::accelName(info.accel.accel)},
-                                {"reason", info.accel.reason}}}});
+  co_return jsonResponse(
+      http::status::ok,
+      json{{"version", info.version},
+           {"backend", info.backend},
+           {"state_dir", info.state_dir},
+           {"accel", {{"name", vmm::accelName(info.accel.accel)}, {"reason", info.accel.reason}}}});
 }
 
 // Sends frames to the client, one at a time (the writer side of an exec relay).
@@ -145,8 +144,8 @@ awaitable<Reply> execInBox(box::BoxService& service, RequestContext& ctx) {
   }
   auto request = proto::decodeMessage<proto::ExecRequest>(ctx.request.body());
   if (!request) {
-    co_return errorResponse(Error(Errc::kInvalidArgument,
-                                  "Bad exec request: " + request.error().message()));
+    co_return errorResponse(
+        Error(Errc::kInvalidArgument, "Bad exec request: " + request.error().message()));
   }
   auto valid = proto::validate(*request);
   if (!valid) co_return errorResponse(valid.error());
@@ -220,8 +219,7 @@ Handler bindService(F f, box::BoxService& service) {
 
 void registerRoutes(Router<Handler>& router, box::BoxService& service, const DaemonInfo& daemon) {
   using http::verb;
-  router.add(verb::get, "/v1/info",
-             [&daemon](RequestContext& ctx) { return info(daemon, ctx); });
+  router.add(verb::get, "/v1/info", [&daemon](RequestContext& ctx) { return info(daemon, ctx); });
   router.add(verb::post, "/v1/boxes", bindService(createBox, service));
   router.add(verb::get, "/v1/boxes", bindService(listBoxes, service));
   router.add(verb::get, "/v1/boxes/{box}", bindService(getBox, service));

@@ -34,15 +34,16 @@ Response errorResponse(const Error& error) {
 HttpServer::HttpServer(asio::any_io_executor executor, const Router<Handler>& router)
     : executor_(std::move(executor)), router_(router) {}
 
-HttpServer::~HttpServer() { stop(); }
+HttpServer::~HttpServer() {
+  stop();
+}
 
 Result<> HttpServer::listen(const std::filesystem::path& path, mode_t mode) {
   std::error_code fs_ec;
   std::filesystem::create_directories(path.parent_path(), fs_ec);
   if (fs_ec) {
-    return fail(Errc::kInternal,
-                "Cannot create the socket directory " + path.parent_path().string() + ": " +
-                    fs_ec.message());
+    return fail(Errc::kInternal, "Cannot create the socket directory " +
+                                     path.parent_path().string() + ": " + fs_ec.message());
   }
   // A socket file left by a daemon that died is replaced; a live daemon is not.
   if (std::filesystem::exists(path)) {

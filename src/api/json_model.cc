@@ -14,9 +14,8 @@ Result<> rejectUnknownFields(const json& j, const std::set<std::string>& known,
                              std::string_view what) {
   for (const auto& [key, _] : j.items()) {
     if (!known.contains(key)) {
-      return fail(Errc::kInvalidArgument,
-                  fmt::format("Unknown field '{}' in {}; known fields: {}", key, what,
-                              fmt::join(known, ", ")));
+      return fail(Errc::kInvalidArgument, fmt::format("Unknown field '{}' in {}; known fields: {}",
+                                                      key, what, fmt::join(known, ", ")));
     }
   }
   return ok();
@@ -27,8 +26,8 @@ Result<> readField(const json& j, const char* key, T& out, std::string_view what
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return ok();
   auto wrongType = [&] {
-    return fail(Errc::kInvalidArgument,
-                fmt::format("Field '{}' in {} has the wrong type ({})", key, what, it->type_name()));
+    return fail(Errc::kInvalidArgument, fmt::format("Field '{}' in {} has the wrong type ({})", key,
+                                                    what, it->type_name()));
   };
   if constexpr (std::is_integral_v<T>) {
     if (!it->is_number_integer()) return wrongType();

@@ -49,20 +49,20 @@ TEST_P(BadCreateBodyTest, IsRejectedWithAClearMessage) {
       << r.error().message();
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Bodies, BadCreateBodyTest,
-    ::testing::Values(BadBody{"", "not valid JSON"}, BadBody{"{", "not valid JSON"},
-                      BadBody{"[1,2]", "must be a JSON object"},
-                      BadBody{"\"x\"", "must be a JSON object"},
-                      BadBody{R"({"cpus":"two"})", "wrong type"},
-                      BadBody{R"({"cpus":0})", "cpus must be"},
-                      BadBody{R"({"cpus":-1})", "cpus must be"},
-                      BadBody{R"({"memory_mib":1e30})", "wrong type"},
-                      BadBody{R"({"memory_mib":16})", "memory_mib must be"},
-                      BadBody{R"({"name":"bad name"})", "Invalid name"},
-                      BadBody{R"({"name":5})", "wrong type"},
-                      BadBody{R"({"nmae":"typo"})", "Unknown field 'nmae'"},
-                      BadBody{"{\"name\":\"\xff\"}", "not valid JSON"}));
+INSTANTIATE_TEST_SUITE_P(Bodies, BadCreateBodyTest,
+                         ::testing::Values(BadBody{"", "not valid JSON"},
+                                           BadBody{"{", "not valid JSON"},
+                                           BadBody{"[1,2]", "must be a JSON object"},
+                                           BadBody{"\"x\"", "must be a JSON object"},
+                                           BadBody{R"({"cpus":"two"})", "wrong type"},
+                                           BadBody{R"({"cpus":0})", "cpus must be"},
+                                           BadBody{R"({"cpus":-1})", "cpus must be"},
+                                           BadBody{R"({"memory_mib":1e30})", "wrong type"},
+                                           BadBody{R"({"memory_mib":16})", "memory_mib must be"},
+                                           BadBody{R"({"name":"bad name"})", "Invalid name"},
+                                           BadBody{R"({"name":5})", "wrong type"},
+                                           BadBody{R"({"nmae":"typo"})", "Unknown field 'nmae'"},
+                                           BadBody{"{\"name\":\"\xff\"}", "not valid JSON"}));
 
 TEST(JsonModelTest, ErrorBodiesRoundTrip) {
   Error e(Errc::kFailedPrecondition, "Box web is stopped; start it first");

@@ -1,10 +1,10 @@
 // Route table: method + path pattern ("/v1/boxes/{box}/exec") -> handler.
 #pragma once
 
-#include <ostream>  // boost 1.74 string_view needs it before beast
 #include <boost/beast/http/verb.hpp>
 #include <functional>
 #include <map>
+#include <ostream>  // boost 1.74 string_view needs it before beast
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,7 +39,8 @@ class Router {
       if (route.method == method) return Match{&route.handler, std::move(params)};
     }
     if (path_matched) {
-      return fail(Errc::kUnsupported, "Method " + std::string(boost::beast::http::to_string(method)) +
+      return fail(Errc::kUnsupported, "Method " +
+                                          std::string(boost::beast::http::to_string(method)) +
                                           " is not allowed on " + std::string(path));
     }
     return fail(Errc::kNotFound, "No API endpoint " + std::string(path) + " (see docs/api.md)");

@@ -1,8 +1,9 @@
 #include "box/box.h"
 
+#include <fmt/format.h>
+
 #include <array>
 #include <cctype>
-#include <fmt/format.h>
 
 namespace hutch::box {
 

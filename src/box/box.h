@@ -41,9 +41,9 @@ struct Box {
   std::string name;  // unique, user-chosen or generated
   BoxConfig config;
   BoxState state = BoxState::kCreating;
-  std::string reason;  // why the box failed; empty otherwise
-  std::string accel;   // acceleration the VM runs with ("tcg", "kvm")
-  int64_t pid = 0;     // VMM process id while running
+  std::string reason;      // why the box failed; empty otherwise
+  std::string accel;       // acceleration the VM runs with ("tcg", "kvm")
+  int64_t pid = 0;         // VMM process id while running
   int64_t created_at = 0;  // unix seconds
   int64_t updated_at = 0;
 

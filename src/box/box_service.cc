@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
@@ -44,7 +45,9 @@ BoxService::BoxService(asio::any_io_executor loop, asio::thread_pool& pool,
       backend_(backend),
       config_(std::move(config)) {}
 
-BoxService::~BoxService() { detachAll(); }
+BoxService::~BoxService() {
+  detachAll();
+}
 
 Result<> BoxService::setState(Box& box, BoxState state, std::string reason) {
   if (box.state != state) HUTCH_TRY_VOID(checkTransition(box.state, state));
@@ -94,8 +97,9 @@ asio::awaitable<Result<>> BoxService::boot(Box& box, const storage::Template& tm
   std::filesystem::path dir = boxDir(box.id);
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  if (ec) co_return fail(Errc::kInternal, fmt::format("Cannot create {}: {}", dir.string(),
-                                                      ec.message()));
+  if (ec)
+    co_return fail(Errc::kInternal,
+                   fmt::format("Cannot create {}: {}", dir.string(), ec.message()));
   std::filesystem::path disk = dir / "disk.qcow2";
   std::filesystem::path base = tmpl.rootfs;
   // Named, not a temporary inside co_await: GCC 12 destroys such temporaries twice.
@@ -113,7 +117,10 @@ asio::awaitable<Result<>> BoxService::boot(Box& box, const storage::Template& tm
   spec.initrd = tmpl.initrd;
   spec.disk = disk;
   spec.run_dir = dir;
-  spec.guest_params["hostname"] = box.name;
+  // Box names allow '_' and '.', hostnames only '-' between labels.
+  std::string hostname = box.name;
+  std::replace(hostname.begin(), hostname.end(), '_', '-');
+  spec.guest_params["hostname"] = hostname;
   HUTCH_CO_TRY(runtime->vm, co_await backend_.launch(spec));
   box.pid = runtime->vm->pid();
   HUTCH_CO_TRY_VOID(store_.update(box));
@@ -125,8 +132,8 @@ asio::awaitable<Result<>> BoxService::boot(Box& box, const storage::Template& tm
     if (runtime->exited) {
       co_return fail(Errc::kUnavailable, "QEMU " + runtime->exit_reason + " during boot");
     }
-    co_return fail(agent.error().withContext(fmt::format(
-        "The guest agent did not answer within {} s", config_.boot_timeout.count())));
+    co_return fail(agent.error().withContext(
+        fmt::format("The guest agent did not answer within {} s", config_.boot_timeout.count())));
   }
   runtime->agent = std::move(*agent);
   co_return ok();
@@ -172,17 +179,21 @@ asio::awaitable<bool> BoxService::waitExit(Runtime& runtime,
   co_return runtime.exited;
 }
 
-Result<std::vector<Box>> BoxService::list() { return store_.list(); }
+Result<std::vector<Box>> BoxService::list() {
+  return store_.list();
+}
 
-Result<Box> BoxService::get(const std::string& key) { return store_.find(key); }
+Result<Box> BoxService::get(const std::string& key) {
+  return store_.find(key);
+}
 
 asio::awaitable<Result<Box>> BoxService::stop(const std::string& key) {
   HUTCH_CO_TRY(Box box, store_.find(key));
   auto it = runtimes_.find(box.id);
   if (box.state != BoxState::kRunning || it == runtimes_.end()) {
-    co_return fail(Errc::kFailedPrecondition,
-                   fmt::format("Box {} is {}, not running; nothing to stop", box.name,
-                               stateName(box.state)));
+    co_return fail(
+        Errc::kFailedPrecondition,
+        fmt::format("Box {} is {}, not running; nothing to stop", box.name, stateName(box.state)));
   }
   std::shared_ptr<Runtime> runtime = it->second;
   runtime->stopping = true;
@@ -247,10 +258,10 @@ Result<std::shared_ptr<guest::AgentClient>> BoxService::agentFor(const std::stri
   auto it = runtimes_.find(box.id);
   if (box.state != BoxState::kRunning || it == runtimes_.end() || !it->second->agent ||
       !it->second->agent->isOpen()) {
-    return fail(Errc::kFailedPrecondition,
-                fmt::format("Box {} is {}; exec needs a running box{}", box.name,
-                            stateName(box.state),
-                            box.state == BoxState::kFailed ? " (" + box.reason + ")" : ""));
+    return fail(
+        Errc::kFailedPrecondition,
+        fmt::format("Box {} is {}; exec needs a running box{}", box.name, stateName(box.state),
+                    box.state == BoxState::kFailed ? " (" + box.reason + ")" : ""));
   }
   return it->second->agent;
 }
@@ -271,15 +282,15 @@ asio::awaitable<Result<>> BoxService::recoverAfterRestart() {
         continue;
       }
       spdlog::warn("box={} cannot be adopted: {}", box.id, adopted.error().describe());
-      HUTCH_CO_TRY_VOID(setState(box, BoxState::kFailed,
-                              "hutchd restarted and could not reattach: " +
-                                  adopted.error().describe()));
+      HUTCH_CO_TRY_VOID(
+          setState(box, BoxState::kFailed,
+                   "hutchd restarted and could not reattach: " + adopted.error().describe()));
     } else if (box.state == BoxState::kCreating || box.state == BoxState::kStopping) {
       // The operation died with the old hutchd; its VM, if any, is not trusted.
       if (auto vm = co_await backend_.adopt(boxDir(box.id)); vm) co_await (*vm)->kill();
-      HUTCH_CO_TRY_VOID(setState(box, BoxState::kFailed,
-                              "hutchd restarted while the box was " +
-                                  std::string(stateName(box.state))));
+      HUTCH_CO_TRY_VOID(
+          setState(box, BoxState::kFailed,
+                   "hutchd restarted while the box was " + std::string(stateName(box.state))));
     }
   }
   co_return ok();

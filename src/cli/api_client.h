@@ -1,10 +1,10 @@
 // The CLI's side of the API: blocking HTTP/1.1 over hutchd's unix socket (Boost.Beast).
 #pragma once
 
-#include <ostream>  // boost 1.74 string_view needs it before beast
 #include <boost/beast/http/verb.hpp>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <ostream>  // boost 1.74 string_view needs it before beast
 #include <string>
 
 #include "base/result.h"

@@ -11,7 +11,9 @@
 
 namespace hutch::cli {
 
-void printJson(const nlohmann::json& j) { fmt::print("{}\n", j.dump(2)); }
+void printJson(const nlohmann::json& j) {
+  fmt::print("{}\n", j.dump(2));
+}
 
 void printTable(const std::vector<std::string>& header,
                 const std::vector<std::vector<std::string>>& rows) {

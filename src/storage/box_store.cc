@@ -78,8 +78,8 @@ Result<> BoxStore::migrate() {
                             version, kCount));
   }
   for (size_t i = version; i < kCount; ++i) {
-    HUTCH_TRY_VOID(db_.exec(fmt::format("BEGIN; {} PRAGMA user_version = {}; COMMIT;",
-                                        kMigrations[i], i + 1)));
+    HUTCH_TRY_VOID(db_.exec(
+        fmt::format("BEGIN; {} PRAGMA user_version = {}; COMMIT;", kMigrations[i], i + 1)));
   }
   return ok();
 }
@@ -90,9 +90,9 @@ Result<> BoxStore::insert(const box::Box& b) {
   bindRow(st, b);
   auto r = st.run();
   if (!r && r.error().code() == Errc::kAlreadyExists) {
-    return fail(Errc::kAlreadyExists,
-                fmt::format("A box named '{}' already exists; choose another name or remove it",
-                            b.name));
+    return fail(
+        Errc::kAlreadyExists,
+        fmt::format("A box named '{}' already exists; choose another name or remove it", b.name));
   }
   return r;
 }

@@ -44,21 +44,24 @@ std::string Statement::columnText(int index) const {
           static_cast<size_t>(sqlite3_column_bytes(stmt_.get(), index))};
 }
 
-int64_t Statement::columnInt(int index) const { return sqlite3_column_int64(stmt_.get(), index); }
+int64_t Statement::columnInt(int index) const {
+  return sqlite3_column_int64(stmt_.get(), index);
+}
 
 Result<Database> Database::open(const std::string& path) {
   sqlite3* raw = nullptr;
-  int rc = sqlite3_open_v2(path.c_str(), &raw,
-                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                           nullptr);
+  int rc =
+      sqlite3_open_v2(path.c_str(), &raw,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
   Database db(raw);
   if (rc != SQLITE_OK) {
     return fail(Errc::kInternal, fmt::format("Cannot open database {}: {}", path,
                                              raw ? sqlite3_errmsg(raw) : "out of memory"));
   }
   sqlite3_busy_timeout(raw, 5000);
-  HUTCH_TRY_VOID(db.exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; "
-                         "PRAGMA foreign_keys=ON;"));
+  HUTCH_TRY_VOID(
+      db.exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; "
+              "PRAGMA foreign_keys=ON;"));
   return db;
 }
 
@@ -82,6 +85,8 @@ Result<> Database::exec(std::string_view sql) {
   return ok();
 }
 
-int64_t Database::changes() const { return sqlite3_changes(db_.get()); }
+int64_t Database::changes() const {
+  return sqlite3_changes(db_.get());
+}
 
 }  // namespace hutch::storage

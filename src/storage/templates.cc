@@ -11,10 +11,9 @@ Result<Template> TemplateStore::find(const std::string& name) const {
   std::error_code ec;
   std::filesystem::path dir = std::filesystem::canonical(dir_ / name, ec);
   if (ec) {
-    return fail(Errc::kNotFound,
-                fmt::format("No template '{}' in {}; build it with "
-                            "scripts/build-image.sh --recipe images/{} --out {}",
-                            name, dir_.string(), name, (dir_ / name).string()));
+    return fail(Errc::kNotFound, fmt::format("No template '{}' in {}; build it with "
+                                             "scripts/build-image.sh --recipe images/{} --out {}",
+                                             name, dir_.string(), name, (dir_ / name).string()));
   }
   Template t{name, dir, dir / "vmlinux", dir / "initrd.img", dir / "rootfs.img", ""};
   for (const auto& file : {t.kernel, t.initrd, t.rootfs}) {

@@ -15,17 +15,17 @@ std::string_view accelName(Accel accel);
 Result<Accel> parseAccel(std::string_view text);  // "kvm" | "tcg"
 
 struct VmSpec {
-  std::string id;                      // box id, used for QEMU's -name and logs
+  std::string id;  // box id, used for QEMU's -name and logs
   unsigned cpus = 1;
   uint64_t memory_mib = 512;
   Accel accel = Accel::kTcg;
-  uint64_t tsc_khz = 0;                // host TSC frequency; 0 = unknown (flag omitted)
-  std::filesystem::path kernel;        // uncompressed vmlinux (PVH entry)
-  std::filesystem::path initrd;        // empty: no initrd
-  std::filesystem::path disk;          // the box's writable disk (qcow2 overlay)
+  uint64_t tsc_khz = 0;          // host TSC frequency; 0 = unknown (flag omitted)
+  std::filesystem::path kernel;  // uncompressed vmlinux (PVH entry)
+  std::filesystem::path initrd;  // empty: no initrd
+  std::filesystem::path disk;    // the box's writable disk (qcow2 overlay)
   std::string disk_format = "qcow2";
   std::map<std::string, std::string> guest_params;  // rendered as hutch.KEY=VALUE on the cmdline
-  std::filesystem::path run_dir;       // box directory: sockets, logs, pid file live here
+  std::filesystem::path run_dir;  // box directory: sockets, logs, pid file live here
   // Derived paths inside run_dir.
   std::filesystem::path qmpSocket() const { return run_dir / "qmp.sock"; }
   std::filesystem::path agentSocket() const { return run_dir / "agent.sock"; }

@@ -54,7 +54,7 @@ TEST_F(BoxLifecycleTest, RunExecStopRemove) {
 
   auto logs = d().hutch({"logs", "life"});
   ASSERT_EQ(logs.exit_code, 0) << logs.err;
-  EXPECT_NE(logs.out.find("Linux version"), std::string::npos) << logs.out.substr(0, 500);
+  EXPECT_NE(logs.out.find("hutch-agent"), std::string::npos) << logs.out.substr(0, 2000);
 
   auto dup = d().hutch({"run", "--name", "life"});
   EXPECT_EQ(dup.exit_code, 73);

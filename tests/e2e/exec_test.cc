@@ -1,9 +1,8 @@
 // exec end to end against one real box: exit codes, streams, stdin, binary data, concurrency,
 // large output.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <openssl/evp.h>
-
-#include <fmt/format.h>
 
 #include "harness.h"
 
@@ -81,9 +80,8 @@ TEST_F(ExecTest, BinaryDataRoundTripsUnchanged) {
 }
 
 TEST_F(ExecTest, EnvironmentWorkdirAndUser) {
-  auto r = daemon_->hutch(
-      {"exec", "-e", "GREETING=hi there", "-w", "/tmp", "shell", "--", "sh", "-c",
-       "echo \"$GREETING\"; pwd"});
+  auto r = daemon_->hutch({"exec", "-e", "GREETING=hi there", "-w", "/tmp", "shell", "--", "sh",
+                           "-c", "echo \"$GREETING\"; pwd"});
   EXPECT_EQ(r.out, "hi there\n/tmp\n") << r.err;
   auto user = daemon_->hutch({"exec", "-u", "hutch", "shell", "--", "id", "-un"});
   EXPECT_EQ(user.out, "hutch\n") << user.err;
@@ -100,9 +98,10 @@ TEST_F(ExecTest, MissingCommandGives127) {
 TEST_F(ExecTest, TenConcurrentExecsShareTheChannel) {
   std::vector<pid_t> pids;
   for (int i = 0; i < 10; ++i) {
-    pids.push_back(daemon_->start(
-        {"exec", "shell", "--", "sh", "-c", fmt::format("sleep 1; echo done-{}; echo e{} >&2", i, i)},
-        daemon_->dir() / fmt::format("c{}.out", i), daemon_->dir() / fmt::format("c{}.err", i)));
+    pids.push_back(daemon_->start({"exec", "shell", "--", "sh", "-c",
+                                   fmt::format("sleep 1; echo done-{}; echo e{} >&2", i, i)},
+                                  daemon_->dir() / fmt::format("c{}.out", i),
+                                  daemon_->dir() / fmt::format("c{}.err", i)));
   }
   for (int i = 0; i < 10; ++i) {
     auto r = collect(pids[i], daemon_->dir() / fmt::format("c{}.out", i),
@@ -115,8 +114,8 @@ TEST_F(ExecTest, TenConcurrentExecsShareTheChannel) {
 
 TEST_F(ExecTest, FiftyMegabytesArriveComplete) {
   constexpr size_t kSize = 50u * 1024 * 1024;
-  auto make = exec({"sh", "-c",
-                    fmt::format("head -c {} /dev/urandom > /tmp/big && sha256sum /tmp/big", kSize)});
+  auto make = exec(
+      {"sh", "-c", fmt::format("head -c {} /dev/urandom > /tmp/big && sha256sum /tmp/big", kSize)});
   ASSERT_EQ(make.exit_code, 0) << make.err;
   std::string guest_sum = make.out.substr(0, 64);
   auto cat = exec({"cat", "/tmp/big"});

@@ -19,8 +19,12 @@ namespace hutch::e2e {
 
 namespace {
 
-std::filesystem::path hutchBin() { return std::filesystem::path(HUTCH_BIN_DIR) / "hutch"; }
-std::filesystem::path hutchdBin() { return std::filesystem::path(HUTCHD_BIN_DIR) / "hutchd"; }
+std::filesystem::path hutchBin() {
+  return std::filesystem::path(HUTCH_BIN_DIR) / "hutch";
+}
+std::filesystem::path hutchdBin() {
+  return std::filesystem::path(HUTCHD_BIN_DIR) / "hutchd";
+}
 
 UniqueFd openOrDie(const std::filesystem::path& path, int flags) {
   int fd = ::open(path.c_str(), flags | O_CLOEXEC, 0644);
@@ -103,8 +107,8 @@ pid_t Daemon::start(const std::vector<std::string>& args, const std::filesystem:
                     const std::filesystem::path& err) const {
   UniqueFd out_fd = openOrDie(out, O_WRONLY | O_CREAT | O_TRUNC);
   UniqueFd err_fd = openOrDie(err, O_WRONLY | O_CREAT | O_TRUNC);
-  auto pid = sys::spawn({.argv = cliArgv(socket(), args),
-                         .fds = {{out_fd.get(), 1}, {err_fd.get(), 2}}});
+  auto pid =
+      sys::spawn({.argv = cliArgv(socket(), args), .fds = {{out_fd.get(), 1}, {err_fd.get(), 2}}});
   if (!pid) {
     ADD_FAILURE() << "cannot start hutch: " << pid.error().describe();
     return -1;

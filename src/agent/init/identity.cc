@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "agent/init/kernel_cmdline.h"
@@ -30,6 +32,27 @@ Result<> applyHostname(std::string_view cmdline) {
   if (::sethostname(name->data(), name->size()) != 0) {
     return fail(sysError("Cannot set the hostname to " + *name, errno));
   }
+  return addHostsEntry("/etc/hosts", *name);
+}
+
+Result<> addHostsEntry(const std::string& hosts_path, std::string_view name) {
+  std::ifstream in(hosts_path);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream words(line);
+    std::string word;
+    words >> word;  // the address
+    if (word.empty() || word[0] == '#') continue;
+    while (words >> word) {
+      if (word == name) return ok();
+    }
+  }
+  in.close();
+  // sudo and many tools resolve the own hostname; without this they wait for DNS and warn.
+  std::ofstream out(hosts_path, std::ios::app);
+  out << "127.0.1.1\t" << name << "\n";
+  out.close();
+  if (!out) return fail(sysError("Cannot add the hostname to " + hosts_path, errno));
   return ok();
 }
 

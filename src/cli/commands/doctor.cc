@@ -18,8 +18,8 @@ int cmdDoctor(const ApiClient& client, const Output& out) {
   report["accel"] = {
       {"name", decision ? std::string(vmm::accelName(decision->accel)) : "none"},
       {"reason", decision ? decision->reason : decision.error().message()},
-      {"dev_kvm", probe.dev_kvm_exists ? (probe.dev_kvm_usable ? "usable" : probe.dev_kvm_error)
-                                       : "absent"},
+      {"dev_kvm",
+       probe.dev_kvm_exists ? (probe.dev_kvm_usable ? "usable" : probe.dev_kvm_error) : "absent"},
       {"cpu_vmx_or_svm", probe.cpu_has_vmx_or_svm},
       {"kvm_pvm_loaded", probe.kvm_pvm_loaded}};
   report["tsc_khz"] = vmm::hostTscKhz();
@@ -40,9 +40,8 @@ int cmdDoctor(const ApiClient& client, const Output& out) {
     report["hutchd"] = {{"socket", client.socketPath()}, {"running", true}, {"info", *daemon}};
   } else {
     healthy = false;
-    report["hutchd"] = {{"socket", client.socketPath()},
-                        {"running", false},
-                        {"error", daemon.error().message()}};
+    report["hutchd"] = {
+        {"socket", client.socketPath()}, {"running", false}, {"error", daemon.error().message()}};
   }
   report["healthy"] = healthy;
 

@@ -51,8 +51,8 @@ void pumpStdin(int sock) {
 }  // namespace
 
 Result<int> runExec(const ApiClient& client, const std::string& box, const ExecOptions& options) {
-  proto::ExecRequest request{options.argv, options.env, options.cwd, options.user,
-                             options.interactive, false};
+  proto::ExecRequest request{options.argv, options.env,         options.cwd,
+                             options.user, options.interactive, false};
   HUTCH_TRY_VOID(proto::validate(request));
   HUTCH_TRY(UpgradedStream stream,
             client.upgrade("/v1/boxes/" + box + "/exec",
@@ -108,8 +108,7 @@ Result<int> runExec(const ApiClient& client, const std::string& box, const ExecO
         }
         return finish(fail(e));
       }
-      default:
-        break;  // kStarted and anything newer: nothing to do
+      default: break;  // kStarted and anything newer: nothing to do
     }
   }
 }

@@ -94,6 +94,11 @@ void VirtioSerialPort::appendTo(Argv& argv) const {
                                           ",name=" + escapeOptionValue(port_name)});
 }
 
+void VirtioRng::appendTo(Argv& argv) const {
+  argv.insert(argv.end(), {"-object", "rng-random,id=rng0,filename=/dev/urandom"});
+  argv.insert(argv.end(), {"-device", "virtio-rng-device,rng=rng0"});
+}
+
 void SerialConsoleLog::appendTo(Argv& argv) const {
   argv.insert(argv.end(), {"-chardev", "file,id=console,path=" + esc(log) + ",append=on"});
   argv.insert(argv.end(), {"-serial", "chardev:console"});
@@ -118,6 +123,7 @@ QemuArgv QemuArgv::forSpec(const VmSpec& spec, std::filesystem::path binary) {
   q.boot.cmdline = KernelCmdline::forGuest(spec.tsc_khz, spec.guest_params);
   q.disks.push_back(VirtioBlockDevice{.id = "root", .file = spec.disk, .format = spec.disk_format});
   q.agent = VirtioSerialPort{.socket = spec.agentSocket()};
+  q.rng = VirtioRng{};
   q.console = SerialConsoleLog{.log = spec.consoleLog()};
   q.qmp.socket = spec.qmpSocket();
   return q;
@@ -133,6 +139,7 @@ Argv QemuArgv::render() const {
   boot.appendTo(argv);
   for (const VirtioBlockDevice& disk : disks) disk.appendTo(argv);
   if (agent) agent->appendTo(argv);
+  if (rng) rng->appendTo(argv);
   if (console) console->appendTo(argv);
   qmp.appendTo(argv);
   argv.insert(argv.end(), extra.begin(), extra.end());

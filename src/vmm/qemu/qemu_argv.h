@@ -92,6 +92,12 @@ struct VirtioSerialPort {
   void appendTo(Argv& argv) const;
 };
 
+// -object rng-random,id=rng0,filename=/dev/urandom -device virtio-rng-device,rng=rng0: without
+// it the guest's RNG is not ready when the agent starts and the first su/sudo can stall.
+struct VirtioRng {
+  void appendTo(Argv& argv) const;
+};
+
 // -chardev file,id=console,path=...,append=on -serial chardev:console: the guest's ttyS0,
 // appended to a log file so a restart does not erase the previous boot.
 struct SerialConsoleLog {
@@ -116,6 +122,7 @@ struct QemuArgv {
   DirectKernelBoot boot;
   std::vector<VirtioBlockDevice> disks;
   std::optional<VirtioSerialPort> agent;
+  std::optional<VirtioRng> rng;
   std::optional<SerialConsoleLog> console;
   QmpSocket qmp;
   Argv extra;  // appended verbatim (tests, experiments)
