@@ -134,7 +134,12 @@ asio::awaitable<Response> HttpServer::dispatch(Request& request,
   size_t q = target.find('?');
   std::string_view path = target.substr(0, q);
   auto match = router_.match(request.method(), path);
-  if (!match) co_return errorResponse(match.error());
+  if (!match) {
+    Response res = errorResponse(match.error());
+    // The router's kUnsupported means "this path exists, not with this method".
+    if (match.error().code() == Errc::kUnsupported) res.result(http::status::method_not_allowed);
+    co_return res;
+  }
   RequestContext ctx{request, std::move(match->params),
                      parseQuery(q == std::string_view::npos ? "" : target.substr(q + 1)),
                      std::move(connection)};
