@@ -66,7 +66,7 @@ class BoxService {
 
  private:
   struct Runtime {
-    explicit Runtime(asio::any_io_executor ex) : exit_signal(ex) {}
+    explicit Runtime(const asio::any_io_executor& ex) : exit_signal(ex) {}
     std::unique_ptr<vmm::Vm> vm;
     std::shared_ptr<guest::AgentClient> agent;
     asio::steady_timer exit_signal;  // cancelled when the VM exits

@@ -115,7 +115,7 @@ Result<UpgradedStream> ApiClient::upgrade(const std::string& target, const json&
     // The header was read alone: read the error body too.
     boost::system::error_code ec;
     http::read(ex.socket, ex.buffer, parser, ec);
-    return parseAnswer(parser.get()).and_then([](json) -> Result<UpgradedStream> {
+    return parseAnswer(parser.get()).and_then([](const json&) -> Result<UpgradedStream> {
       return fail(Errc::kProtocol, "hutchd did not switch protocols for exec");
     });
   }

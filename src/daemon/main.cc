@@ -87,7 +87,7 @@ int run(int argc, char** argv) {
   // Reattach to boxes an earlier hutchd left running, before serving the API.
   bool recovered = false;
   boost::asio::co_spawn(loop, service.recoverAfterRestart(),
-                        [&](std::exception_ptr, hutch::Result<> r) {
+                        [&](const std::exception_ptr&, const hutch::Result<>& r) {
                           recovered = r.has_value();
                           if (!r) spdlog::error("{}", r.error().describe());
                         });

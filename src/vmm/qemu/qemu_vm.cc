@@ -64,7 +64,7 @@ struct QemuVm::Watch {
   }
 };
 
-QemuVm::QemuVm(asio::any_io_executor executor, pid_t pid, UniqueFd pidfd,
+QemuVm::QemuVm(const asio::any_io_executor& executor, pid_t pid, UniqueFd pidfd,
                std::filesystem::path run_dir, QemuVmOptions options)
     : pid_(pid), run_dir_(std::move(run_dir)), options_(options) {
   watch_ = std::make_shared<Watch>(executor, std::move(pidfd), pid, run_dir_ / "qemu.pid");

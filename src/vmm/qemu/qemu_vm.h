@@ -28,7 +28,7 @@ class QemuVm : public Vm {
  public:
   // Starts watching `pidfd` for the exit of `pid` (reaping it if it is our child). `run_dir`
   // holds qemu.pid, removed when the process is seen to exit.
-  QemuVm(asio::any_io_executor executor, pid_t pid, UniqueFd pidfd, std::filesystem::path run_dir,
+  QemuVm(const asio::any_io_executor& executor, pid_t pid, UniqueFd pidfd, std::filesystem::path run_dir,
          QemuVmOptions options = {});
   ~QemuVm() override;
 
