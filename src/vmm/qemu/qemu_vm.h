@@ -28,8 +28,8 @@ class QemuVm : public Vm {
  public:
   // Starts watching `pidfd` for the exit of `pid` (reaping it if it is our child). `run_dir`
   // holds qemu.pid, removed when the process is seen to exit.
-  QemuVm(const asio::any_io_executor& executor, pid_t pid, UniqueFd pidfd, std::filesystem::path run_dir,
-         QemuVmOptions options = {});
+  QemuVm(const asio::any_io_executor& executor, pid_t pid, UniqueFd pidfd,
+         std::filesystem::path run_dir, QemuVmOptions options = {});
   ~QemuVm() override;
 
   pid_t pid() const override { return pid_; }
