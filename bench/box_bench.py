@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Box benchmarks: cold run to first exec answer, exec round trip, exec output throughput, and
-the host RSS of one idle box's QEMU. Starts its own hutchd on a temp socket and state dir.
+"""Box benchmarks: cold run to first exec answer, exec round trip, exec stdout/stdin throughput,
+stop -> start -> first exec, and the host RSS of one idle box's QEMU. Starts its own hutchd on a temp socket and state dir.
 
 Usage: bench/box_bench.py --image DIR [--build build] [--runs 5] [--execs 50] [--mib 100]
 Prints one JSON object; docs/benchmarks.md records the results with this command.
@@ -60,16 +60,36 @@ def main():
             subprocess.run([hutch, "--socket", sock, "exec", "bench", "--", "cat", "/tmp/blob"],
                            check=True, stdout=null)
         throughput = a.mib / (time.monotonic() - t0)
+        stdin_blob = os.path.join(tmp, "blob")
+        with open(stdin_blob, "wb") as f:
+            f.truncate(size)
+        t0 = time.monotonic()
+        with open(stdin_blob, "rb") as src:
+            subprocess.run([hutch, "--socket", sock, "exec", "-i", "bench", "--", "sh", "-c",
+                            "cat > /dev/null"], check=True, stdin=src)
+        stdin_throughput = a.mib / (time.monotonic() - t0)
+        os.unlink(stdin_blob)
         cli("exec", "bench", "--", "rm", "/tmp/blob")
 
-        time.sleep(5)  # let the guest go idle
-        pid = json.loads(cli("inspect", "bench").stdout)[0]["pid"]
+        restart = []
+        for _ in range(3):
+            cli("stop", "bench")
+            t0 = time.monotonic()
+            cli("start", "bench")
+            cli("exec", "bench", "--", "true")
+            restart.append(time.monotonic() - t0)
+        cli("rm", "-f", "bench")
+
+        # A fresh box left idle: what one more sleeping box costs the host.
+        cli("run", "--name", "idle")
+        time.sleep(10)
+        pid = json.loads(cli("inspect", "idle").stdout)[0]["pid"]
         rss_kib = 0
         with open(f"/proc/{pid}/status") as f:
             for line in f:
                 if line.startswith("VmRSS:"):
                     rss_kib = int(line.split()[1])
-        cli("rm", "-f", "bench")
+        cli("rm", "-f", "idle")
 
         print(json.dumps({
             "accel": info["accel"]["name"],
@@ -79,7 +99,10 @@ def main():
             "exec_true_round_trip_ms": {"median": round(statistics.median(rtt) * 1000, 1),
                                         "p90": round(sorted(rtt)[int(len(rtt) * 0.9) - 1] * 1000, 1),
                                         "n": len(rtt)},
+            "stopped_start_to_first_exec_s": {"median": round(statistics.median(restart), 3),
+                                              "n": len(restart)},
             "exec_output_throughput_mib_s": round(throughput, 1),
+            "exec_stdin_throughput_mib_s": round(stdin_throughput, 1),
             "idle_box_qemu_rss_mib": round(rss_kib / 1024, 1),
             "memory_mib": 512,
         }, indent=2))

@@ -8,7 +8,12 @@ source "$(dirname "$0")/common.sh"
 hutch_build
 "$HUTCH_ROOT/scripts/lint.sh"
 HUTCH_TEST_IMAGE=$(hutch_image base)
-export HUTCH_TEST_IMAGE
+# The VMM backend's own e2e tests boot the same kernel, initrd and root disk.
+HUTCH_TEST_KERNEL=$HUTCH_TEST_IMAGE/vmlinux
+HUTCH_TEST_INITRD=$HUTCH_TEST_IMAGE/initrd.img
+HUTCH_TEST_ROOTFS=$HUTCH_TEST_IMAGE/rootfs.img
+HUTCH_TEST_CONSOLE_EXPECT="hutch-agent"
+export HUTCH_TEST_IMAGE HUTCH_TEST_KERNEL HUTCH_TEST_INITRD HUTCH_TEST_ROOTFS HUTCH_TEST_CONSOLE_EXPECT
 log "Running tests (unit, then end to end with image $HUTCH_TEST_IMAGE)"
 cd "$HUTCH_BUILD_DIR"
 ctest --output-on-failure --timeout 1200 "$@"

@@ -197,8 +197,9 @@ void Server::handleHello(const Frame& frame) {
   // resent duplicate arrives before the host opens any stream, so this costs nothing.
   closeAllStreams();
   handshaken_ = true;
-  proto::HelloAck ack{
-      proto::kProtocolVersion, options_.agent_version, {"exec", "signal", "window", "poweroff"}};
+  proto::HelloAck ack{proto::kProtocolVersion,
+                      options_.agent_version,
+                      {"exec", "signal", "window", "poweroff", "tty"}};
   sendFrame(FrameType::kHelloAck, 0, proto::encodeMessage(ack));
 }
 
@@ -250,7 +251,8 @@ void Server::handleFrame(const Frame& frame) {
     case FrameType::kStdin:
     case FrameType::kStdinEof:
     case FrameType::kSignal:
-    case FrameType::kWindow: {
+    case FrameType::kWindow:
+    case FrameType::kResize: {
       // A stream that is not open is ignored: these frames can cross its last frame in flight.
       auto it = streams_.find(frame.stream);
       if (it == streams_.end() || it->second->finished()) return;
@@ -259,6 +261,7 @@ void Server::handleFrame(const Frame& frame) {
       if (frame.type == FrameType::kStdinEof) stream.onStdinEof();
       if (frame.type == FrameType::kSignal) stream.onSignal(frame.payload);
       if (frame.type == FrameType::kWindow) stream.onWindow(frame.payload);
+      if (frame.type == FrameType::kResize) stream.onResize(frame.payload);
       return;
     }
     case FrameType::kPoweroff:

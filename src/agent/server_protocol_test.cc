@@ -4,7 +4,11 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
+#include <thread>
 
 #include "agent/testing/agent_process.h"
 #include "agent/testing/raw_connection.h"
@@ -32,6 +36,51 @@ Frame execFrame(uint32_t stream, std::vector<std::string> argv, bool pipe_stdin 
   request.argv = std::move(argv);
   request.pipe_stdin = pipe_stdin;
   return proto::makeFrame(FrameType::kExec, stream, request);
+}
+
+Frame ttyFrame(uint32_t stream, std::vector<std::string> argv, bool pipe_stdin = true,
+               uint16_t rows = 0, uint16_t cols = 0) {
+  proto::ExecRequest request;
+  request.argv = std::move(argv);
+  request.pipe_stdin = pipe_stdin;
+  request.tty = true;
+  request.rows = rows;
+  request.cols = cols;
+  return proto::makeFrame(FrameType::kExec, stream, request);
+}
+
+Frame resizeFrame(uint32_t stream, uint16_t rows, uint16_t cols) {
+  return proto::makeFrame(FrameType::kResize, stream, proto::WindowSize{rows, cols});
+}
+
+Frame stdinFrame(uint32_t stream, std::string data) {
+  return Frame{FrameType::kStdin, stream, std::move(data)};
+}
+
+// The pid of a child of parent whose command is name, once there is one (0 after the timeout).
+pid_t waitForChild(pid_t parent, const std::string& name, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+      const std::string pid = entry.path().filename();
+      if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+      std::ifstream stat(entry.path() / "stat");
+      std::string line;
+      std::getline(stat, line);
+      const size_t open = line.find('(');
+      const size_t close = line.rfind(')');
+      if (open == std::string::npos || close == std::string::npos) continue;
+      std::istringstream rest(line.substr(close + 2));
+      std::string state;
+      pid_t ppid = 0;
+      rest >> state >> ppid;
+      if (ppid == parent && line.substr(open + 1, close - open - 1) == name) {
+        return static_cast<pid_t>(std::stoi(pid));
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return 0;
 }
 
 class ServerProtocolTest : public ::testing::Test {
@@ -104,7 +153,7 @@ TEST_F(ServerProtocolTest, HelloIsAnsweredWithVersionAndCapabilities) {
   ASSERT_TRUE(ack) << frame.payload;
   EXPECT_EQ(ack->version, 1u);
   EXPECT_EQ(ack->agent, "0.1.0");
-  for (const char* capability : {"exec", "signal", "window", "poweroff"}) {
+  for (const char* capability : {"exec", "signal", "window", "poweroff", "tty"}) {
     EXPECT_TRUE(ack->hasCapability(capability)) << capability;
   }
 }
@@ -190,8 +239,11 @@ TEST_F(ServerProtocolTest, BadExecRequestsFailOnTheirStream) {
   EXPECT_EQ(expectError(*conn_, 3).code, "protocol");
   ASSERT_TRUE(conn_->send(Frame{FrameType::kExec, 4, R"({"argv":[]})"}));
   EXPECT_EQ(expectError(*conn_, 4).code, "invalid_argument");
-  ASSERT_TRUE(conn_->send(Frame{FrameType::kExec, 5, R"({"argv":["sh"],"tty":true})"}));
-  EXPECT_EQ(expectError(*conn_, 5).code, "unsupported");
+  ASSERT_TRUE(conn_->send(Frame{FrameType::kExec, 5, R"({"argv":["sh"],"login_shell":true})"}));
+  EXPECT_EQ(expectError(*conn_, 5).code, "invalid_argument");
+  ASSERT_TRUE(
+      conn_->send(Frame{FrameType::kExec, 9, R"({"argv":["sh"],"tty":true,"rows":70000})"}));
+  EXPECT_EQ(expectError(*conn_, 9).code, "protocol");
   ASSERT_TRUE(conn_->send(execFrame(6, {"definitely-not-a-command-hutch"})));
   auto missing = expectError(*conn_, 6);
   EXPECT_EQ(missing.code, "not_found");
@@ -316,6 +368,207 @@ TEST_F(ServerProtocolTest, PoweroffInListenModeEndsTheAgent) {
   auto frame = conn_->read();
   ASSERT_FALSE(frame);
   EXPECT_EQ(frame.error().code(), Errc::kUnavailable);
+}
+
+// What a tty stream sent: its output (granted back as it arrives) and how it ended.
+struct TtyResult {
+  std::string out;
+  std::optional<proto::ExitStatus> exit;
+  std::optional<proto::ErrorMessage> error;
+  uint64_t stdin_granted = 0;
+  bool saw_stderr = false;
+};
+
+class ServerTtyTest : public ServerProtocolTest {
+ protected:
+  void SetUp() override {
+    ServerProtocolTest::SetUp();
+    ASSERT_TRUE(conn_->handshake());
+  }
+
+  // Opens a tty stream; returns the process's pid.
+  pid_t start(const Frame& exec) {
+    EXPECT_TRUE(conn_->send(exec));
+    Frame started = read(*conn_);
+    EXPECT_EQ(started.type, FrameType::kStarted) << started.payload;
+    auto message = proto::decodeMessage<proto::Started>(started.payload);
+    return message ? message->pid : -1;
+  }
+
+  // Reads frames of stream id until its output contains needle (true) or the stream ends.
+  bool readUntil(uint32_t id, const std::string& needle) {
+    while (result_.out.find(needle, searched_) == std::string::npos) {
+      if (!readOne(id)) return false;
+    }
+    searched_ = result_.out.find(needle, searched_) + needle.size();
+    return true;
+  }
+
+  // Reads frames of stream id until it ends.
+  TtyResult finish(uint32_t id) {
+    while (readOne(id)) {
+    }
+    return result_;
+  }
+
+  // One frame; false once the stream has ended (or on a read error).
+  bool readOne(uint32_t id) {
+    if (result_.exit || result_.error) return false;
+    auto frame = conn_->read();
+    if (!frame) {
+      ADD_FAILURE() << frame.error().describe() << "; output so far: " << result_.out;
+      result_.error = proto::ErrorMessage{"test", "read failed"};
+      return false;
+    }
+    EXPECT_EQ(frame->stream, id);
+    switch (frame->type) {
+      case FrameType::kStdout:
+        result_.out += frame->payload;
+        // Grant it back at once: these tests are not about flow control.
+        EXPECT_TRUE(
+            conn_->send(Frame{FrameType::kWindow, id,
+                              proto::encodeWindow(static_cast<uint32_t>(frame->payload.size()))}));
+        return true;
+      case FrameType::kStderr: result_.saw_stderr = true; return true;
+      case FrameType::kWindow:
+        result_.stdin_granted += *proto::decodeWindow(frame->payload);
+        return true;
+      case FrameType::kExit:
+        result_.exit = *proto::decodeMessage<proto::ExitStatus>(frame->payload);
+        return false;
+      case FrameType::kError:
+        result_.error = *proto::decodeMessage<proto::ErrorMessage>(frame->payload);
+        return false;
+      default: ADD_FAILURE() << "unexpected frame type " << int(frame->type); return false;
+    }
+  }
+
+  TtyResult result_;
+  size_t searched_ = 0;
+};
+
+TEST_F(ServerTtyTest, TheProcessHasATerminalAndATerm) {
+  ASSERT_GT(start(ttyFrame(1,
+                           {"sh", "-c",
+                            "test -t 0 && test -t 1 && test -t 2 && echo tty; echo $TERM; "
+                            "echo to-stderr >&2"},
+                           /*pipe_stdin=*/false)),
+            0);
+  TtyResult r = finish(1);
+  EXPECT_EQ(r.exit, proto::ExitStatus::exited(0));
+  // One merged stream, with the terminal's newline translation.
+  EXPECT_EQ(r.out, "tty\r\nxterm-256color\r\nto-stderr\r\n");
+  EXPECT_FALSE(r.saw_stderr);
+}
+
+TEST_F(ServerTtyTest, InitialSizeAndResize) {
+  ASSERT_GT(start(ttyFrame(1, {"sh"}, true, 24, 80)), 0);
+  ASSERT_TRUE(conn_->send(stdinFrame(1, "stty size\n")));
+  ASSERT_TRUE(readUntil(1, "24 80\r\n")) << result_.out;
+  ASSERT_TRUE(conn_->send(resizeFrame(1, 33, 101)));
+  ASSERT_TRUE(conn_->send(stdinFrame(1, "stty size\n")));
+  ASSERT_TRUE(readUntil(1, "33 101\r\n")) << result_.out;
+  // The terminal's foreground job gets SIGWINCH.
+  ASSERT_TRUE(conn_->send(
+      stdinFrame(1,
+                 "sh -c 'trap \"echo winch-$((40+2)); exit\" WINCH; echo armed-$((1+1)); "
+                 "while :; do sleep 0.05; done'\n")));
+  ASSERT_TRUE(readUntil(1, "armed-2")) << result_.out;
+  ASSERT_TRUE(conn_->send(resizeFrame(1, 40, 120)));
+  ASSERT_TRUE(readUntil(1, "winch-42")) << result_.out;
+  ASSERT_TRUE(conn_->send(stdinFrame(1, "exit 7\n")));
+  TtyResult r = finish(1);
+  EXPECT_EQ(r.exit, proto::ExitStatus::exited(7)) << r.out;
+}
+
+TEST_F(ServerTtyTest, CtrlCInterruptsTheForegroundProcess) {
+  // A process on its own: ^C kills it with SIGINT.
+  ASSERT_GT(start(ttyFrame(1, {"sleep", "100"})), 0);
+  ASSERT_TRUE(conn_->send(stdinFrame(1, "\x03")));
+  EXPECT_EQ(finish(1).exit, proto::ExitStatus::signaled(SIGINT));
+
+  // An interactive shell: ^C ends its foreground job and the shell prompts again.
+  result_ = {};
+  searched_ = 0;
+  const pid_t shell = start(ttyFrame(2, {"sh"}));
+  ASSERT_GT(shell, 0);
+  ASSERT_TRUE(conn_->send(stdinFrame(2, "sleep 100\n")));
+  const pid_t sleeper = waitForChild(shell, "sleep", kGone);
+  ASSERT_GT(sleeper, 0);
+  ASSERT_TRUE(conn_->send(stdinFrame(2, "\x03")));
+  EXPECT_TRUE(testing::waitForProcessGone(sleeper, kGone));
+  ASSERT_TRUE(conn_->send(stdinFrame(2, "echo back-$((2+3))\n")));
+  ASSERT_TRUE(readUntil(2, "back-5")) << result_.out;
+  // kSignal reaches the foreground job too.
+  ASSERT_TRUE(conn_->send(stdinFrame(2, "sleep 100\n")));
+  const pid_t second = waitForChild(shell, "sleep", kGone);
+  ASSERT_GT(second, 0);
+  ASSERT_TRUE(conn_->send(proto::makeFrame(FrameType::kSignal, 2, proto::SignalRequest{SIGINT})));
+  EXPECT_TRUE(testing::waitForProcessGone(second, kGone));
+  ASSERT_TRUE(conn_->send(stdinFrame(2, "exit 3\n")));
+  EXPECT_EQ(finish(2).exit, proto::ExitStatus::exited(3)) << result_.out;
+}
+
+TEST_F(ServerTtyTest, StdinEofIsTheTerminalsEofCharacter) {
+  ASSERT_GT(start(ttyFrame(1, {"cat"})), 0);
+  ASSERT_TRUE(conn_->send(stdinFrame(1, "hello\n")));
+  ASSERT_TRUE(conn_->send(Frame{FrameType::kStdinEof, 1, ""}));
+  TtyResult r = finish(1);
+  EXPECT_EQ(r.exit, proto::ExitStatus::exited(0));
+  EXPECT_EQ(r.out, "hello\r\nhello\r\n");  // the echo, then cat's copy
+  EXPECT_EQ(r.stdin_granted, 6u);          // the ^D the agent added is not granted back
+
+  // After an unterminated line one ^D only hands the line over: the agent sends two.
+  result_ = {};
+  ASSERT_GT(start(ttyFrame(2, {"cat"})), 0);
+  ASSERT_TRUE(conn_->send(stdinFrame(2, "abc")));
+  ASSERT_TRUE(conn_->send(Frame{FrameType::kStdinEof, 2, ""}));
+  r = finish(2);
+  EXPECT_EQ(r.exit, proto::ExitStatus::exited(0));
+  EXPECT_EQ(r.out, "abcabc");
+  EXPECT_EQ(r.stdin_granted, 3u);
+}
+
+TEST_F(ServerTtyTest, OutputIsCompleteWhenTheProcessExits) {
+  std::string expected;
+  for (int i = 1; i <= 50000; ++i) expected += std::to_string(i) + "\r\n";
+  for (uint32_t id = 1; id <= 5; ++id) {
+    result_ = {};
+    ASSERT_GT(start(ttyFrame(id, {"seq", "50000"}, /*pipe_stdin=*/false)), 0);
+    TtyResult r = finish(id);
+    EXPECT_EQ(r.exit, proto::ExitStatus::exited(0));
+    ASSERT_EQ(r.out.size(), expected.size()) << "run " << id;
+    EXPECT_TRUE(r.out == expected) << "run " << id;
+  }
+}
+
+TEST_F(ServerTtyTest, ABackgroundJobHoldingTheTerminalDoesNotHoldTheStream) {
+  ASSERT_GT(start(ttyFrame(1, {"sh", "-c", "trap '' HUP; sleep 600 & echo $!"}, false)), 0);
+  TtyResult r = finish(1);
+  EXPECT_EQ(r.exit, proto::ExitStatus::exited(0));
+  const int background = std::atoi(r.out.c_str());
+  ASSERT_GT(background, 0) << r.out;
+  ::kill(background, SIGKILL);
+}
+
+TEST_F(ServerTtyTest, ResizeRules) {
+  // Ignored on a stream without a terminal.
+  ASSERT_TRUE(conn_->send(execFrame(1, {"sh", "-c", "read x; echo got-$x"}, true)));
+  ASSERT_EQ(read(*conn_).type, FrameType::kStarted);
+  ASSERT_TRUE(conn_->send(resizeFrame(1, 10, 10)));
+  ASSERT_TRUE(conn_->send(stdinFrame(1, "it\n")));
+  TtyResult r = finish(1);
+  EXPECT_EQ(r.exit, proto::ExitStatus::exited(0));
+  EXPECT_EQ(r.out, "got-it\n");
+  // A malformed size is a stream error.
+  result_ = {};
+  const pid_t pid = start(ttyFrame(2, {"sleep", "100"}));
+  ASSERT_TRUE(conn_->send(Frame{FrameType::kResize, 2, R"({"rows":24})"}));
+  r = finish(2);
+  ASSERT_TRUE(r.error);
+  EXPECT_EQ(r.error->code, "protocol");
+  EXPECT_TRUE(testing::waitForProcessGone(pid, kGone));
+  expectEchoWorks(*conn_, 3);
 }
 
 }  // namespace

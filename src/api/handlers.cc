@@ -59,6 +59,12 @@ awaitable<Reply> stopBox(box::BoxService& service, RequestContext& ctx) {
   co_return jsonResponse(http::status::ok, toJson(*b));
 }
 
+awaitable<Reply> startBox(box::BoxService& service, RequestContext& ctx) {
+  auto b = co_await service.start(param(ctx, "box"));
+  if (!b) co_return errorResponse(b.error());
+  co_return jsonResponse(http::status::ok, toJson(*b));
+}
+
 awaitable<Reply> removeBox(box::BoxService& service, RequestContext& ctx) {
   auto removed = co_await service.remove(param(ctx, "box"), queryFlag(ctx.query, "force"));
   if (!removed) co_return errorResponse(removed.error());
@@ -128,6 +134,9 @@ awaitable<void> relayInput(std::shared_ptr<Connection> c,
     } else if (frame.type == proto::FrameType::kSignal) {
       auto sig = proto::decodeMessage<proto::SignalRequest>(frame.payload);
       if (sig) (void)session->signal(sig->signal);
+    } else if (frame.type == proto::FrameType::kResize) {
+      auto size = proto::decodeMessage<proto::WindowSize>(frame.payload);
+      if (size) (void)session->resize(size->rows, size->cols);
     }
   }
   // The client is gone (or sent garbage) while the command still runs: kill it, as a terminal
@@ -147,6 +156,7 @@ awaitable<Reply> execInBox(box::BoxService& service, RequestContext& ctx) {
     co_return errorResponse(
         Error(Errc::kInvalidArgument, "Bad exec request: " + request.error().message()));
   }
+  if (request->user.empty()) request->user = service.defaultUser();
   auto valid = proto::validate(*request);
   if (!valid) co_return errorResponse(valid.error());
   auto agent = service.agentFor(param(ctx, "box"));
@@ -210,23 +220,67 @@ awaitable<Reply> execInBox(box::BoxService& service, RequestContext& ctx) {
   co_return std::nullopt;
 }
 
-template <class F>
-Handler bindService(F f, box::BoxService& service) {
+awaitable<Reply> listTemplates(box::TemplateService& templates, RequestContext&) {
+  auto all = templates.list();
+  if (!all) co_return errorResponse(all.error());
+  co_return jsonResponse(http::status::ok, json{{"templates", *all}});
+}
+
+// {"name": N, "from_box": B} freezes a stopped box; {"name": N} builds recipe N.
+awaitable<Reply> createTemplate(box::TemplateService& templates, RequestContext& ctx) {
+  auto body = parseObject(ctx.request.body());
+  if (!body) co_return errorResponse(body.error());
+  for (const auto& [key, _] : body->items()) {
+    if (key != "name" && key != "from_box") {
+      co_return errorResponse(Error(Errc::kInvalidArgument,
+                                    "Unknown field '" + key + "'; known fields: from_box, name"));
+    }
+  }
+  if (!(*body)["name"].is_string() ||
+      (body->contains("from_box") && !(*body)["from_box"].is_string())) {
+    co_return errorResponse(
+        Error(Errc::kInvalidArgument, "'name' (and 'from_box' if given) must be strings"));
+  }
+  std::string name = (*body)["name"];
+  std::string from_box = body->value("from_box", "");
+  Result<json> made = json();
+  if (from_box.empty()) {
+    made = co_await templates.build(name);
+  } else {
+    made = co_await templates.createFromBox(name, from_box);
+  }
+  if (!made) co_return errorResponse(made.error());
+  co_return jsonResponse(http::status::created, *made);
+}
+
+awaitable<Reply> removeTemplate(box::TemplateService& templates, RequestContext& ctx) {
+  auto removed = templates.remove(param(ctx, "template"));
+  if (!removed) co_return errorResponse(removed.error());
+  co_return jsonResponse(http::status::ok, json{{"removed", param(ctx, "template")}});
+}
+
+template <class F, class Service>
+Handler bindService(F f, Service& service) {
   return [f, &service](RequestContext& ctx) { return f(service, ctx); };
 }
 
 }  // namespace
 
-void registerRoutes(Router<Handler>& router, box::BoxService& service, const DaemonInfo& daemon) {
+void registerRoutes(Router<Handler>& router, box::BoxService& service,
+                    box::TemplateService& templates, const DaemonInfo& daemon) {
   using http::verb;
   router.add(verb::get, "/v1/info", [&daemon](RequestContext& ctx) { return info(daemon, ctx); });
   router.add(verb::post, "/v1/boxes", bindService(createBox, service));
   router.add(verb::get, "/v1/boxes", bindService(listBoxes, service));
   router.add(verb::get, "/v1/boxes/{box}", bindService(getBox, service));
   router.add(verb::delete_, "/v1/boxes/{box}", bindService(removeBox, service));
+  router.add(verb::post, "/v1/boxes/{box}/start", bindService(startBox, service));
   router.add(verb::post, "/v1/boxes/{box}/stop", bindService(stopBox, service));
   router.add(verb::get, "/v1/boxes/{box}/logs", bindService(boxLogs, service));
   router.add(verb::post, "/v1/boxes/{box}/exec", bindService(execInBox, service));
+  router.add(verb::get, "/v1/templates", bindService(listTemplates, templates));
+  router.add(verb::post, "/v1/templates", bindService(createTemplate, templates));
+  router.add(verb::delete_, "/v1/templates/{template}", bindService(removeTemplate, templates));
 }
 
 }  // namespace hutch::api

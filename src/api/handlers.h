@@ -5,6 +5,7 @@
 
 #include "api/http_server.h"
 #include "box/box_service.h"
+#include "box/template_service.h"
 #include "vmm/accel.h"
 
 namespace hutch::api {
@@ -17,6 +18,7 @@ struct DaemonInfo {
 };
 
 // Registers every route on `router`. The service and info must outlive the router.
-void registerRoutes(Router<Handler>& router, box::BoxService& service, const DaemonInfo& info);
+void registerRoutes(Router<Handler>& router, box::BoxService& service,
+                    box::TemplateService& templates, const DaemonInfo& info);
 
 }  // namespace hutch::api

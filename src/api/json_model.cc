@@ -60,6 +60,7 @@ json toJson(const box::Box& b) {
               {"template", b.config.template_name},
               {"cpus", b.config.cpus},
               {"memory_mib", b.config.memory_mib},
+              {"disk_mib", b.config.disk_mib},
               {"state", box::stateName(b.state)},
               {"reason", b.reason},
               {"accel", b.accel},
@@ -78,6 +79,7 @@ Result<box::Box> boxFromJson(const json& j) {
   HUTCH_TRY_VOID(readField(j, "template", b.config.template_name, kWhat));
   HUTCH_TRY_VOID(readField(j, "cpus", b.config.cpus, kWhat));
   HUTCH_TRY_VOID(readField(j, "memory_mib", b.config.memory_mib, kWhat));
+  HUTCH_TRY_VOID(readField(j, "disk_mib", b.config.disk_mib, kWhat));
   HUTCH_TRY_VOID(readField(j, "state", state, kWhat));
   HUTCH_TRY_VOID(readField(j, "reason", b.reason, kWhat));
   HUTCH_TRY_VOID(readField(j, "accel", b.accel, kWhat));
@@ -92,6 +94,7 @@ json toJson(const CreateBoxRequest& r) {
   json j{{"template", r.config.template_name},
          {"cpus", r.config.cpus},
          {"memory_mib", r.config.memory_mib}};
+  if (r.config.disk_mib != 0) j["disk_mib"] = r.config.disk_mib;
   if (!r.name.empty()) j["name"] = r.name;
   return j;
 }
@@ -99,7 +102,8 @@ json toJson(const CreateBoxRequest& r) {
 Result<CreateBoxRequest> parseCreateBox(std::string_view body) {
   HUTCH_TRY(json j, parseObject(body));
   constexpr std::string_view kWhat = "the create request";
-  HUTCH_TRY_VOID(rejectUnknownFields(j, {"name", "template", "cpus", "memory_mib"}, kWhat));
+  HUTCH_TRY_VOID(
+      rejectUnknownFields(j, {"name", "template", "cpus", "memory_mib", "disk_mib"}, kWhat));
   CreateBoxRequest r;
   int64_t cpus = r.config.cpus;
   int64_t memory = static_cast<int64_t>(r.config.memory_mib);
@@ -107,6 +111,10 @@ Result<CreateBoxRequest> parseCreateBox(std::string_view body) {
   HUTCH_TRY_VOID(readField(j, "template", r.config.template_name, kWhat));
   HUTCH_TRY_VOID(readField(j, "cpus", cpus, kWhat));
   HUTCH_TRY_VOID(readField(j, "memory_mib", memory, kWhat));
+  int64_t disk = 0;
+  HUTCH_TRY_VOID(readField(j, "disk_mib", disk, kWhat));
+  if (disk < 0) return fail(Errc::kInvalidArgument, "disk_mib must not be negative");
+  r.config.disk_mib = static_cast<uint64_t>(disk);
   if (cpus < 1 || cpus > 64) {
     return fail(Errc::kInvalidArgument, fmt::format("cpus must be 1 to 64, got {}", cpus));
   }

@@ -57,6 +57,10 @@ Result<> BoxConfig::validate() const {
     return fail(Errc::kInvalidArgument,
                 fmt::format("memory must be 128 to 65536 MiB, got {}", memory_mib));
   }
+  if (disk_mib != 0 && (disk_mib < 512 || disk_mib > 16u * 1024 * 1024)) {
+    return fail(Errc::kInvalidArgument,
+                fmt::format("disk must be 512 MiB to 16 TiB, got {} MiB", disk_mib));
+  }
   if (template_name.empty()) return fail(Errc::kInvalidArgument, "template must not be empty");
   return validateName(template_name);
 }

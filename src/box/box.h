@@ -24,6 +24,7 @@ struct BoxConfig {
   std::string template_name = "base";
   unsigned cpus = 1;
   uint64_t memory_mib = 512;
+  uint64_t disk_mib = 0;  // 0: the template image's size; else at least that, the guest grows to it
 
   Result<> validate() const;
   bool operator==(const BoxConfig&) const = default;
@@ -43,6 +44,7 @@ struct Box {
   BoxState state = BoxState::kCreating;
   std::string reason;      // why the box failed; empty otherwise
   std::string accel;       // acceleration the VM runs with ("tcg", "kvm")
+  std::string image_dir;   // the template build it was made from (kernel, initrd, base disk)
   int64_t pid = 0;         // VMM process id while running
   int64_t created_at = 0;  // unix seconds
   int64_t updated_at = 0;

@@ -62,6 +62,13 @@ asio::awaitable<Result<Box>> BoxService::create(BoxSpec spec) {
   HUTCH_CO_TRY_VOID(spec.config.validate());
   if (!spec.name.empty()) HUTCH_CO_TRY_VOID(validateName(spec.name));
   HUTCH_CO_TRY(storage::Template tmpl, templates_.find(spec.config.template_name));
+  std::error_code ec;
+  uint64_t base_mib = (std::filesystem::file_size(tmpl.rootfs, ec) + (1u << 20) - 1) >> 20;
+  if (spec.config.disk_mib != 0 && spec.config.disk_mib < base_mib) {
+    co_return fail(Errc::kInvalidArgument,
+                   fmt::format("disk must be at least {} MiB, the size of template '{}'", base_mib,
+                               tmpl.name));
+  }
 
   Box box;
   box.id = newBoxId();
@@ -69,18 +76,60 @@ asio::awaitable<Result<Box>> BoxService::create(BoxSpec spec) {
   box.config = spec.config;
   box.state = BoxState::kCreating;
   box.accel = std::string(vmm::accelName(config_.accel.accel));
+  box.image_dir = tmpl.dir.string();
   box.created_at = box.updated_at = nowSeconds();
   HUTCH_CO_TRY_VOID(store_.insert(box));
   spdlog::info("box={} name={} creating from template {}", box.id, box.name, tmpl.name);
 
+  std::filesystem::path dir = boxDir(box.id);
+  std::filesystem::create_directories(dir, ec);
+  std::filesystem::path disk = dir / "disk.qcow2";
+  std::filesystem::path base = tmpl.rootfs;
+  uint64_t size = box.config.disk_mib;
+  // Named, not a temporary inside co_await: GCC 12 destroys such temporaries twice.
+  auto make_overlay = [base, disk, size] { return storage::createOverlay(base, disk, size); };
+  Result<> overlay = ok();
+  if (ec) {
+    overlay =
+        fail(Errc::kInternal, fmt::format("Cannot create {}: {}", dir.string(), ec.message()));
+  } else {
+    overlay = co_await event::offload(pool_, std::move(make_overlay));
+  }
+  if (!overlay) {
+    (void)setState(box, BoxState::kFailed, overlay.error().describe());
+    co_return fail(overlay.error());
+  }
+  co_return co_await bootBox(box);
+}
+
+asio::awaitable<Result<Box>> BoxService::start(const std::string& key) {
+  HUTCH_CO_TRY(Box box, store_.find(key));
+  if (box.state != BoxState::kStopped && box.state != BoxState::kFailed) {
+    co_return fail(Errc::kFailedPrecondition,
+                   fmt::format("Box {} is {}; only a stopped or failed box can be started",
+                               box.name, stateName(box.state)));
+  }
+  if (!std::filesystem::exists(boxDir(box.id) / "disk.qcow2")) {
+    co_return fail(Errc::kFailedPrecondition,
+                   fmt::format("Box {} has no disk (it failed before its disk was made); "
+                               "remove it and run a new one",
+                               box.name));
+  }
+  HUTCH_CO_TRY_VOID(setState(box, BoxState::kCreating));
+  spdlog::info("box={} starting", box.id);
+  co_return co_await bootBox(box);
+}
+
+asio::awaitable<Result<Box>> BoxService::bootBox(Box& box) {
   auto runtime = std::make_shared<Runtime>(loop_);
   runtimes_[box.id] = runtime;
-  auto booted = co_await boot(box, tmpl, runtime);
+  auto booted = co_await boot(box, runtime);
   if (runtime->removed) {
     co_return fail(Errc::kCancelled, fmt::format("Box {} was removed while starting", box.name));
   }
   if (!booted) {
     spdlog::warn("box={} failed to start: {}", box.id, booted.error().describe());
+    runtime->stopping = true;  // the watcher must not report this exit a second time
     if (runtime->vm && !runtime->exited) co_await runtime->vm->kill();
     runtimes_.erase(box.id);
     (void)setState(box, BoxState::kFailed, booted.error().describe());
@@ -92,31 +141,25 @@ asio::awaitable<Result<Box>> BoxService::create(BoxSpec spec) {
   co_return box;
 }
 
-asio::awaitable<Result<>> BoxService::boot(Box& box, const storage::Template& tmpl,
-                                           std::shared_ptr<Runtime> runtime) {
+asio::awaitable<Result<>> BoxService::boot(Box& box, std::shared_ptr<Runtime> runtime) {
   std::filesystem::path dir = boxDir(box.id);
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec)
-    co_return fail(Errc::kInternal,
-                   fmt::format("Cannot create {}: {}", dir.string(), ec.message()));
-  std::filesystem::path disk = dir / "disk.qcow2";
-  std::filesystem::path base = tmpl.rootfs;
-  // Named, not a temporary inside co_await: GCC 12 destroys such temporaries twice.
-  auto make_overlay = [base, disk] { return storage::createOverlay(base, disk); };
-  auto overlay = co_await event::offload(pool_, std::move(make_overlay));
-  HUTCH_CO_TRY_VOID(overlay);
-
+  std::filesystem::path image(box.image_dir);
   vmm::VmSpec spec;
   spec.id = box.id;
   spec.cpus = box.config.cpus;
   spec.memory_mib = box.config.memory_mib;
   spec.accel = config_.accel.accel;
   spec.tsc_khz = config_.tsc_khz;
-  spec.kernel = tmpl.kernel;
-  spec.initrd = tmpl.initrd;
-  spec.disk = disk;
+  spec.kernel = image / "vmlinux";
+  spec.initrd = image / "initrd.img";
+  spec.disk = dir / "disk.qcow2";
   spec.run_dir = dir;
+  if (!std::filesystem::exists(spec.kernel)) {
+    co_return fail(Errc::kFailedPrecondition,
+                   fmt::format("The template build this box was made from is gone ({}); the box "
+                               "cannot boot without its kernel",
+                               image.string()));
+  }
   // Box names allow '_' and '.', hostnames only '-' between labels.
   std::string hostname = box.name;
   std::replace(hostname.begin(), hostname.end(), '_', '-');
@@ -211,6 +254,9 @@ asio::awaitable<Result<Box>> BoxService::stop(const std::string& key) {
   }
   runtimes_.erase(box.id);
   if (runtime->removed) co_return fail(Errc::kCancelled, "Box was removed while stopping");
+  // Guest RAM is gone with the VM; its backing file would only take disk space.
+  std::error_code ec;
+  std::filesystem::remove(boxDir(box.id) / "memory", ec);
   HUTCH_CO_TRY(box, store_.find(box.id));
   HUTCH_CO_TRY_VOID(setState(box, BoxState::kStopped));
   spdlog::info("box={} stopped", box.id);
@@ -273,8 +319,25 @@ Result<std::filesystem::path> BoxService::consoleLog(const std::string& key) {
 
 asio::awaitable<Result<>> BoxService::recoverAfterRestart() {
   HUTCH_CO_TRY(std::vector<Box> boxes, store_.list());
+  // After a host reboot no VM can have survived: live boxes are simply stopped, disks intact.
+  HUTCH_CO_TRY(std::string last_boot, store_.getMeta("boot_id"));
+  std::string this_boot = config_.boot_id;
+  bool rebooted = !last_boot.empty() && last_boot != this_boot;
+  HUTCH_CO_TRY_VOID(store_.setMeta("boot_id", this_boot));
   for (Box& box : boxes) {
     if (runtimes_.contains(box.id)) continue;
+    bool live = box.state == BoxState::kRunning || box.state == BoxState::kCreating ||
+                box.state == BoxState::kStopping;
+    if (rebooted && live) {
+      // Not a transition the state machine allows in normal operation: recorded directly.
+      box.state = BoxState::kStopped;
+      box.reason.clear();
+      box.pid = 0;
+      box.updated_at = nowSeconds();
+      HUTCH_CO_TRY_VOID(store_.update(box));
+      spdlog::info("box={} stopped (the host rebooted)", box.id);
+      continue;
+    }
     if (box.state == BoxState::kRunning) {
       auto adopted = co_await adopt(box);
       if (adopted) {

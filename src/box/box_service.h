@@ -35,6 +35,8 @@ struct ServiceConfig {
   uint64_t tsc_khz = 0;
   std::chrono::seconds boot_timeout{120};  // QEMU start -> agent handshake
   std::chrono::seconds stop_timeout{30};   // poweroff request -> QEMU gone
+  std::string boot_id;                     // this host boot (/proc/sys/kernel/random/boot_id)
+  std::string default_user = "hutch";      // exec's user when the request names none
 };
 
 class BoxService {
@@ -49,6 +51,8 @@ class BoxService {
   asio::awaitable<Result<Box>> create(BoxSpec spec);
   Result<std::vector<Box>> list();
   Result<Box> get(const std::string& key);
+  // Boots a stopped or failed box again from its own disk: every file is where it was left.
+  asio::awaitable<Result<Box>> start(const std::string& key);
   // Clean shutdown: the agent syncs and powers off; QEMU is killed if it does not exit in time.
   asio::awaitable<Result<Box>> stop(const std::string& key);
   // Removes the box's VM (force needed if it is running), its directory and its record.
@@ -57,6 +61,7 @@ class BoxService {
   // running.
   Result<std::shared_ptr<guest::AgentClient>> agentFor(const std::string& key);
   Result<std::filesystem::path> consoleLog(const std::string& key);
+  const std::string& defaultUser() const { return config_.default_user; }
 
   // After a hutchd restart: boxes recorded as running whose QEMU still runs are adopted (VM and
   // agent reattached); the others, and boxes caught mid-operation, are marked failed with why.
@@ -76,8 +81,8 @@ class BoxService {
     std::string exit_reason;
   };
 
-  asio::awaitable<Result<>> boot(Box& box, const storage::Template& tmpl,
-                                 std::shared_ptr<Runtime> runtime);
+  asio::awaitable<Result<Box>> bootBox(Box& box);
+  asio::awaitable<Result<>> boot(Box& box, std::shared_ptr<Runtime> runtime);
   asio::awaitable<Result<std::shared_ptr<guest::AgentClient>>> connectAgent(
       const std::filesystem::path& socket, std::chrono::steady_clock::time_point deadline);
   asio::awaitable<Result<>> adopt(Box& box);

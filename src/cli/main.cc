@@ -21,21 +21,37 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--template", run.template_name, "Template to boot")->capture_default_str();
   run_cmd->add_option("--cpus", run.cpus, "Virtual CPUs")->capture_default_str();
   run_cmd->add_option("-m,--memory", run.memory, "Guest memory (512M, 2G)")->capture_default_str();
+  run_cmd->add_option("--disk", run.disk, "Disk size (8G); the guest filesystem grows to it");
   run_cmd->add_flag("-d,--detach", run.detach, "Print the new box's id and return");
   run_cmd->add_flag("--rm", run.remove, "Remove the box when the command finishes");
   run_cmd->add_flag("-i,--interactive", run.exec.interactive, "Forward stdin to the command");
-  run_cmd->add_option("-e,--env", run.exec.env, "Environment KEY=VALUE for the command");
+  run_cmd->add_flag("-t,--tty", run.exec.tty, "Run the command on a terminal (needs one here)");
+  // One value per -e (a vector option would otherwise also take the box name that follows).
+  run_cmd->add_option("-e,--env", run.exec.env, "Environment KEY=VALUE for the command")
+      ->allow_extra_args(false);
   run_cmd->add_option("cmd", run.exec.argv, "Command to run after -- (optional)");
 
   std::string exec_box;
   ExecOptions exec;
   auto* exec_cmd = app.add_subcommand("exec", "Run a command in a running box");
   exec_cmd->add_flag("-i,--interactive", exec.interactive, "Forward stdin to the command");
-  exec_cmd->add_option("-e,--env", exec.env, "Environment KEY=VALUE");
+  exec_cmd->add_flag("-t,--tty", exec.tty, "Run the command on a terminal (needs one here)");
+  exec_cmd->add_option("-e,--env", exec.env, "Environment KEY=VALUE")->allow_extra_args(false);
   exec_cmd->add_option("-w,--workdir", exec.cwd, "Working directory in the box");
   exec_cmd->add_option("-u,--user", exec.user, "User name or uid in the box");
   exec_cmd->add_option("box", exec_box, "Box name or id")->required();
   exec_cmd->add_option("cmd", exec.argv, "Command and arguments, after --")->required();
+
+  std::string shell_box;
+  ExecOptions shell;
+  shell.interactive = true;
+  shell.tty = true;
+  shell.login_shell = true;
+  auto* shell_cmd = app.add_subcommand("shell", "Open a login shell in a running box (exec -it)");
+  shell_cmd->add_option("-u,--user", shell.user, "User name or uid in the box");
+  shell_cmd->add_option("-w,--workdir", shell.cwd, "Working directory in the box");
+  shell_cmd->add_option("-e,--env", shell.env, "Environment KEY=VALUE")->allow_extra_args(false);
+  shell_cmd->add_option("box", shell_box, "Box name or id")->required();
 
   auto* ls_cmd = app.add_subcommand("ls", "List boxes");
   ls_cmd->alias("ps");
@@ -48,6 +64,10 @@ int main(int argc, char** argv) {
   auto* logs_cmd = app.add_subcommand("logs", "Print a box's console log");
   logs_cmd->add_option("box", logs_box, "Box name or id")->required();
 
+  std::vector<std::string> start_boxes;
+  auto* start_cmd = app.add_subcommand("start", "Boot stopped or failed boxes from their disks");
+  start_cmd->add_option("box", start_boxes, "Box names or ids")->required();
+
   std::vector<std::string> stop_boxes;
   auto* stop_cmd = app.add_subcommand("stop", "Shut boxes down cleanly");
   stop_cmd->add_option("box", stop_boxes, "Box names or ids")->required();
@@ -58,7 +78,30 @@ int main(int argc, char** argv) {
   rm_cmd->add_flag("-f,--force", force, "Remove running boxes too (kills them)");
   rm_cmd->add_option("box", rm_boxes, "Box names or ids")->required();
 
+  auto* template_cmd = app.add_subcommand("template", "Templates boxes are made from");
+  template_cmd->require_subcommand(1);
+  auto* template_ls = template_cmd->add_subcommand("ls", "List templates");
+  std::string template_name;
+  auto* template_build = template_cmd->add_subcommand("build", "Build a template from its recipe");
+  template_build->add_option("name", template_name, "Recipe name (images/NAME)")->required();
+  std::string template_from;
+  auto* template_create =
+      template_cmd->add_subcommand("create", "Freeze a stopped box's disk as a new template");
+  template_create->add_option("--from", template_from, "The stopped box")->required();
+  template_create->add_option("name", template_name, "New template name")->required();
+  std::vector<std::string> template_rm_names;
+  auto* template_rm = template_cmd->add_subcommand("rm", "Remove templates no box uses");
+  template_rm->add_option("name", template_rm_names, "Template names")->required();
+
   auto* doctor_cmd = app.add_subcommand("doctor", "Check this host: acceleration, QEMU, hutchd");
+
+  CopyOptions cp;
+  auto* cp_cmd = app.add_subcommand("cp", "Copy files and directories between a box and here");
+  cp_cmd->add_flag("-a,--archive", cp.archive, "Keep uid/gid (default: the receiving side's)");
+  cp_cmd->add_flag("--progress", cp.progress, "Show progress even if stderr is not a terminal");
+  cp_cmd->add_flag("-q,--quiet", cp.quiet, "No progress, no summary");
+  cp_cmd->add_option("src", cp.source, "SRC_PATH or BOX:SRC_PATH")->required();
+  cp_cmd->add_option("dst", cp.destination, "DST_PATH or BOX:DST_PATH")->required();
 
   try {
     app.parse(argc, argv);
@@ -68,13 +111,32 @@ int main(int argc, char** argv) {
   }
 
   ApiClient client(socket);
-  if (run_cmd->parsed()) return cmdRun(client, out, run);
+  if (run_cmd->parsed()) {
+    // Checked before the box is created, not after.
+    if (run.exec.tty && run.exec.argv.empty()) {
+      return reportError(out,
+                         hutch::Error(hutch::Errc::kInvalidArgument,
+                                      "-t needs a command after --; for a shell in a new box run "
+                                      "'hutch run --name N' then 'hutch shell N'"));
+    }
+    if (auto tty = checkTerminal(run.exec); !tty) return reportError(out, tty.error());
+    return cmdRun(client, out, run);
+  }
   if (exec_cmd->parsed()) return cmdExec(client, out, exec_box, exec);
+  if (shell_cmd->parsed()) return cmdExec(client, out, shell_box, shell);
   if (ls_cmd->parsed()) return cmdList(client, out);
   if (inspect_cmd->parsed()) return cmdInspect(client, out, inspect_boxes);
   if (logs_cmd->parsed()) return cmdLogs(client, out, logs_box);
+  if (start_cmd->parsed()) return cmdStart(client, out, start_boxes);
   if (stop_cmd->parsed()) return cmdStop(client, out, stop_boxes);
   if (rm_cmd->parsed()) return cmdRemove(client, out, rm_boxes, force);
+  if (template_ls->parsed()) return cmdTemplateList(client, out);
+  if (template_build->parsed()) return cmdTemplateCreate(client, out, template_name, "");
+  if (template_create->parsed()) {
+    return cmdTemplateCreate(client, out, template_name, template_from);
+  }
+  if (template_rm->parsed()) return cmdTemplateRemove(client, out, template_rm_names);
   if (doctor_cmd->parsed()) return cmdDoctor(client, out);
+  if (cp_cmd->parsed()) return cmdCp(client, out, cp);
   return 64;
 }

@@ -9,6 +9,7 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
 
 #include "api/handlers.h"
@@ -16,6 +17,7 @@
 #include "box/box_service.h"
 #include "storage/box_store.h"
 #include "storage/templates.h"
+#include "sys/files.h"
 #include "vmm/accel.h"
 #include "vmm/qemu/qemu_backend.h"
 
@@ -31,11 +33,25 @@ int run(int argc, char** argv) {
   std::string qemu = "qemu-system-x86_64";
   std::string log_level = "info";
   unsigned boot_timeout = 120;
+  std::string default_user = "hutch";
+  std::string recipes = HUTCH_SOURCE_DIR "/images";
+  std::string builder = HUTCH_SOURCE_DIR "/scripts/build-image.sh";
+  std::string agent = HUTCH_AGENT_PATH;
+  const char* cache_env = std::getenv("HUTCH_CACHE_DIR");
+  std::string image_cache = cache_env && *cache_env ? cache_env : "/var/cache/hutch";
   app.add_option("--socket", socket_path, "API socket")->capture_default_str();
   app.add_option("--state-dir", state_dir, "Database, templates and boxes")->capture_default_str();
   app.add_option("--accel", accel_text, "auto, kvm or tcg")->capture_default_str();
   app.add_option("--qemu", qemu, "QEMU system emulator binary")->capture_default_str();
   app.add_option("--boot-timeout", boot_timeout, "Seconds a box may take to boot")
+      ->capture_default_str();
+  app.add_option("--default-user", default_user, "exec's user when a request names none")
+      ->capture_default_str();
+  app.add_option("--recipes", recipes, "Template recipes (one folder each)")->capture_default_str();
+  app.add_option("--builder", builder, "The image builder script")->capture_default_str();
+  app.add_option("--agent", agent, "hutch-agent binary put into built images")
+      ->capture_default_str();
+  app.add_option("--image-cache", image_cache, "Image build cache (env HUTCH_CACHE_DIR)")
       ->capture_default_str();
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->capture_default_str();
@@ -63,7 +79,7 @@ int run(int argc, char** argv) {
 
   std::filesystem::path state(state_dir);
   std::error_code ec;
-  for (const char* sub : {"boxes", "templates"}) {
+  for (const char* sub : {"boxes", "templates", "images"}) {
     std::filesystem::create_directories(state / sub, ec);
     if (ec) {
       spdlog::error("Cannot create {}: {}", (state / sub).string(), ec.message());
@@ -83,27 +99,40 @@ int run(int argc, char** argv) {
   hutch::vmm::qemu::QemuBackend backend(loop.get_executor(), qemu);
   hutch::box::ServiceConfig config{state / "boxes", *accel, hutch::vmm::hostTscKhz(),
                                    std::chrono::seconds(boot_timeout)};
+  config.default_user = default_user;
+  if (auto boot_id = hutch::sys::readFile("/proc/sys/kernel/random/boot_id"); boot_id) {
+    config.boot_id = *boot_id;
+    while (!config.boot_id.empty() && config.boot_id.back() == '\n') config.boot_id.pop_back();
+  }
   hutch::box::BoxService service(loop.get_executor(), pool, *store, templates, backend, config);
-  // Reattach to boxes an earlier hutchd left running, before serving the API.
-  bool recovered = false;
-  boost::asio::co_spawn(loop, service.recoverAfterRestart(),
-                        [&](const std::exception_ptr&, const hutch::Result<>& r) {
-                          recovered = r.has_value();
-                          if (!r) spdlog::error("{}", r.error().describe());
-                        });
-  loop.run();
-  loop.restart();
-  if (!recovered) return 70;
-
   hutch::api::Router<hutch::api::Handler> router;
   hutch::api::DaemonInfo info{kVersion, *accel, backend.name(), state.string()};
-  hutch::api::registerRoutes(router, service, info);
+  hutch::box::TemplateService template_service(
+      pool, *store, templates,
+      {std::filesystem::canonical(state / "images"), recipes, builder, agent, image_cache});
+  hutch::api::registerRoutes(router, service, template_service, info);
   hutch::api::HttpServer server(loop.get_executor(), router);
-  if (auto listening = server.listen(socket_path, 0660); !listening) {
-    spdlog::error("{}", listening.error().describe());
-    return 69;
-  }
-  spdlog::info("hutchd {} listening on {} (state in {})", kVersion, socket_path, state_dir);
+
+  // Reattach to boxes an earlier hutchd left running, then serve the API. (The loop keeps
+  // running from here on: adopted boxes have watchers on it.)
+  int exit_code = 0;
+  boost::asio::co_spawn(loop, service.recoverAfterRestart(),
+                        [&](const std::exception_ptr&, const hutch::Result<>& recovered) {
+                          if (!recovered) {
+                            spdlog::error("{}", recovered.error().describe());
+                            exit_code = 70;
+                            loop.stop();
+                            return;
+                          }
+                          if (auto listening = server.listen(socket_path, 0660); !listening) {
+                            spdlog::error("{}", listening.error().describe());
+                            exit_code = 69;
+                            loop.stop();
+                            return;
+                          }
+                          spdlog::info("hutchd {} listening on {} (state in {})", kVersion,
+                                       socket_path, state_dir);
+                        });
 
   boost::asio::signal_set signals(loop, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code&, int sig) {
@@ -114,7 +143,7 @@ int run(int argc, char** argv) {
   });
   loop.run();
   pool.join();
-  return 0;
+  return exit_code;
 }
 
 }  // namespace

@@ -222,10 +222,16 @@ asio::awaitable<Result<std::shared_ptr<ExecSession>>> AgentClient::exec(
   if (!open_) co_return fail(closedError());
   if (!hello_ack_) co_return fail(Errc::kFailedPrecondition, "Call handshake() before exec()");
   if (auto valid = proto::validate(request); !valid) co_return fail(valid.error());
+  if ((request.tty || request.login_shell) && !hello_ack_->hasCapability("tty")) {
+    co_return fail(Errc::kUnsupported,
+                   "This box's agent cannot run commands on a terminal (no \"tty\" capability); "
+                   "rebuild its image with a newer hutch-agent, or run without a tty");
+  }
 
   const uint32_t stream = next_stream_++;
   if (next_stream_ == 0) next_stream_ = 1;
-  std::shared_ptr<ExecSession> session(new ExecSession(self, stream, request.pipe_stdin));
+  std::shared_ptr<ExecSession> session(
+      new ExecSession(self, stream, request.pipe_stdin, request.tty));
   sessions_[stream] = session;
   send(FrameType::kExec, stream, proto::encodeMessage(request));
   while (!session->started_ && !session->start_error_) co_await session->changed_.wait();

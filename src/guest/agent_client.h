@@ -62,7 +62,8 @@ class AgentClient : public std::enable_shared_from_this<AgentClient> {
   boost::asio::awaitable<Result<proto::HelloAck>> handshake(std::chrono::milliseconds timeout);
 
   // Starts a process; returns once the agent reports it started (kStarted) or refused it: a
-  // missing command, cwd or user is kNotFound, a bad request kInvalidArgument, tty kUnsupported.
+  // missing command, cwd or user is kNotFound, a bad request kInvalidArgument, tty with an agent
+  // that lacks the "tty" capability kUnsupported.
   boost::asio::awaitable<Result<std::shared_ptr<ExecSession>>> exec(proto::ExecRequest request);
 
   // A round trip through the agent's loop (after the handshake).

@@ -64,6 +64,38 @@ proto::ExecRequest command(std::vector<std::string> argv, bool pipe_stdin = fals
   return request;
 }
 
+// The pid of a child of parent whose command is name, if there is one now (else 0).
+int findChild(int parent, const std::string& name) {
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string pid = entry.path().filename();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    std::getline(stat, line);
+    const size_t open = line.find('(');
+    const size_t close = line.rfind(')');
+    if (open == std::string::npos || close == std::string::npos) continue;
+    std::istringstream rest(line.substr(close + 2));
+    std::string state;
+    int ppid = 0;
+    rest >> state >> ppid;
+    if (ppid == parent && line.substr(open + 1, close - open - 1) == name) return std::stoi(pid);
+  }
+  return 0;
+}
+
+// Waits (letting the client's loops run) until findChild finds one; 0 after the hang guard.
+asio::awaitable<int> waitForChild(int parent, std::string name) {
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  const auto deadline = std::chrono::steady_clock::now() + kHangGuard;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (const int pid = findChild(parent, name); pid != 0) co_return pid;
+    timer.expires_after(10ms);
+    co_await timer.async_wait(asio::use_awaitable);
+  }
+  co_return 0;
+}
+
 std::string readFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream text;
@@ -328,11 +360,11 @@ TEST_F(AgentClientTest, SpawnFailuresAreErrors) {
     CO_ASSERT_FALSE(not_exec);
     EXPECT_EQ(not_exec.error().code(), Errc::kInvalidArgument);
 
-    proto::ExecRequest tty = command({"sh"});
-    tty.tty = true;
-    auto t = co_await client->exec(tty);
-    CO_ASSERT_FALSE(t);
-    EXPECT_EQ(t.error().code(), Errc::kUnsupported);
+    proto::ExecRequest bad_shell = command({"sh"});
+    bad_shell.login_shell = true;
+    auto shell = co_await client->exec(bad_shell);
+    CO_ASSERT_FALSE(shell);
+    EXPECT_EQ(shell.error().code(), Errc::kInvalidArgument);
 
     const proto::ExecRequest empty_request = command({});
     auto empty = co_await client->exec(empty_request);
@@ -343,6 +375,98 @@ TEST_F(AgentClientTest, SpawnFailuresAreErrors) {
     const proto::ExecRequest ok_request = command({"true"});
     auto ok = co_await runCommand(*client, ok_request);
     EXPECT_EQ(ok.exit, proto::ExitStatus::exited(0));
+  });
+}
+
+// Reads the session's output into out until it contains needle (true), or the session ends.
+// needle by value: it lives in the coroutine frame, not in the caller's temporary.
+asio::awaitable<bool> readUntil(ExecSession& session, std::string& out, std::string needle) {
+  const size_t from = out.size();
+  while (out.find(needle, from) == std::string::npos) {
+    auto event = co_await session.next();
+    if (!event || event->kind == ExecEvent::Kind::kExit) co_return false;
+    out += event->data;
+  }
+  co_return true;
+}
+
+proto::ExecRequest ttyCommand(std::vector<std::string> argv, uint16_t rows = 0, uint16_t cols = 0) {
+  proto::ExecRequest request = command(std::move(argv), /*pipe_stdin=*/true);
+  request.tty = true;
+  request.rows = rows;
+  request.cols = cols;
+  return request;
+}
+
+TEST_F(AgentClientTest, TtySessionsHaveATerminal) {
+  run([&]() -> asio::awaitable<void> {
+    auto client = co_await connect();
+    CO_ASSERT_TRUE(client);
+    CO_ASSERT_TRUE(client->helloAck()->hasCapability("tty"));
+    proto::ExecRequest request = ttyCommand({"sh", "-c", "test -t 0 && echo tty"});
+    request.pipe_stdin = false;
+    auto r = co_await runCommand(*client, request);
+    CO_ASSERT_FALSE(r.error) << r.error->describe();
+    EXPECT_EQ(r.out, "tty\r\n");
+    EXPECT_EQ(r.exit, proto::ExitStatus::exited(0));
+    // Without tty the same command sees no terminal.
+    const proto::ExecRequest plain_request = command({"sh", "-c", "test -t 0 || echo no-tty"});
+    auto plain = co_await runCommand(*client, plain_request);
+    EXPECT_EQ(plain.out, "no-tty\n");
+  });
+}
+
+TEST_F(AgentClientTest, TtySizeResizeInterruptAndExitStatus) {
+  run([&]() -> asio::awaitable<void> {
+    auto client = co_await connect();
+    CO_ASSERT_TRUE(client);
+    const proto::ExecRequest request = ttyCommand({"sh"}, 24, 80);
+    auto session = co_await client->exec(request);
+    CO_ASSERT_TRUE(session) << session.error().describe();
+    ExecSession& s = **session;
+    EXPECT_TRUE(s.tty());
+    std::string out;
+    CO_ASSERT_TRUE(co_await s.writeStdin("stty size\n"));
+    CO_ASSERT_TRUE(co_await readUntil(s, out, "24 80\r\n")) << out;
+
+    CO_ASSERT_TRUE(s.resize(50, 132));
+    CO_ASSERT_TRUE(co_await s.writeStdin("stty size\n"));
+    CO_ASSERT_TRUE(co_await readUntil(s, out, "50 132\r\n")) << out;
+
+    // ^C (0x03) becomes SIGINT for the foreground job through the terminal; the shell goes on.
+    CO_ASSERT_TRUE(co_await s.writeStdin("sleep 100\n"));
+    CO_ASSERT_GT(co_await waitForChild(s.pid(), "sleep"), 0);
+    CO_ASSERT_TRUE(co_await s.writeStdin("\x03"));
+    // The shell saw its job die of SIGINT: status 130.
+    CO_ASSERT_TRUE(co_await s.writeStdin("echo back-$?\n"));
+    CO_ASSERT_TRUE(co_await readUntil(s, out, "back-130")) << out;
+
+    CO_ASSERT_TRUE(co_await s.writeStdin("exit 7\n"));
+    auto r = co_await collect(*session);
+    EXPECT_EQ(r.exit, proto::ExitStatus::exited(7)) << out << r.out;
+  });
+}
+
+TEST_F(AgentClientTest, ResizeNeedsATtySession) {
+  run([&]() -> asio::awaitable<void> {
+    auto client = co_await connect();
+    CO_ASSERT_TRUE(client);
+    const proto::ExecRequest request = command({"sleep", "600"});
+    auto session = co_await client->exec(request);
+    CO_ASSERT_TRUE(session);
+    auto resized = (*session)->resize(24, 80);
+    CO_ASSERT_FALSE(resized);
+    EXPECT_EQ(resized.error().code(), Errc::kFailedPrecondition);
+    EXPECT_TRUE((*session)->signal(SIGKILL));
+    auto r = co_await collect(*session);
+    EXPECT_EQ(r.exit, proto::ExitStatus::signaled(SIGKILL));
+    // After the exit a tty session cannot be resized either.
+    const proto::ExecRequest tty_request = ttyCommand({"true"});
+    auto tty = co_await client->exec(tty_request);
+    CO_ASSERT_TRUE(tty);
+    auto done = co_await collect(*tty);
+    EXPECT_EQ(done.exit, proto::ExitStatus::exited(0));
+    EXPECT_EQ((*tty)->resize(24, 80).error().code(), Errc::kFailedPrecondition);
   });
 }
 
@@ -580,6 +704,27 @@ TEST_F(AgentClientTest, HandshakeSkipsLeftoversOfAnEarlierSession) {
     // Frames after the answer are decoded in step.
     EXPECT_TRUE(co_await client->ping(30s));
     EXPECT_TRUE(client->isOpen());
+  });
+}
+
+TEST_F(AgentClientTest, TtyNeedsTheAgentsCapability) {
+  const std::string path = agent_->dir() + "/old.sock";
+  FakeAgent fake(io_, path, /*silent_hellos=*/0);  // capabilities: exec only
+  asio::co_spawn(io_, fake.serve(), asio::detached);
+  run([&]() -> asio::awaitable<void> {
+    auto channel =
+        co_await connectUnix(io_.get_executor(), path, std::chrono::steady_clock::now() + 30s);
+    CO_ASSERT_TRUE(channel);
+    auto client = AgentClient::create(std::move(*channel));
+    clients_.push_back(client);
+    CO_ASSERT_TRUE(co_await client->handshake(60s));
+    const proto::ExecRequest request = ttyCommand({"sh"});
+    auto exec = co_await client->exec(request);
+    CO_ASSERT_FALSE(exec);
+    EXPECT_EQ(exec.error().code(), Errc::kUnsupported);
+    EXPECT_NE(exec.error().message().find("tty"), std::string::npos);
+    // Nothing was sent that the old agent would take for a broken connection.
+    EXPECT_TRUE(co_await client->ping(30s));
   });
 }
 

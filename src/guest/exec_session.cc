@@ -23,10 +23,12 @@ constexpr size_t kMaxStdinFrame = size_t{64} * 1024;
 
 }  // namespace
 
-ExecSession::ExecSession(std::shared_ptr<AgentClient> client, uint32_t stream, bool pipe_stdin)
+ExecSession::ExecSession(std::shared_ptr<AgentClient> client, uint32_t stream, bool pipe_stdin,
+                         bool tty)
     : client_(std::move(client)),
       stream_(stream),
       pipe_stdin_(pipe_stdin),
+      tty_(tty),
       changed_(client_->executor()) {}
 
 ExecSession::~ExecSession() {
@@ -177,6 +179,15 @@ Result<> ExecSession::signal(int signo) {
   }
   HUTCH_TRY_VOID(checkUsable());
   client_->send(FrameType::kSignal, stream_, proto::encodeMessage(proto::SignalRequest{signo}));
+  return ok();
+}
+
+Result<> ExecSession::resize(uint16_t rows, uint16_t cols) {
+  // Only a tty session may send kResize: the agent then has the "tty" capability (an older one
+  // would take the unknown frame type for a broken connection).
+  if (!tty_) return fail(Errc::kFailedPrecondition, "The process was started without a terminal");
+  HUTCH_TRY_VOID(checkUsable());
+  client_->send(FrameType::kResize, stream_, proto::encodeMessage(proto::WindowSize{rows, cols}));
   return ok();
 }
 

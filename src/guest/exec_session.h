@@ -56,13 +56,20 @@ class ExecSession {
   // EOF on the process's stdin (after everything written before it).
   Result<> closeStdin();
 
-  // Sends signal signo (1-64) to the process's process group.
+  // Sends signal signo (1-64) to the process's process group (on a terminal also to its
+  // foreground process group).
   Result<> signal(int signo);
+
+  // Sets the terminal's window size (the process gets SIGWINCH). kFailedPrecondition unless the
+  // session was started with tty, or once the process has exited.
+  Result<> resize(uint16_t rows, uint16_t cols);
+
+  bool tty() const { return tty_; }
 
  private:
   friend class AgentClient;
 
-  ExecSession(std::shared_ptr<AgentClient> client, uint32_t stream, bool pipe_stdin);
+  ExecSession(std::shared_ptr<AgentClient> client, uint32_t stream, bool pipe_stdin, bool tty);
 
   // Called by the client's read loop.
   void onFrame(const proto::Frame& frame);
@@ -73,6 +80,7 @@ class ExecSession {
   std::shared_ptr<AgentClient> client_;
   const uint32_t stream_;
   const bool pipe_stdin_;
+  const bool tty_;
   AsyncEvent changed_;
 
   bool started_ = false;

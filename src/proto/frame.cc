@@ -37,6 +37,7 @@ bool isKnownFrameType(uint8_t type) {
     case FrameType::kExit:
     case FrameType::kSignal:
     case FrameType::kWindow:
+    case FrameType::kResize:
     case FrameType::kPoweroff:
     case FrameType::kError: return true;
   }

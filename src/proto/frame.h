@@ -33,6 +33,7 @@ enum class FrameType : uint8_t {
   kExit = 0x16,      // guest->host  JSON {"code":N} or {"signal":N}; last frame of a stream
   kSignal = 0x17,    // host->guest  JSON {"signal":N}
   kWindow = 0x18,    // either way   4-byte LE credit increment for the stream's data
+  kResize = 0x19,    // host->guest  JSON {"rows":N,"cols":N}: a tty stream's window size
   kPoweroff = 0x20,  // host->guest  empty: sync, unmount, power off
   kError = 0x7f,     // either way   JSON {"code":"not_found","message":"..."}; 0 = connection
 };

@@ -9,6 +9,9 @@ namespace {
 
 using Json = nlohmann::json;
 
+// A terminal dimension in character cells (struct winsize holds unsigned shorts).
+constexpr int64_t kMaxCells = std::numeric_limits<uint16_t>::max();
+
 // Never throws: strings that are not valid UTF-8 are written with U+FFFD replacements.
 std::string dump(const Json& j) {
   return j.dump(-1, ' ', false, Json::error_handler_t::replace);
@@ -120,11 +123,15 @@ bool HelloAck::hasCapability(std::string_view name) const {
 }
 
 Result<> validate(const ExecRequest& request) {
-  if (request.tty) {
-    return fail(Errc::kUnsupported, "Terminal (tty) sessions are not supported yet");
+  if (request.login_shell) {
+    if (!request.argv.empty()) {
+      return fail(Errc::kInvalidArgument,
+                  "A login shell request takes no command (argv must be empty)");
+    }
+  } else {
+    if (request.argv.empty()) return fail(Errc::kInvalidArgument, "The command (argv) is empty");
+    if (request.argv[0].empty()) return fail(Errc::kInvalidArgument, "The command name is empty");
   }
-  if (request.argv.empty()) return fail(Errc::kInvalidArgument, "The command (argv) is empty");
-  if (request.argv[0].empty()) return fail(Errc::kInvalidArgument, "The command name is empty");
   for (const auto& arg : request.argv) {
     if (hasNul(arg)) return fail(Errc::kInvalidArgument, "A command argument contains a NUL byte");
   }
@@ -181,6 +188,9 @@ std::string encodeMessage(const ExecRequest& message) {
   if (!message.cwd.empty()) j["cwd"] = message.cwd;
   if (!message.user.empty()) j["user"] = message.user;
   if (message.tty) j["tty"] = true;
+  if (message.rows != 0) j["rows"] = message.rows;
+  if (message.cols != 0) j["cols"] = message.cols;
+  if (message.login_shell) j["login_shell"] = true;
   return dump(j);
 }
 
@@ -197,6 +207,10 @@ std::string encodeMessage(const ExitStatus& message) {
 
 std::string encodeMessage(const SignalRequest& message) {
   return dump({{"signal", message.signal}});
+}
+
+std::string encodeMessage(const WindowSize& message) {
+  return dump({{"rows", message.rows}, {"cols", message.cols}});
 }
 
 std::string encodeMessage(const ErrorMessage& message) {
@@ -232,6 +246,13 @@ Result<ExecRequest> decodeMessage<ExecRequest>(std::string_view payload) {
   HUTCH_TRY_VOID(readString(j, "user", false, request.user));
   HUTCH_TRY_VOID(readBool(j, "stdin", false, request.pipe_stdin));
   HUTCH_TRY_VOID(readBool(j, "tty", false, request.tty));
+  HUTCH_TRY_VOID(readBool(j, "login_shell", false, request.login_shell));
+  std::optional<int64_t> rows;
+  std::optional<int64_t> cols;
+  HUTCH_TRY_VOID(readInt(j, "rows", false, 0, kMaxCells, rows));
+  HUTCH_TRY_VOID(readInt(j, "cols", false, 0, kMaxCells, cols));
+  request.rows = static_cast<uint16_t>(rows.value_or(0));
+  request.cols = static_cast<uint16_t>(cols.value_or(0));
   HUTCH_TRY_VOID(validate(request));
   return request;
 }
@@ -267,6 +288,16 @@ Result<SignalRequest> decodeMessage<SignalRequest>(std::string_view payload) {
   HUTCH_TRY_VOID(readInt(j, "signal", true, std::numeric_limits<int>::min(),
                          std::numeric_limits<int>::max(), signal));
   return SignalRequest{static_cast<int>(*signal)};
+}
+
+template <>
+Result<WindowSize> decodeMessage<WindowSize>(std::string_view payload) {
+  HUTCH_TRY(Json j, parseObject(payload, "window size"));
+  std::optional<int64_t> rows;
+  std::optional<int64_t> cols;
+  HUTCH_TRY_VOID(readInt(j, "rows", true, 0, kMaxCells, rows));
+  HUTCH_TRY_VOID(readInt(j, "cols", true, 0, kMaxCells, cols));
+  return WindowSize{static_cast<uint16_t>(*rows), static_cast<uint16_t>(*cols)};
 }
 
 template <>

@@ -2,9 +2,8 @@
 //
 // Decoding never throws: malformed JSON, a payload that is not an object, a missing required
 // field or a field of the wrong type is Errc::kProtocol (the peer broke the protocol); a
-// well-formed request with a bad value (empty argv, "FOO" in env) is Errc::kInvalidArgument; a
-// feature this version does not have (tty) is Errc::kUnsupported. Unknown fields are ignored so
-// that newer peers can add fields without a version bump.
+// well-formed request with a bad value (empty argv, "FOO" in env) is Errc::kInvalidArgument.
+// Unknown fields are ignored so that newer peers can add fields without a version bump.
 #pragma once
 
 #include <cstdint>
@@ -42,8 +41,14 @@ struct ExecRequest {
   std::vector<std::string> env;   // "KEY=VALUE"; the process gets exactly these plus defaults
   std::string cwd;                // empty: the user's home, else /
   std::string user;               // name or numeric uid; empty: root
-  bool pipe_stdin = false;        // JSON "stdin": true gives a pipe, false /dev/null
-  bool tty = false;               // reserved: true is refused with kUnsupported for now
+  bool pipe_stdin = false;        // JSON "stdin": true gives a pipe (a tty: kStdin is accepted)
+  // A pseudo-terminal as stdin, stdout and stderr (output comes as kStdout only). Needs the
+  // agent's "tty" capability.
+  bool tty = false;
+  uint16_t rows = 0;  // the terminal's initial size (tty only); 0: left to the kernel (0x0)
+  uint16_t cols = 0;
+  // Run the user's login shell (/bin/bash -l if present, else /bin/sh -l); argv must be empty.
+  bool login_shell = false;
 
   bool operator==(const ExecRequest&) const = default;
 };
@@ -67,6 +72,14 @@ struct ExitStatus {
   static ExitStatus exited(int code) { return ExitStatus{code, std::nullopt}; }
   static ExitStatus signaled(int signal) { return ExitStatus{std::nullopt, signal}; }
   bool operator==(const ExitStatus&) const = default;
+};
+
+// kResize, host->guest: a tty stream's new window size in character cells.
+struct WindowSize {
+  uint16_t rows = 0;
+  uint16_t cols = 0;
+
+  bool operator==(const WindowSize&) const = default;
 };
 
 // kSignal, host->guest.
@@ -96,6 +109,7 @@ std::string encodeMessage(const ExecRequest& message);
 std::string encodeMessage(const Started& message);
 std::string encodeMessage(const ExitStatus& message);
 std::string encodeMessage(const SignalRequest& message);
+std::string encodeMessage(const WindowSize& message);
 std::string encodeMessage(const ErrorMessage& message);
 
 // decodeMessage<Hello>(payload) etc.; defined for the message structs above.
@@ -114,6 +128,8 @@ template <>
 Result<ExitStatus> decodeMessage<ExitStatus>(std::string_view payload);
 template <>
 Result<SignalRequest> decodeMessage<SignalRequest>(std::string_view payload);
+template <>
+Result<WindowSize> decodeMessage<WindowSize>(std::string_view payload);
 template <>
 Result<ErrorMessage> decodeMessage<ErrorMessage>(std::string_view payload);
 

@@ -86,12 +86,50 @@ TEST(MessagesTest, BadExecValuesAreInvalidArguments) {
   }
 }
 
-TEST(MessagesTest, TtyIsUnsupportedForNow) {
+TEST(MessagesTest, TtyRequestsCarryTheirSize) {
+  ExecRequest tty{{"sh"}, {}, "", "", true, true, 24, 80};
+  EXPECT_EQ(roundTrip(tty), tty);
+  EXPECT_EQ(encodeMessage(tty),
+            R"({"argv":["sh"],"cols":80,"env":[],"rows":24,"stdin":true,"tty":true})");
   auto r = decodeMessage<ExecRequest>(R"({"argv":["sh"],"tty":true})");
-  ASSERT_FALSE(r);
-  EXPECT_EQ(r.error().code(), Errc::kUnsupported);
-  EXPECT_EQ(validate(ExecRequest{{"sh"}, {}, "", "", false, true}).error().code(),
-            Errc::kUnsupported);
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_TRUE(r->tty);
+  EXPECT_EQ(r->rows, 0);
+  EXPECT_EQ(r->cols, 0);
+  for (const char* bad :
+       {R"({"argv":["sh"],"tty":true,"rows":65536})", R"({"argv":["sh"],"tty":true,"cols":-1})",
+        R"({"argv":["sh"],"tty":true,"rows":"24"})", R"({"argv":["sh"],"tty":1})"}) {
+    auto bad_request = decodeMessage<ExecRequest>(bad);
+    ASSERT_FALSE(bad_request) << bad;
+    EXPECT_EQ(bad_request.error().code(), Errc::kProtocol) << bad;
+  }
+}
+
+TEST(MessagesTest, LoginShellTakesNoArgv) {
+  ExecRequest shell;
+  shell.login_shell = true;
+  shell.tty = true;
+  EXPECT_TRUE(validate(shell));
+  EXPECT_EQ(roundTrip(shell), shell);
+  EXPECT_EQ(encodeMessage(shell),
+            R"({"argv":[],"env":[],"login_shell":true,"stdin":false,"tty":true})");
+  shell.argv = {"ls"};
+  EXPECT_EQ(validate(shell).error().code(), Errc::kInvalidArgument);
+  EXPECT_EQ(decodeMessage<ExecRequest>(R"({"argv":["ls"],"login_shell":true})").error().code(),
+            Errc::kInvalidArgument);
+  // Without login_shell an empty argv is still refused.
+  EXPECT_EQ(decodeMessage<ExecRequest>(R"({"argv":[]})").error().code(), Errc::kInvalidArgument);
+}
+
+TEST(MessagesTest, WindowSizeNeedsBothDimensions) {
+  EXPECT_EQ(roundTrip(WindowSize{50, 132}), (WindowSize{50, 132}));
+  EXPECT_EQ(encodeMessage(WindowSize{24, 80}), R"({"cols":80,"rows":24})");
+  for (const char* bad : {R"({})", R"({"rows":24})", R"({"cols":80})", R"({"rows":-1,"cols":80})",
+                          R"({"rows":24,"cols":70000})", R"({"rows":1.5,"cols":80})", "[24,80]"}) {
+    auto r = decodeMessage<WindowSize>(bad);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_EQ(r.error().code(), Errc::kProtocol) << bad;
+  }
 }
 
 TEST(MessagesTest, InvalidUtf8IsEncodedWithoutThrowing) {

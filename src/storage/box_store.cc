@@ -22,10 +22,15 @@ CREATE TABLE boxes (
   created_at  INTEGER NOT NULL,
   updated_at  INTEGER NOT NULL
 );)sql",
+    R"sql(
+ALTER TABLE boxes ADD COLUMN disk_mib INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE boxes ADD COLUMN image_dir TEXT NOT NULL DEFAULT '';
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);)sql",
 };
 
 constexpr const char* kColumns =
-    "id, name, template, cpus, memory_mib, state, reason, accel, pid, created_at, updated_at";
+    "id, name, template, cpus, memory_mib, state, reason, accel, pid, created_at, updated_at, "
+    "disk_mib, image_dir";
 
 Result<box::Box> readRow(const Statement& st) {
   box::Box b;
@@ -40,6 +45,8 @@ Result<box::Box> readRow(const Statement& st) {
   b.pid = st.columnInt(8);
   b.created_at = st.columnInt(9);
   b.updated_at = st.columnInt(10);
+  b.config.disk_mib = static_cast<uint64_t>(st.columnInt(11));
+  b.image_dir = st.columnText(12);
   return b;
 }
 
@@ -54,7 +61,9 @@ void bindRow(Statement& st, const box::Box& b) {
       .bind(8, b.accel)
       .bind(9, b.pid)
       .bind(10, b.created_at)
-      .bind(11, b.updated_at);
+      .bind(11, b.updated_at)
+      .bind(12, static_cast<int64_t>(b.config.disk_mib))
+      .bind(13, b.image_dir);
 }
 
 }  // namespace
@@ -85,8 +94,9 @@ Result<> BoxStore::migrate() {
 }
 
 Result<> BoxStore::insert(const box::Box& b) {
-  HUTCH_TRY(Statement st, db_.prepare(fmt::format(
-                              "INSERT INTO boxes ({}) VALUES (?,?,?,?,?,?,?,?,?,?,?)", kColumns)));
+  HUTCH_TRY(Statement st,
+            db_.prepare(fmt::format("INSERT INTO boxes ({}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                                    kColumns)));
   bindRow(st, b);
   auto r = st.run();
   if (!r && r.error().code() == Errc::kAlreadyExists) {
@@ -100,7 +110,8 @@ Result<> BoxStore::insert(const box::Box& b) {
 Result<> BoxStore::update(const box::Box& b) {
   HUTCH_TRY(Statement st, db_.prepare("UPDATE boxes SET id=?1, name=?2, template=?3, cpus=?4, "
                                       "memory_mib=?5, state=?6, reason=?7, accel=?8, pid=?9, "
-                                      "created_at=?10, updated_at=?11 WHERE id=?1"));
+                                      "created_at=?10, updated_at=?11, disk_mib=?12, image_dir=?13 "
+                                      "WHERE id=?1"));
   bindRow(st, b);
   HUTCH_TRY_VOID(st.run());
   if (db_.changes() == 0) return fail(Errc::kNotFound, fmt::format("No box with id {}", b.id));
@@ -139,6 +150,20 @@ Result<box::Box> BoxStore::find(const std::string& key) {
   }
   return fail(Errc::kNotFound,
               fmt::format("No such box: '{}' (see 'hutch ls' for the boxes that exist)", key));
+}
+
+Result<std::string> BoxStore::getMeta(const std::string& key) {
+  HUTCH_TRY(Statement st, db_.prepare("SELECT value FROM meta WHERE key=?"));
+  st.bind(1, key);
+  HUTCH_TRY(bool row, st.step());
+  return row ? st.columnText(0) : std::string();
+}
+
+Result<> BoxStore::setMeta(const std::string& key, const std::string& value) {
+  HUTCH_TRY(Statement st, db_.prepare("INSERT INTO meta (key, value) VALUES (?1, ?2) "
+                                      "ON CONFLICT(key) DO UPDATE SET value=?2"));
+  st.bind(1, key).bind(2, value);
+  return st.run();
 }
 
 Result<std::vector<box::Box>> BoxStore::list() {

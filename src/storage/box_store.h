@@ -25,6 +25,10 @@ class BoxStore {
   Result<box::Box> find(const std::string& id_or_name);
   Result<std::vector<box::Box>> list();
 
+  // Small daemon facts that must survive restarts (the host's boot id).
+  Result<std::string> getMeta(const std::string& key);  // "" if unset
+  Result<> setMeta(const std::string& key, const std::string& value);
+
  private:
   explicit BoxStore(Database db) : db_(std::move(db)) {}
   Result<> migrate();

@@ -8,6 +8,8 @@
 namespace hutch::storage {
 
 // Blocking (runs qemu-img): call it from the worker pool.
-Result<> createOverlay(const std::filesystem::path& base, const std::filesystem::path& overlay);
+// size_mib 0 keeps the base's size; a larger size gives the guest room to grow into.
+Result<> createOverlay(const std::filesystem::path& base, const std::filesystem::path& overlay,
+                       uint64_t size_mib = 0);
 
 }  // namespace hutch::storage

@@ -15,7 +15,7 @@ Result<Template> TemplateStore::find(const std::string& name) const {
                                              "scripts/build-image.sh --recipe images/{} --out {}",
                                              name, dir_.string(), name, (dir_ / name).string()));
   }
-  Template t{name, dir, dir / "vmlinux", dir / "initrd.img", dir / "rootfs.img", ""};
+  Template t{name, dir, dir / "vmlinux", dir / "initrd.img", dir / "rootfs.img", "", {}};
   for (const auto& file : {t.kernel, t.initrd, t.rootfs}) {
     if (!std::filesystem::exists(file)) {
       return fail(Errc::kFailedPrecondition,
@@ -26,7 +26,10 @@ Result<Template> TemplateStore::find(const std::string& name) const {
   std::ifstream manifest(dir / "manifest.json");
   if (manifest) {
     auto j = nlohmann::json::parse(manifest, nullptr, false);
-    if (j.is_object()) t.image_key = j.value("image_key", "");
+    if (j.is_object()) {
+      t.image_key = j.value("image_key", "");
+      t.manifest = std::move(j);
+    }
   }
   return t;
 }
@@ -39,6 +42,30 @@ std::vector<std::string> TemplateStore::names() const {
   }
   std::sort(out.begin(), out.end());
   return out;
+}
+
+Result<> TemplateStore::remove(const std::string& name) const {
+  std::filesystem::path entry = dir_ / name;
+  std::error_code ec;
+  if (!std::filesystem::is_symlink(entry, ec) && !std::filesystem::exists(entry, ec)) {
+    return fail(Errc::kNotFound, fmt::format("No template '{}'", name));
+  }
+  std::filesystem::remove(entry, ec);  // a symlink: the cached build stays in the cache
+  if (ec)
+    return fail(Errc::kInternal, fmt::format("Cannot remove {}: {}", entry.string(), ec.message()));
+  return ok();
+}
+
+Result<> TemplateStore::link(const std::string& name,
+                             const std::filesystem::path& image_dir) const {
+  std::filesystem::path tmp = dir_ / ("." + name + ".tmp");
+  std::error_code ec;
+  std::filesystem::remove(tmp, ec);
+  std::filesystem::create_directory_symlink(image_dir, tmp, ec);
+  if (!ec) std::filesystem::rename(tmp, dir_ / name, ec);
+  if (ec)
+    return fail(Errc::kInternal, fmt::format("Cannot link template {}: {}", name, ec.message()));
+  return ok();
 }
 
 }  // namespace hutch::storage

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -16,7 +17,8 @@ struct Template {
   std::filesystem::path kernel;
   std::filesystem::path initrd;
   std::filesystem::path rootfs;
-  std::string image_key;  // from manifest.json, identifies the build
+  std::string image_key;    // from manifest.json, identifies the build
+  nlohmann::json manifest;  // manifest.json as written by the builder (or by create --from)
 };
 
 class TemplateStore {
@@ -24,6 +26,10 @@ class TemplateStore {
   explicit TemplateStore(std::filesystem::path dir) : dir_(std::move(dir)) {}
   Result<Template> find(const std::string& name) const;
   std::vector<std::string> names() const;
+  // Removes the name (a symlink to a build in the image cache, or a directory hutch made).
+  Result<> remove(const std::string& name) const;
+  // Points `name` at `image_dir` (atomically replacing an older link of that name).
+  Result<> link(const std::string& name, const std::filesystem::path& image_dir) const;
   const std::filesystem::path& dir() const { return dir_; }
 
  private:

@@ -85,8 +85,9 @@ TEST_F(ExecTest, EnvironmentWorkdirAndUser) {
   EXPECT_EQ(r.out, "hi there\n/tmp\n") << r.err;
   auto user = daemon_->hutch({"exec", "-u", "hutch", "shell", "--", "id", "-un"});
   EXPECT_EQ(user.out, "hutch\n") << user.err;
-  auto root = exec({"id", "-u"});
+  auto root = daemon_->hutch({"exec", "-u", "root", "shell", "--", "id", "-u"});
   EXPECT_EQ(root.out, "0\n");
+  EXPECT_EQ(exec({"id", "-u"}).out, "1000\n");  // the default user is not root
 }
 
 TEST_F(ExecTest, MissingCommandGives127) {

@@ -2,12 +2,17 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <pty.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -61,6 +66,18 @@ Daemon::Daemon() {
   dir_ = ::mkdtemp(tmpl);
   std::filesystem::create_directories(stateDir() / "templates");
   std::filesystem::create_symlink(image, stateDir() / "templates" / "base");
+  startDaemon();
+}
+
+void Daemon::crashAndRestart() {
+  ::kill(pid_, SIGKILL);
+  int status = 0;
+  ::waitpid(pid_, &status, 0);
+  pid_ = -1;
+  startDaemon();
+}
+
+void Daemon::startDaemon() {
   UniqueFd log = openOrDie(dir_ / "hutchd.log", O_WRONLY | O_CREAT | O_APPEND);
   auto pid = sys::spawn({.argv = {hutchdBin().string(), "--socket", socket(), "--state-dir",
                                   stateDir().string(), "--log-level", "debug"},
@@ -182,6 +199,133 @@ std::vector<pid_t> pidsMentioning(const std::string& needle) {
     if (cmdline.find(needle) != std::string::npos) out.push_back(std::stoi(name));
   }
   return out;
+}
+
+namespace {
+// Only a guard against hangs: no test asserts on how long anything takes.
+constexpr auto kPtyHangGuard = std::chrono::seconds(120);
+}  // namespace
+
+PtyCli::PtyCli(const Daemon& daemon, const std::vector<std::string>& args, uint16_t rows,
+               uint16_t cols) {
+  struct winsize size {};
+  size.ws_row = rows;
+  size.ws_col = cols;
+  if (::openpty(&master_, &slave_, nullptr, nullptr, &size) != 0) {
+    ADD_FAILURE() << "openpty: " << std::strerror(errno);
+    return;
+  }
+  ::fcntl(master_, F_SETFD, FD_CLOEXEC);
+  ::fcntl(slave_, F_SETFD, FD_CLOEXEC);
+  ::tcgetattr(slave_, &initial_modes_);
+  // Built before fork: the child of a threaded process may only make system calls.
+  const std::vector<std::string> argv = cliArgv(daemon.socket(), args);
+  std::vector<char*> c_argv;
+  c_argv.reserve(argv.size() + 1);
+  for (const auto& arg : argv) c_argv.push_back(const_cast<char*>(arg.c_str()));
+  c_argv.push_back(nullptr);
+  pid_ = ::fork();
+  if (pid_ < 0) {
+    ADD_FAILURE() << "fork: " << std::strerror(errno);
+    return;
+  }
+  if (pid_ == 0) {
+    sigset_t none;
+    ::sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    if (::setsid() < 0 || ::ioctl(slave_, TIOCSCTTY, 0) != 0) ::_exit(126);
+    for (int fd = 0; fd < 3; ++fd) {
+      if (::dup2(slave_, fd) < 0) ::_exit(126);
+    }
+    ::execv(c_argv[0], c_argv.data());
+    ::_exit(127);
+  }
+}
+
+PtyCli::~PtyCli() {
+  if (pid_ > 0 && exit_code_ < 0) {
+    ::kill(pid_, SIGKILL);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+  }
+  if (master_ >= 0) ::close(master_);
+  if (slave_ >= 0) ::close(slave_);
+}
+
+bool PtyCli::write(const std::string& bytes) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(master_, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+bool PtyCli::readSome(std::chrono::milliseconds timeout) {
+  pollfd p{master_, POLLIN, 0};
+  const int ready = ::poll(&p, 1, static_cast<int>(timeout.count()));
+  if (ready <= 0) return ready < 0 && errno == EINTR;
+  char buffer[4096];
+  const ssize_t n = ::read(master_, buffer, sizeof buffer);
+  if (n <= 0) return n < 0 && errno == EINTR;
+  output_.append(buffer, static_cast<size_t>(n));
+  return true;
+}
+
+bool PtyCli::waitFor(const std::string& needle) {
+  const auto deadline = std::chrono::steady_clock::now() + kPtyHangGuard;
+  while (true) {
+    const size_t found = output_.find(needle, matched_);
+    if (found != std::string::npos) {
+      matched_ = found + needle.size();
+      return true;
+    }
+    if (exit_code_ >= 0 || std::chrono::steady_clock::now() >= deadline) return false;
+    if (!readSome(std::chrono::milliseconds(200))) {
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        while (readSome(std::chrono::milliseconds(0))) {
+        }
+      }
+    }
+  }
+}
+
+void PtyCli::resize(uint16_t rows, uint16_t cols) {
+  struct winsize size {};
+  size.ws_row = rows;
+  size.ws_col = cols;
+  if (::ioctl(slave_, TIOCSWINSZ, &size) != 0) ADD_FAILURE() << "TIOCSWINSZ failed";
+}
+
+struct termios PtyCli::modes() const {
+  struct termios now {};
+  if (::tcgetattr(slave_, &now) != 0) ADD_FAILURE() << "tcgetattr failed";
+  return now;
+}
+
+int PtyCli::wait() {
+  const auto deadline = std::chrono::steady_clock::now() + kPtyHangGuard;
+  while (exit_code_ < 0 && std::chrono::steady_clock::now() < deadline) {
+    int status = 0;
+    const pid_t done = ::waitpid(pid_, &status, WNOHANG);
+    if (done == pid_) {
+      exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      break;
+    }
+    readSome(std::chrono::milliseconds(50));
+  }
+  while (readSome(std::chrono::milliseconds(0))) {
+  }
+  return exit_code_;
+}
+
+bool sameModes(const struct termios& a, const struct termios& b) {
+  return a.c_iflag == b.c_iflag && a.c_oflag == b.c_oflag && a.c_cflag == b.c_cflag &&
+         a.c_lflag == b.c_lflag && std::memcmp(a.c_cc, b.c_cc, sizeof a.c_cc) == 0;
 }
 
 }  // namespace hutch::e2e

@@ -3,7 +3,10 @@
 #pragma once
 
 #include <sys/types.h>
+#include <termios.h>
 
+#include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -33,11 +36,17 @@ class Daemon {
               const std::filesystem::path& err) const;
   nlohmann::json inspect(const std::string& box) const;
 
+  // Kills hutchd with SIGKILL (boxes keep running), then starts a new one on the same state.
+  void crashAndRestart();
+  pid_t pid() const { return pid_; }
+
   const std::filesystem::path& dir() const { return dir_; }
   std::filesystem::path stateDir() const { return dir_ / "state"; }
   std::string socket() const { return (dir_ / "hutchd.sock").string(); }
 
  private:
+  void startDaemon();
+
   std::filesystem::path dir_;
   pid_t pid_ = -1;
 };
@@ -49,5 +58,48 @@ std::string readFile(const std::filesystem::path& path);
 bool processAlive(pid_t pid);
 // A process table scan: pids whose command line mentions `needle`.
 std::vector<pid_t> pidsMentioning(const std::string& needle);
+
+// The CLI run as if typed at a terminal: the test makes a pty pair, the CLI gets the slave as
+// 0, 1 and 2 and as its controlling terminal (its own session, so it is the terminal's
+// foreground process and gets SIGWINCH), and the test drives the master. The test keeps its own
+// descriptor of the slave, to resize it and to read its modes after the CLI is gone. Kills and
+// reaps a CLI still running on destruction.
+class PtyCli {
+ public:
+  PtyCli(const Daemon& daemon, const std::vector<std::string>& args, uint16_t rows, uint16_t cols);
+  ~PtyCli();
+  PtyCli(const PtyCli&) = delete;
+  PtyCli& operator=(const PtyCli&) = delete;
+
+  pid_t pid() const { return pid_; }
+  bool write(const std::string& bytes);
+  // Reads the CLI's output until what arrived since the last match contains needle (true), or
+  // until the CLI's output ends or a deadline only meant to stop hangs passes (false).
+  bool waitFor(const std::string& needle);
+  const std::string& output() const { return output_; }
+  // TIOCSWINSZ on the slave: the kernel sends SIGWINCH to the CLI.
+  void resize(uint16_t rows, uint16_t cols);
+  // The slave's current modes, and those it had before the CLI started.
+  struct termios modes() const;
+  const struct termios& initialModes() const { return initial_modes_; }
+  // Waits for the CLI to exit, reading its output meanwhile; its exit code (128+N for signal
+  // N), or -1 if it did not exit before the hang deadline.
+  int wait();
+
+ private:
+  // One read from the master, waiting up to timeout; false at end of output or on timeout.
+  bool readSome(std::chrono::milliseconds timeout);
+
+  int master_ = -1;
+  int slave_ = -1;
+  pid_t pid_ = -1;
+  int exit_code_ = -1;
+  struct termios initial_modes_ {};
+  std::string output_;
+  size_t matched_ = 0;
+};
+
+// True if the modes that matter for a shell's terminal are the same.
+bool sameModes(const struct termios& a, const struct termios& b);
 
 }  // namespace hutch::e2e

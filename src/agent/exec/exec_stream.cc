@@ -1,12 +1,16 @@
 #include "agent/exec/exec_stream.h"
 
+#include <poll.h>
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "agent/log.h"
@@ -16,6 +20,22 @@ namespace hutch::agent {
 
 using proto::FrameType;
 
+namespace {
+
+// After the process exits while something else (a background job) still holds its terminal,
+// output it wrote may still be on its way from the slave to the master (the kernel moves it in a
+// work item). Reading until the master has nothing, but at most this much beyond what was
+// readable at exit, gets that without letting a writing background job hold the stream open.
+constexpr size_t kTerminalInFlight = size_t{64} * 1024;
+
+// True once no process holds the slave open any more (the master then reports POLLHUP).
+bool terminalHungUp(int master) {
+  pollfd p{master, POLLIN, 0};
+  return ::poll(&p, 1, 0) == 1 && (p.revents & POLLHUP) != 0;
+}
+
+}  // namespace
+
 ExecStream::ExecStream(EventLoop& loop, StreamSink& sink, uint32_t id, SpawnedProcess process)
     : loop_(loop),
       sink_(sink),
@@ -23,6 +43,8 @@ ExecStream::ExecStream(EventLoop& loop, StreamSink& sink, uint32_t id, SpawnedPr
       pid_(process.pid),
       stdout_{std::move(process.stdout_fd), FrameType::kStdout},
       stderr_{std::move(process.stderr_fd), FrameType::kStderr},
+      terminal_(std::move(process.terminal_fd)),
+      tty_(terminal_.valid()),
       stdin_(std::move(process.stdin_fd)),
       has_stdin_(stdin_.valid()),
       send_window_(proto::kInitialWindow),
@@ -135,13 +157,15 @@ void ExecStream::closeStdin() {
   }
   stdin_.reset();
   // Bytes that will never reach the child are granted back so the host never waits on them.
-  const size_t discarded = stdin_buffer_.size() - stdin_offset_;
+  const size_t discarded = stdin_buffer_.size() - stdin_offset_ - stdin_unbilled_;
   stdin_buffer_.clear();
   stdin_offset_ = 0;
+  stdin_unbilled_ = 0;
   grantStdin(discarded);
 }
 
 void ExecStream::writeStdin() {
+  const size_t billed = stdin_buffer_.size() - stdin_offset_ - stdin_unbilled_;
   size_t written = 0;
   bool broken = false;
   while (stdin_ && stdin_offset_ < stdin_buffer_.size()) {
@@ -161,7 +185,8 @@ void ExecStream::writeStdin() {
     stdin_buffer_.clear();
     stdin_offset_ = 0;
   }
-  grantStdin(written);
+  if (written > billed) stdin_unbilled_ -= written - billed;
+  grantStdin(std::min(written, billed));
   if (broken || (stdin_ && stdin_eof_ && stdin_buffer_.empty())) closeStdin();
   updateWatches();
 }
@@ -174,6 +199,7 @@ void ExecStream::onStdin(std::string_view data) {
     return streamError(Errc::kProtocol, "Stdin data exceeds the stream's window");
   }
   stdin_credit_ -= data.size();
+  if (!data.empty()) last_stdin_byte_ = data.back();
   if (!stdin_) {
     grantStdin(data.size());  // the child's stdin is gone: discard
     return;
@@ -183,9 +209,33 @@ void ExecStream::onStdin(std::string_view data) {
 }
 
 void ExecStream::onStdinEof() {
-  if (finished_ || !has_stdin_) return;
+  if (finished_ || !has_stdin_ || stdin_eof_) return;
   stdin_eof_ = true;
+  if (tty_) {
+    // Closing our descriptor would not close the terminal (and a hang-up would end the whole
+    // session): the end of input is the terminal's own EOF character.
+    queueTerminalEof();
+    if (stdin_) writeStdin();  // writes what is queued, then closes our side
+    return;
+  }
   if (stdin_ && stdin_buffer_.empty()) closeStdin();
+}
+
+void ExecStream::queueTerminalEof() {
+  struct termios modes {};
+  if (!stdin_ || ::tcgetattr(terminal_.get(), &modes) != 0) return;
+  // In raw mode (an editor, a program reading keys) there is no EOF character: input just ends.
+  const auto veof = static_cast<char>(modes.c_cc[VEOF]);
+  if ((modes.c_lflag & ICANON) == 0 || veof == static_cast<char>(_POSIX_VDISABLE)) return;
+  // VEOF at the start of a line is end-of-file; after an unterminated line it only hands that
+  // line to the reader, so a second one is needed.
+  const char last = last_stdin_byte_;
+  const bool line_open = last != '\n' && last != '\r' && last != veof &&
+                         last != static_cast<char>(modes.c_cc[VEOL]) &&
+                         last != static_cast<char>(modes.c_cc[VINTR]);
+  const size_t count = line_open ? 2 : 1;
+  stdin_buffer_.append(count, veof);
+  stdin_unbilled_ += count;
 }
 
 void ExecStream::onWindow(std::string_view payload) {
@@ -207,7 +257,29 @@ void ExecStream::onSignal(std::string_view payload) {
                std::to_string(id_) + ": not a signal number");
     return;
   }
-  if (!exited_) ::kill(-pid_, request->signal);
+  if (exited_) return;
+  ::kill(-pid_, request->signal);
+  if (tty_) {
+    // An interactive shell runs its foreground job in a process group of its own: that job is
+    // what a signal from the host is meant for (as ^C would be), the shell's group gets it too.
+    const pid_t foreground = ::tcgetpgrp(terminal_.get());
+    if (foreground > 0 && foreground != pid_) ::kill(-foreground, request->signal);
+  }
+}
+
+void ExecStream::onResize(std::string_view payload) {
+  if (finished_) return;
+  auto size = proto::decodeMessage<proto::WindowSize>(payload);
+  if (!size) return streamError(Errc::kProtocol, size.error().message());
+  if (!tty_) return;  // a stream without a terminal has no size
+  struct winsize window {};
+  window.ws_row = size->rows;
+  window.ws_col = size->cols;
+  // The kernel sends SIGWINCH to the terminal's foreground process group.
+  if (::ioctl(terminal_.get(), TIOCSWINSZ, &window) != 0) {
+    logWarning("Stream " + std::to_string(id_) +
+               ": cannot resize the terminal: " + std::strerror(errno));
+  }
 }
 
 void ExecStream::onExited(int wait_status) {
@@ -220,9 +292,18 @@ void ExecStream::onExited(int wait_status) {
   // open (or keeps writing) must not hold the exec open.
   for (Output* out : {&stdout_, &stderr_}) {
     if (!out->fd) continue;
+    if (tty_) {
+      // Once nobody holds the slave, reading the master yields everything written to it (the
+      // kernel flushes what is in flight) and then EIO: read until then.
+      if (terminalHungUp(out->fd.get())) {
+        out->drain_limit = SIZE_MAX;
+        continue;
+      }
+    }
     int pending = 0;
     if (::ioctl(out->fd.get(), FIONREAD, &pending) != 0) pending = 0;
     out->drain_limit = static_cast<size_t>(std::max(pending, 0));
+    if (tty_) out->drain_limit += kTerminalInFlight;  // ends early when the master is empty
     if (out->drain_limit == 0) closeOutput(*out);
   }
   drainAfterExit();
@@ -259,6 +340,7 @@ void ExecStream::finish() {
   stdin_.reset();
   stdin_buffer_.clear();
   stdin_offset_ = 0;
+  stdin_unbilled_ = 0;
   finished_ = true;
   sink_.streamFinished(id_);
 }

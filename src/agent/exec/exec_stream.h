@@ -6,6 +6,10 @@
 // payload; when the window is used up it stops reading the pipes (the child then blocks on a full
 // pipe) until the host grants more with kWindow. The host may send kInitialWindow bytes of kStdin
 // payload; the stream grants them back with kWindow as they are written to the child.
+//
+// On a terminal (tty) stream the "pipes" are the pty master: its output is sent as kStdout, kStdin
+// is written to it (so ^C becomes SIGINT through the line discipline), kResize sets its window
+// size, and kStdinEof writes the terminal's VEOF character when it is in canonical mode.
 #pragma once
 
 #include <sys/types.h>
@@ -52,6 +56,7 @@ class ExecStream {
   void onStdinEof();
   void onWindow(std::string_view payload);
   void onSignal(std::string_view payload);
+  void onResize(std::string_view payload);
 
   // The reaper collected the process.
   void onExited(int wait_status);
@@ -73,6 +78,7 @@ class ExecStream {
   void closeOutput(Output& out);
   void writeStdin();
   void closeStdin();
+  void queueTerminalEof();
   void grantStdin(size_t bytes);
   void maybeFinish();
   void streamError(Errc code, const std::string& message);
@@ -85,12 +91,19 @@ class ExecStream {
   Output stdout_;
   Output stderr_;
 
+  UniqueFd terminal_;  // the pty master, for ioctls; invalid unless tty_
+  const bool tty_;
+
   UniqueFd stdin_;
   const bool has_stdin_;
   bool stdin_watched_ = false;
   bool stdin_eof_ = false;  // kStdinEof received
   std::string stdin_buffer_;
   size_t stdin_offset_ = 0;
+  // Bytes at the end of stdin_buffer_ that the host did not send (VEOF on a terminal): written
+  // like the rest but never granted back.
+  size_t stdin_unbilled_ = 0;
+  char last_stdin_byte_ = '\n';  // the last byte the host sent; a newline "before" the first
 
   uint64_t send_window_;   // stdout+stderr payload bytes we may still send
   uint64_t stdin_credit_;  // kStdin payload bytes the host may still send

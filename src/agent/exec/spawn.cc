@@ -2,9 +2,12 @@
 
 #include <fcntl.h>
 #include <grp.h>
+#include <pty.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -42,6 +45,47 @@ Result<> setNonBlocking(int fd) {
   return ok();
 }
 
+Result<UniqueFd> duplicate(int fd) {
+  const int copy = ::fcntl(fd, F_DUPFD_CLOEXEC, 3);
+  if (copy < 0) return fail(sysError("Cannot duplicate a terminal descriptor", errno));
+  return UniqueFd(copy);
+}
+
+struct PtyPair {
+  UniqueFd master;
+  UniqueFd slave;
+};
+
+// A pty pair, both ends close-on-exec (the agent is single-threaded: nothing forks between
+// openpty and fcntl), sized as asked, with IUTF8 so that line editing erases whole characters.
+Result<PtyPair> makeTerminal(const SpawnSpec& spec) {
+  int master = -1;
+  int slave = -1;
+  if (::openpty(&master, &slave, nullptr, nullptr, nullptr) != 0) {
+    return fail(sysError("Cannot open a pseudo-terminal", errno));
+  }
+  PtyPair pty{UniqueFd(master), UniqueFd(slave)};
+  for (int fd : {master, slave}) {
+    if (::fcntl(fd, F_SETFD, FD_CLOEXEC) != 0) {
+      return fail(sysError("Cannot set close-on-exec on a pseudo-terminal", errno));
+    }
+  }
+  struct termios modes {};
+  if (::tcgetattr(slave, &modes) == 0) {
+    modes.c_iflag |= IUTF8;
+    ::tcsetattr(slave, TCSANOW, &modes);
+  }
+  if (spec.rows != 0 || spec.cols != 0) {
+    struct winsize size {};
+    size.ws_row = spec.rows;
+    size.ws_col = spec.cols;
+    if (::ioctl(master, TIOCSWINSZ, &size) != 0) {
+      return fail(sysError("Cannot set the terminal size", errno));
+    }
+  }
+  return pty;
+}
+
 std::vector<char*> cStrings(const std::vector<std::string>& strings) {
   std::vector<char*> out;
   out.reserve(strings.size() + 1);
@@ -67,6 +111,14 @@ std::vector<char*> cStrings(const std::vector<std::string>& strings) {
   for (int sig = 1; sig < NSIG; ++sig) ::sigaction(sig, &dfl, nullptr);  // EINVAL for some: fine
 
   if (::setsid() < 0) childFail(error_fd, Stage::kSetup);
+  // The new session's leader takes the slave as its controlling terminal; its process group
+  // becomes the terminal's foreground group, so ^C from the host reaches it as SIGINT.
+  if (spec.tty) {
+    if (::ioctl(stdin_fd, TIOCSCTTY, 0) != 0) childFail(error_fd, Stage::kSetup);
+    // The user owns their terminal, as after a login (tools that reopen it need that); a
+    // failure (an unprivileged --listen agent) changes nothing that matters.
+    [[maybe_unused]] const int chowned = ::fchown(stdin_fd, spec.uid, static_cast<gid_t>(-1));
+  }
   // dup2 leaves the new descriptors without close-on-exec; the originals close at exec.
   if (::dup2(stdin_fd, 0) < 0 || ::dup2(stdout_fd, 1) < 0 || ::dup2(stderr_fd, 2) < 0) {
     childFail(error_fd, Stage::kSetup);
@@ -116,35 +168,17 @@ Error childError(const SpawnSpec& spec, const ChildFailure& failure) {
   return Error(Errc::kInternal, "Cannot set up the process for " + command, failure.err);
 }
 
-}  // namespace
-
-Result<SpawnedProcess> spawnProcess(const SpawnSpec& spec) {
-  HUTCH_TRY(Pipe out, makePipe());
-  HUTCH_TRY(Pipe err, makePipe());
+// Forks the child with in/out/err as its 0/1/2 and waits until it has exec'd (its pid) or
+// failed (the error; that child is reaped). The caller closes its copies of the child's ends.
+Result<pid_t> forkChild(const SpawnSpec& spec, int in, int out, int err) {
   HUTCH_TRY(Pipe status, makePipe());
-  Pipe in;
-  if (spec.pipe_stdin) {
-    HUTCH_TRY(in, makePipe());
-  } else {
-    in.read = UniqueFd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-    if (!in.read) return fail(sysError("Cannot open /dev/null", errno));
-  }
-
   // Everything the child needs is built before fork: it must not allocate.
   std::vector<char*> argv = cStrings(spec.argv);
   std::vector<char*> envp = cStrings(spec.env);
 
   const pid_t pid = ::fork();
   if (pid < 0) return fail(sysError("Cannot fork", errno));
-  if (pid == 0) {
-    runChild(spec, argv.data(), envp.data(), in.read.get(), out.write.get(), err.write.get(),
-             status.write.get());
-  }
-
-  // Parent: keep our ends only.
-  in.read.reset();
-  out.write.reset();
-  err.write.reset();
+  if (pid == 0) runChild(spec, argv.data(), envp.data(), in, out, err, status.write.get());
   status.write.reset();
 
   ChildFailure failure{};
@@ -162,20 +196,54 @@ Result<SpawnedProcess> spawnProcess(const SpawnSpec& spec) {
     }
     return fail(childError(spec, failure));
   }
+  return pid;
+}
 
-  SpawnedProcess process;
-  process.pid = pid;
-  process.stdout_fd = std::move(out.read);
-  process.stderr_fd = std::move(err.read);
-  if (spec.pipe_stdin) process.stdin_fd = std::move(in.write);
+Result<SpawnedProcess> finishSpawn(SpawnedProcess process) {
   for (int fd : {process.stdout_fd.get(), process.stderr_fd.get(), process.stdin_fd.get()}) {
     if (fd < 0) continue;
     if (auto r = setNonBlocking(fd); !r) {
-      ::kill(-pid, SIGKILL);  // reaped by the agent's reaper as an orphan
+      ::kill(-process.pid, SIGKILL);  // reaped by the agent's reaper as an orphan
       return fail(r.error());
     }
   }
   return process;
+}
+
+Result<SpawnedProcess> spawnOnTerminal(const SpawnSpec& spec) {
+  HUTCH_TRY(PtyPair pty, makeTerminal(spec));
+  SpawnedProcess process;
+  // Duplicates made before fork, so a failure leaves no process behind.
+  HUTCH_TRY(process.stdout_fd, duplicate(pty.master.get()));
+  if (spec.pipe_stdin) {
+    HUTCH_TRY(process.stdin_fd, duplicate(pty.master.get()));
+  }
+  const int slave = pty.slave.get();
+  HUTCH_TRY(process.pid, forkChild(spec, slave, slave, slave));
+  pty.slave.reset();  // from now on only the child (and what it starts) holds the slave
+  process.terminal_fd = std::move(pty.master);
+  return finishSpawn(std::move(process));
+}
+
+}  // namespace
+
+Result<SpawnedProcess> spawnProcess(const SpawnSpec& spec) {
+  if (spec.tty) return spawnOnTerminal(spec);
+  HUTCH_TRY(Pipe out, makePipe());
+  HUTCH_TRY(Pipe err, makePipe());
+  Pipe in;
+  if (spec.pipe_stdin) {
+    HUTCH_TRY(in, makePipe());
+  } else {
+    in.read = UniqueFd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+    if (!in.read) return fail(sysError("Cannot open /dev/null", errno));
+  }
+  SpawnedProcess process;
+  HUTCH_TRY(process.pid, forkChild(spec, in.read.get(), out.write.get(), err.write.get()));
+  process.stdout_fd = std::move(out.read);
+  process.stderr_fd = std::move(err.read);
+  if (spec.pipe_stdin) process.stdin_fd = std::move(in.write);
+  return finishSpawn(std::move(process));
 }
 
 }  // namespace hutch::agent

@@ -49,6 +49,11 @@ std::string searchPath(std::string_view name, std::string_view search_path) {
   return {};
 }
 
+std::vector<std::string> loginShell(const std::string& bash_path) {
+  if (isExecutableFile(bash_path)) return {bash_path, "-l"};
+  return {"/bin/sh", "-l"};
+}
+
 Result<SpawnSpec> makeSpawnSpec(const proto::ExecRequest& request, const UserDb& users) {
   HUTCH_TRY_VOID(proto::validate(request));
   // No user means root in the box; an unprivileged agent (--listen in tests) can only run
@@ -58,17 +63,22 @@ Result<SpawnSpec> makeSpawnSpec(const proto::ExecRequest& request, const UserDb&
   HUTCH_TRY(UserInfo user, users.lookup(who));
 
   SpawnSpec spec;
-  spec.argv = request.argv;
+  spec.argv = request.login_shell ? loginShell() : request.argv;
   spec.env = request.env;
   spec.user = user.name.empty() ? std::to_string(user.uid) : user.name;
   spec.uid = user.uid;
   spec.gid = user.gid;
   spec.groups = user.groups;
   spec.pipe_stdin = request.pipe_stdin;
+  spec.tty = request.tty;
+  spec.rows = request.rows;
+  spec.cols = request.cols;
 
   if (!findEnv(spec.env, "PATH")) spec.env.push_back(std::string("PATH=") + kDefaultPath);
   if (!findEnv(spec.env, "HOME")) spec.env.push_back("HOME=" + user.home);
   if (!findEnv(spec.env, "USER")) spec.env.push_back("USER=" + spec.user);
+  if (spec.tty && !findEnv(spec.env, "TERM"))
+    spec.env.push_back(std::string("TERM=") + kDefaultTerm);
 
   if (!request.cwd.empty()) {
     spec.cwd = request.cwd;
@@ -81,7 +91,7 @@ Result<SpawnSpec> makeSpawnSpec(const proto::ExecRequest& request, const UserDb&
     return fail(Errc::kNotFound, "Working directory \"" + spec.cwd + "\" does not exist");
   }
 
-  const std::string& name = request.argv[0];
+  const std::string& name = spec.argv[0];
   if (name.find('/') != std::string::npos) {
     spec.path = name;
   } else {

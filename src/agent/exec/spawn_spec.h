@@ -27,13 +27,24 @@ struct SpawnSpec {
   gid_t gid = 0;
   std::vector<gid_t> groups;
   bool pipe_stdin = false;
+  bool tty = false;   // a pseudo-terminal as 0, 1 and 2 (see spawn.h)
+  uint16_t rows = 0;  // its initial size; 0 leaves the kernel's default
+  uint16_t cols = 0;
 };
 
+inline constexpr const char* kDefaultTerm = "xterm-256color";
+
 // Resolves the user, the environment (the request's entries exactly, plus PATH, HOME and USER
-// when absent), the working directory (default: the user's home if it is a directory, else /)
-// and the executable (argv[0] as given if it contains '/', else the first regular, executable
-// file of that name in the absolute entries of PATH). Unknown users and commands are kNotFound.
+// when absent, and TERM=xterm-256color for a tty), the working directory (default: the user's
+// home if it is a directory, else /) and the executable (argv[0] as given if it contains '/',
+// else the first regular, executable file of that name in the absolute entries of PATH). A
+// login_shell request runs {"/bin/bash", "-l"}, or {"/bin/sh", "-l"} when there is no
+// executable /bin/bash (see loginShell). Unknown users and commands are kNotFound.
 Result<SpawnSpec> makeSpawnSpec(const proto::ExecRequest& request, const UserDb& users);
+
+// The argv of a login shell: {"/bin/bash", "-l"} if bash is an executable file, else
+// {"/bin/sh", "-l"}. bash_path is a parameter for tests.
+std::vector<std::string> loginShell(const std::string& bash_path = "/bin/bash");
 
 // The value of KEY in a list of KEY=VALUE entries (the first one), or nullptr.
 const std::string* findEnv(const std::vector<std::string>& env, std::string_view key);

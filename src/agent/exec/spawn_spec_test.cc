@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -78,6 +79,48 @@ TEST_F(SpawnSpecTest, MissingCwdAndUnknownUserAreNotFound) {
   auto user = makeSpawnSpec({{"/bin/true"}, {}, "", "nobody-here"}, users_);
   ASSERT_FALSE(user);
   EXPECT_EQ(user.error().code(), Errc::kNotFound);
+}
+
+TEST_F(SpawnSpecTest, TtyGetsATermUnlessTheRequestSetsOne) {
+  proto::ExecRequest request{{"/bin/true"}, {"A=1"}};
+  request.tty = true;
+  request.rows = 24;
+  request.cols = 80;
+  auto spec = makeSpawnSpec(request, users_);
+  ASSERT_TRUE(spec) << spec.error().message();
+  EXPECT_TRUE(spec->tty);
+  EXPECT_EQ(spec->rows, 24);
+  EXPECT_EQ(spec->cols, 80);
+  ASSERT_NE(findEnv(spec->env, "TERM"), nullptr);
+  EXPECT_EQ(*findEnv(spec->env, "TERM"), "TERM=xterm-256color");
+
+  request.env = {"TERM=vt100"};
+  spec = makeSpawnSpec(request, users_);
+  ASSERT_TRUE(spec);
+  EXPECT_EQ(*findEnv(spec->env, "TERM"), "TERM=vt100");
+  EXPECT_EQ(std::count_if(spec->env.begin(), spec->env.end(),
+                          [](const std::string& e) { return e.rfind("TERM=", 0) == 0; }),
+            1);
+
+  // No terminal, no TERM.
+  request.tty = false;
+  request.env = {};
+  spec = makeSpawnSpec(request, users_);
+  ASSERT_TRUE(spec);
+  EXPECT_EQ(findEnv(spec->env, "TERM"), nullptr);
+}
+
+TEST_F(SpawnSpecTest, LoginShellIsBashWhenPresentElseSh) {
+  EXPECT_EQ(loginShell(dir_ + "/bin/tool"), (std::vector<std::string>{dir_ + "/bin/tool", "-l"}));
+  EXPECT_EQ(loginShell(dir_ + "/bin/data"), (std::vector<std::string>{"/bin/sh", "-l"}));
+  EXPECT_EQ(loginShell(dir_ + "/bin/absent"), (std::vector<std::string>{"/bin/sh", "-l"}));
+
+  proto::ExecRequest request;
+  request.login_shell = true;
+  auto spec = makeSpawnSpec(request, users_);
+  ASSERT_TRUE(spec) << spec.error().message();
+  EXPECT_EQ(spec->argv, loginShell());
+  EXPECT_EQ(spec->path, spec->argv[0]);
 }
 
 TEST(FindEnvTest, MatchesWholeKeys) {

@@ -3,6 +3,7 @@
 #include <sys/reboot.h>
 #include <sys/stat.h>
 
+#include "agent/init/grow_root.h"
 #include "agent/init/identity.h"
 #include "agent/init/kernel_cmdline.h"
 #include "agent/init/loopback.h"
@@ -16,6 +17,11 @@ void setUpAsPid1() {
   mountSystemFilesystems();
   if (auto up = bringUpLoopback(); !up) logWarning(up.error().describe());
   if (auto named = applyHostname(readKernelCmdline()); !named) logWarning(named.error().describe());
+  if (auto grown = growRootFilesystem(); !grown) {
+    logWarning(grown.error().describe());
+  } else if (*grown != 0) {
+    logInfo("Grew the root filesystem to " + std::to_string(*grown) + " blocks");
+  }
   // Ctrl-Alt-Del arrives as SIGINT (handled as a power-off) instead of an immediate reboot.
   ::reboot(RB_DISABLE_CAD);
 }

@@ -54,6 +54,16 @@ int cmdRun(const ApiClient& client, const Output& out, const RunOptions& options
   request.config.template_name = options.template_name;
   request.config.cpus = options.cpus;
   request.config.memory_mib = *memory;
+  if (!options.disk.empty()) {
+    auto disk = parseMemoryMib(options.disk);
+    if (!disk) {
+      return reportError(out, Error(Errc::kInvalidArgument,
+                                    fmt::format("Invalid disk size '{}': use a size like 4G or "
+                                                "2048M",
+                                                options.disk)));
+    }
+    request.config.disk_mib = *disk;
+  }
   if (options.detach && !options.exec.argv.empty()) {
     return reportError(out, Error(Errc::kInvalidArgument,
                                   "-d starts the box without running anything; drop -d to run "
@@ -131,23 +141,37 @@ int cmdLogs(const ApiClient& client, const Output& out, const std::string& box) 
   return 0;
 }
 
-int cmdStop(const ApiClient& client, const Output& out, const std::vector<std::string>& boxes) {
+namespace {
+
+// POST /v1/boxes/{box}/<verb> for each box; prints names (or the API's objects with --json).
+int boxAction(const ApiClient& client, const Output& out, const std::vector<std::string>& boxes,
+              const std::string& verb) {
   int code = 0;
-  nlohmann::json stopped = nlohmann::json::array();
+  nlohmann::json done = nlohmann::json::array();
   for (const auto& name : boxes) {
-    auto res = client.call(verb::post, "/v1/boxes/" + name + "/stop");
+    auto res = client.call(boost::beast::http::verb::post, "/v1/boxes/" + name + "/" + verb);
     if (!res) {
       code = reportError(out, res.error());
       continue;
     }
     if (out.json) {
-      stopped.push_back(*res);
+      done.push_back(*res);
     } else {
       fmt::print("{}\n", name);
     }
   }
-  if (out.json) printJson(stopped);
+  if (out.json) printJson(done);
   return code;
+}
+
+}  // namespace
+
+int cmdStart(const ApiClient& client, const Output& out, const std::vector<std::string>& boxes) {
+  return boxAction(client, out, boxes, "start");
+}
+
+int cmdStop(const ApiClient& client, const Output& out, const std::vector<std::string>& boxes) {
+  return boxAction(client, out, boxes, "stop");
 }
 
 int cmdRemove(const ApiClient& client, const Output& out, const std::vector<std::string>& boxes,

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cli/api_client.h"
+#include "cli/commands/cp.h"
 #include "cli/commands/exec_stream.h"
 #include "cli/output.h"
 
@@ -16,6 +17,7 @@ struct RunOptions {
   std::string template_name = "base";
   unsigned cpus = 1;
   std::string memory = "512M";
+  std::string disk;  // empty: the template's size
   bool detach = false;
   bool remove = false;  // --rm: remove the box after the command
   ExecOptions exec;
@@ -27,10 +29,18 @@ int cmdExec(const ApiClient& client, const Output& out, const std::string& box,
 int cmdList(const ApiClient& client, const Output& out);
 int cmdInspect(const ApiClient& client, const Output& out, const std::vector<std::string>& boxes);
 int cmdLogs(const ApiClient& client, const Output& out, const std::string& box);
+int cmdStart(const ApiClient& client, const Output& out, const std::vector<std::string>& boxes);
 int cmdStop(const ApiClient& client, const Output& out, const std::vector<std::string>& boxes);
 int cmdRemove(const ApiClient& client, const Output& out, const std::vector<std::string>& boxes,
               bool force);
+int cmdTemplateList(const ApiClient& client, const Output& out);
+// Builds recipe `name` when from_box is empty, else freezes that stopped box's disk.
+int cmdTemplateCreate(const ApiClient& client, const Output& out, const std::string& name,
+                      const std::string& from_box);
+int cmdTemplateRemove(const ApiClient& client, const Output& out,
+                      const std::vector<std::string>& names);
 int cmdDoctor(const ApiClient& client, const Output& out);
+int cmdCp(const ApiClient& client, const Output& out, const CopyOptions& options);
 
 // "512", "512M", "512MiB", "2G", "2GiB" -> MiB.
 Result<uint64_t> parseMemoryMib(const std::string& text);

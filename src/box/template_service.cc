@@ -1,0 +1,194 @@
+#include "box/template_service.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <fstream>
+
+#include "box/box.h"
+#include "event/offload.h"
+#include "sys/run.h"
+
+namespace hutch::box {
+
+namespace {
+
+std::string utcNow() {
+  auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  return buf;
+}
+
+// Hard link when possible (same filesystem, no extra space), else copy.
+Result<> linkOrCopy(const std::filesystem::path& from, const std::filesystem::path& to) {
+  std::error_code ec;
+  std::filesystem::create_hard_link(from, to, ec);
+  if (ec) std::filesystem::copy_file(from, to, ec);
+  if (ec) {
+    return fail(Errc::kInternal,
+                fmt::format("Cannot copy {} to {}: {}", from.string(), to.string(), ec.message()));
+  }
+  return ok();
+}
+
+}  // namespace
+
+TemplateService::TemplateService(boost::asio::thread_pool& pool, storage::BoxStore& boxes,
+                                 const storage::TemplateStore& templates, TemplateConfig config)
+    : pool_(pool), boxes_(boxes), templates_(templates), config_(std::move(config)) {}
+
+Result<std::vector<std::string>> TemplateService::usersOf(const storage::Template& t) {
+  HUTCH_TRY(std::vector<Box> all, boxes_.list());
+  std::vector<std::string> users;
+  for (const Box& b : all) {
+    // By name, and by build: a box pins the build it was made from even if the name moved.
+    if (b.config.template_name == t.name || b.image_dir == t.dir.string()) users.push_back(b.name);
+  }
+  return users;
+}
+
+Result<nlohmann::json> TemplateService::describe(const storage::Template& t) {
+  HUTCH_TRY(std::vector<std::string> users, usersOf(t));
+  std::error_code ec;
+  auto size = std::filesystem::file_size(t.rootfs, ec);
+  return nlohmann::json{{"name", t.name},
+                        {"dir", t.dir.string()},
+                        {"image_key", t.image_key},
+                        {"kernel_version", t.manifest.value("kernel_version", "")},
+                        {"created", t.manifest.value("created", "")},
+                        {"source", t.manifest.value("source_box", "").empty() ? "recipe" : "box"},
+                        {"source_box", t.manifest.value("source_box", "")},
+                        {"disk_bytes", ec ? 0 : size},
+                        {"used_by", users}};
+}
+
+Result<std::vector<nlohmann::json>> TemplateService::list() {
+  std::vector<nlohmann::json> out;
+  for (const std::string& name : templates_.names()) {
+    HUTCH_TRY(storage::Template t, templates_.find(name));
+    HUTCH_TRY(nlohmann::json j, describe(t));
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+boost::asio::awaitable<Result<nlohmann::json>> TemplateService::build(std::string name) {
+  HUTCH_CO_TRY_VOID(validateName(name));
+  std::filesystem::path recipe = config_.recipes_dir / name;
+  if (!std::filesystem::exists(recipe / "packages")) {
+    co_return fail(Errc::kNotFound,
+                   fmt::format("No recipe '{}' in {}", name, config_.recipes_dir.string()));
+  }
+  if (!std::filesystem::exists(config_.agent)) {
+    co_return fail(Errc::kFailedPrecondition,
+                   fmt::format("The guest agent {} is missing; build hutch first or start hutchd "
+                               "with --agent",
+                               config_.agent.string()));
+  }
+  spdlog::info("template {}: building from {} (log: {})", name, recipe.string(),
+               (config_.images_dir / ("build-" + name + ".log")).string());
+  std::vector<std::string> argv{
+      "bash",     config_.builder.string(), "--agent", config_.agent.string(),
+      "--recipe", recipe.string(),          "--cache", config_.cache_dir.string()};
+  std::filesystem::path log = config_.images_dir / ("build-" + name + ".log");
+  auto run_build = [argv, log]() -> Result<std::string> {
+    auto out = sys::runCapture(argv);
+    std::ofstream(log) << (out ? *out : out.error().message());
+    return out;
+  };
+  auto built = co_await event::offload(pool_, std::move(run_build));
+  if (!built) {
+    co_return fail(Errc::kInternal,
+                   fmt::format("Building template {} failed; see {}", name, log.string()));
+  }
+  // The builder prints the image directory as its last line.
+  std::string out = *built;
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  std::filesystem::path image_dir = out.substr(out.rfind('\n') + 1);
+  HUTCH_CO_TRY_VOID(templates_.link(name, image_dir));
+  HUTCH_CO_TRY(storage::Template t, templates_.find(name));
+  co_return describe(t);
+}
+
+boost::asio::awaitable<Result<nlohmann::json>> TemplateService::createFromBox(std::string name,
+                                                                              std::string box_key) {
+  HUTCH_CO_TRY_VOID(validateName(name));
+  if (templates_.find(name)) {
+    co_return fail(Errc::kAlreadyExists,
+                   fmt::format("A template named '{}' already exists; remove it or choose "
+                               "another name",
+                               name));
+  }
+  HUTCH_CO_TRY(Box box, boxes_.find(box_key));
+  if (box.state != BoxState::kStopped) {
+    co_return fail(Errc::kFailedPrecondition,
+                   fmt::format("Box {} is {}; stop it first so its disk is consistent", box.name,
+                               stateName(box.state)));
+  }
+  std::filesystem::path from(box.image_dir);
+  std::filesystem::path disk = templates_.dir().parent_path() / "boxes" / box.id / "disk.qcow2";
+  std::string key = fmt::format(
+      "{}-{}", box.id, std::chrono::system_clock::to_time_t(std::chrono::system_clock::now()));
+  std::filesystem::path dir = config_.images_dir / (name + "-" + key);
+  nlohmann::json manifest{{"name", name},
+                          {"image_key", "box-" + key},
+                          {"source_box", box.name},
+                          {"source_box_id", box.id},
+                          {"parent_image", from.string()},
+                          {"created", utcNow()}};
+  std::ifstream parent(from / "manifest.json");
+  if (parent) {
+    auto j = nlohmann::json::parse(parent, nullptr, false);
+    if (j.is_object()) {
+      for (const char* k : {"kernel_version", "kernel_cmdline", "agent_sha256"}) {
+        if (j.contains(k)) manifest[k] = j[k];
+      }
+    }
+  }
+  auto freeze = [from, disk, dir, manifest]() -> Result<> {
+    std::filesystem::path tmp = dir.string() + ".tmp";
+    std::error_code ec;
+    std::filesystem::remove_all(tmp, ec);
+    std::filesystem::create_directories(tmp, ec);
+    if (ec) return fail(Errc::kInternal, "Cannot create " + tmp.string() + ": " + ec.message());
+    // Flattened: the new template does not depend on the box or on its parent's base image.
+    HUTCH_TRY_VOID(sys::runCapture(
+        {"qemu-img", "convert", "-O", "raw", disk.string(), (tmp / "rootfs.img").string()}));
+    HUTCH_TRY_VOID(linkOrCopy(from / "vmlinux", tmp / "vmlinux"));
+    HUTCH_TRY_VOID(linkOrCopy(from / "initrd.img", tmp / "initrd.img"));
+    std::ofstream(tmp / "manifest.json") << manifest.dump(2) << "\n";
+    std::filesystem::permissions(tmp / "rootfs.img", std::filesystem::perms::owner_read |
+                                                         std::filesystem::perms::group_read);
+    std::filesystem::rename(tmp, dir, ec);
+    if (ec) return fail(Errc::kInternal, "Cannot move " + tmp.string() + ": " + ec.message());
+    return ok();
+  };
+  auto frozen = co_await event::offload(pool_, std::move(freeze));
+  HUTCH_CO_TRY_VOID(frozen);
+  HUTCH_CO_TRY_VOID(templates_.link(name, dir));
+  spdlog::info("template {}: made from box {} in {}", name, box.name, dir.string());
+  HUTCH_CO_TRY(storage::Template t, templates_.find(name));
+  co_return describe(t);
+}
+
+Result<> TemplateService::remove(const std::string& name) {
+  HUTCH_TRY(storage::Template t, templates_.find(name));
+  HUTCH_TRY(std::vector<std::string> users, usersOf(t));
+  if (!users.empty()) {
+    return fail(Errc::kFailedPrecondition,
+                fmt::format("Template {} is used by {} box(es): {}; remove them first", name,
+                            users.size(), fmt::join(users, ", ")));
+  }
+  HUTCH_TRY_VOID(templates_.remove(name));
+  // A template hutch made from a box lives in images_dir and goes with it; a recipe build stays
+  // in the build cache, where a rebuild finds it.
+  if (t.dir.parent_path() == config_.images_dir) {
+    std::error_code ec;
+    std::filesystem::remove_all(t.dir, ec);
+  }
+  return ok();
+}
+
+}  // namespace hutch::box

@@ -1,0 +1,55 @@
+// Templates as a service: list them, build them from recipes, freeze a stopped box's disk into a
+// new one, and remove them (refused while a box uses them). Runs on the event loop; the slow
+// parts (image builds, disk conversion) run on the worker pool.
+#pragma once
+
+// clang-format off
+#include <utility>  // first: Boost 1.74's asio/awaitable.hpp uses std::exchange unincluded
+// clang-format on
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "storage/box_store.h"
+#include "storage/templates.h"
+
+namespace hutch::box {
+
+struct TemplateConfig {
+  std::filesystem::path images_dir;   // <state>/images: templates hutch made from boxes
+  std::filesystem::path recipes_dir;  // images/ of the source tree: one folder per recipe
+  std::filesystem::path builder;      // scripts/build-image.sh
+  std::filesystem::path agent;        // the hutch-agent binary to put into built images
+  std::filesystem::path cache_dir;    // the image build cache
+};
+
+class TemplateService {
+ public:
+  TemplateService(boost::asio::thread_pool& pool, storage::BoxStore& boxes,
+                  const storage::TemplateStore& templates, TemplateConfig config);
+
+  // Every template with its manifest and the boxes using it.
+  Result<std::vector<nlohmann::json>> list();
+  // Builds (or finds in the cache) the image of recipe `name` and links the template to it.
+  boost::asio::awaitable<Result<nlohmann::json>> build(std::string name);
+  // Freezes a stopped box's disk (flattened to a raw image) as template `name`.
+  boost::asio::awaitable<Result<nlohmann::json>> createFromBox(std::string name,
+                                                               std::string box_key);
+  // Refused with kFailedPrecondition while boxes use the template.
+  Result<> remove(const std::string& name);
+
+ private:
+  Result<nlohmann::json> describe(const storage::Template& t);
+  Result<std::vector<std::string>> usersOf(const storage::Template& t);
+
+  boost::asio::thread_pool& pool_;
+  storage::BoxStore& boxes_;
+  const storage::TemplateStore& templates_;
+  TemplateConfig config_;
+};
+
+}  // namespace hutch::box

@@ -1,0 +1,66 @@
+// hutch template ls | build NAME | create --from BOX NAME | rm NAME
+#include <fmt/format.h>
+
+#include "cli/commands/commands.h"
+
+namespace hutch::cli {
+
+using boost::beast::http::verb;
+
+int cmdTemplateList(const ApiClient& client, const Output& out) {
+  auto listed = client.call(verb::get, "/v1/templates");
+  if (!listed) return reportError(out, listed.error());
+  if (out.json) {
+    printJson((*listed)["templates"]);
+    return 0;
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& t : (*listed)["templates"]) {
+    std::string source = t.value("source", "");
+    if (source == "box") source += ":" + t.value("source_box", "");
+    rows.push_back({t.value("name", ""), source,
+                    fmt::format("{}M", t.value("disk_bytes", uint64_t{0}) >> 20),
+                    t.value("kernel_version", ""), std::to_string(t["used_by"].size()),
+                    t.value("created", "")});
+  }
+  printTable({"NAME", "SOURCE", "DISK", "KERNEL", "BOXES", "CREATED"}, rows);
+  return 0;
+}
+
+int cmdTemplateCreate(const ApiClient& client, const Output& out, const std::string& name,
+                      const std::string& from_box) {
+  nlohmann::json body{{"name", name}};
+  if (!from_box.empty()) body["from_box"] = from_box;
+  if (!out.json && from_box.empty()) {
+    fmt::print(stderr,
+               "Building template {} (the first build of a recipe takes minutes; hutchd logs the "
+               "progress)\n",
+               name);
+  } else if (!out.json) {
+    fmt::print(stderr, "Freezing the disk of box {} as template {}\n", from_box, name);
+  }
+  auto made = client.call(verb::post, "/v1/templates", body);
+  if (!made) return reportError(out, made.error());
+  if (out.json) {
+    printJson(*made);
+  } else {
+    fmt::print("{}\n", name);
+  }
+  return 0;
+}
+
+int cmdTemplateRemove(const ApiClient& client, const Output& out,
+                      const std::vector<std::string>& names) {
+  int code = 0;
+  for (const auto& name : names) {
+    auto res = client.call(verb::delete_, "/v1/templates/" + name);
+    if (!res) {
+      code = reportError(out, res.error());
+      continue;
+    }
+    if (!out.json) fmt::print("{}\n", name);
+  }
+  return code;
+}
+
+}  // namespace hutch::cli

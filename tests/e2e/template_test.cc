@@ -1,0 +1,76 @@
+// Templates end to end: build from a recipe (through the image cache), freeze a stopped box,
+// run from it, and refuse what would break boxes.
+#include <gtest/gtest.h>
+
+#include "harness.h"
+
+namespace hutch::e2e {
+namespace {
+
+class TemplateTest : public ::testing::Test {
+ protected:
+  void SetUp() override { daemon_ = std::make_unique<Daemon>(); }
+  void TearDown() override { daemon_.reset(); }
+  Daemon& d() { return *daemon_; }
+  std::unique_ptr<Daemon> daemon_;
+};
+
+TEST_F(TemplateTest, FreezeAStoppedBoxAndRunFromIt) {
+  ASSERT_EQ(d().hutch({"run", "--name", "golden"}).exit_code, 0);
+  ASSERT_EQ(d().hutch({"exec", "golden", "--", "sh", "-c", "echo baked > ~/baked.txt"}).exit_code,
+            0);
+
+  auto running = d().hutch({"template", "create", "--from", "golden", "snap"});
+  EXPECT_EQ(running.exit_code, 65);
+  EXPECT_NE(running.err.find("stop it first"), std::string::npos) << running.err;
+
+  ASSERT_EQ(d().hutch({"stop", "golden"}).exit_code, 0);
+  auto made = d().hutch({"template", "create", "--from", "golden", "snap"});
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  auto dup = d().hutch({"template", "create", "--from", "golden", "snap"});
+  EXPECT_EQ(dup.exit_code, 73);
+
+  auto child = d().hutch(
+      {"run", "--name", "child", "--template", "snap", "--", "cat", "/home/hutch/baked.txt"});
+  ASSERT_EQ(child.exit_code, 0) << child.err;
+  EXPECT_EQ(child.out, "baked\n");
+  // The template is independent of its source box.
+  ASSERT_EQ(d().hutch({"rm", "golden"}).exit_code, 0);
+  EXPECT_EQ(d().hutch({"exec", "child", "--", "cat", "/home/hutch/baked.txt"}).out, "baked\n");
+
+  auto in_use = d().hutch({"template", "rm", "snap"});
+  EXPECT_EQ(in_use.exit_code, 65);
+  EXPECT_NE(in_use.err.find("child"), std::string::npos) << in_use.err;
+  auto listed = nlohmann::json::parse(d().hutch({"--json", "template", "ls"}).out);
+  bool found = false;
+  for (const auto& t : listed) {
+    if (t["name"] == "snap") {
+      found = true;
+      EXPECT_EQ(t["source"], "box");
+      EXPECT_EQ(t["used_by"], nlohmann::json::array({"child"}));
+    }
+  }
+  EXPECT_TRUE(found) << listed.dump();
+
+  ASSERT_EQ(d().hutch({"rm", "-f", "child"}).exit_code, 0);
+  ASSERT_EQ(d().hutch({"template", "rm", "snap"}).exit_code, 0);
+  EXPECT_EQ(d().hutch({"run", "--template", "snap"}).exit_code, 66);
+}
+
+TEST_F(TemplateTest, BuildFromRecipeUsesTheImageCache) {
+  // scripts/test.sh built this image already, so the daemon's build finds it in the cache.
+  auto built = d().hutch({"--json", "template", "build", "base"});
+  ASSERT_EQ(built.exit_code, 0) << built.err;
+  auto t = nlohmann::json::parse(built.out);
+  EXPECT_EQ(t["name"], "base");
+  EXPECT_EQ(t["source"], "recipe");
+  EXPECT_FALSE(t["image_key"].get<std::string>().empty());
+  auto missing = d().hutch({"template", "build", "no-such-recipe"});
+  EXPECT_EQ(missing.exit_code, 66);
+  EXPECT_NE(missing.err.find("No recipe"), std::string::npos) << missing.err;
+  auto bad = d().hutch({"template", "build", "../etc"});
+  EXPECT_EQ(bad.exit_code, 64);
+}
+
+}  // namespace
+}  // namespace hutch::e2e
