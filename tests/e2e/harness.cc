@@ -70,10 +70,15 @@ Daemon::Daemon() {
 }
 
 void Daemon::crashAndRestart() {
+  crashAndRestart([] {});
+}
+
+void Daemon::crashAndRestart(const std::function<void()>& between) {
   ::kill(pid_, SIGKILL);
   int status = 0;
   ::waitpid(pid_, &status, 0);
   pid_ = -1;
+  between();
   startDaemon();
 }
 

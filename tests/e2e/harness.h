@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -38,6 +39,8 @@ class Daemon {
 
   // Kills hutchd with SIGKILL (boxes keep running), then starts a new one on the same state.
   void crashAndRestart();
+  // Kills hutchd with SIGKILL, runs `between` while no daemon runs, then starts a new one.
+  void crashAndRestart(const std::function<void()>& between);
   pid_t pid() const { return pid_; }
 
   const std::filesystem::path& dir() const { return dir_; }

@@ -123,6 +123,28 @@ TEST_F(PersistenceTest, KilledQemuIsReportedAndStartBringsTheDiskBack) {
   EXPECT_EQ(d().hutch({"exec", "phoenix", "--", "cat", "/home/hutch/kept"}).out, "kept\n");
 }
 
+TEST_F(PersistenceTest, AfterAHostRebootBoxesComeBackStoppedWithTheirDisks) {
+  ASSERT_EQ(d().hutch({"run", "--name", "rebooted"}).exit_code, 0);
+  ASSERT_EQ(
+      d().hutch({"exec", "rebooted", "--", "sh", "-c", "echo survived > ~/mark; sync"}).exit_code,
+      0);
+  int qemu = d().inspect("rebooted")["pid"].get<int>();
+  // A reboot, as hutchd sees it: every VM is gone and the kernel's boot id is new. The boot id
+  // recorded in the database is made stale instead of rebooting the test machine.
+  d().crashAndRestart([&] {
+    ::kill(qemu, SIGKILL);
+    while (processAlive(qemu)) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::string cmd = "sqlite3 " + (d().stateDir() / "hutch.db").string() +
+                      " \"UPDATE meta SET value='an-earlier-boot' WHERE key='boot_id'\"";
+    ASSERT_EQ(std::system(cmd.c_str()), 0);
+  });
+  auto box = d().inspect("rebooted");
+  EXPECT_EQ(box["state"], "stopped") << box.dump();
+  EXPECT_EQ(box["reason"], "");
+  ASSERT_EQ(d().hutch({"start", "rebooted"}).exit_code, 0);
+  EXPECT_EQ(d().hutch({"exec", "rebooted", "--", "cat", "/home/hutch/mark"}).out, "survived\n");
+}
+
 TEST_F(PersistenceTest, ImpossibleStartsAreRefused) {
   ASSERT_EQ(d().hutch({"run", "--name", "busy"}).exit_code, 0);
   auto again = d().hutch({"start", "busy"});
