@@ -19,18 +19,6 @@ class BoxLifecycleTest : public ::testing::Test {
   }
   static Daemon* daemon_;
   const Daemon& d() { return *daemon_; }
-
-  // Polls inspect until the box reaches `state` or the deadline passes; returns the last object.
-  nlohmann::json waitForState(const std::string& box, const std::string& state) {
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    nlohmann::json j;
-    while (std::chrono::steady_clock::now() < deadline) {
-      j = d().inspect(box);
-      if (j.is_object() && j.value("state", "") == state) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    }
-    return j;
-  }
 };
 Daemon* BoxLifecycleTest::daemon_ = nullptr;
 
@@ -118,7 +106,7 @@ TEST_F(BoxLifecycleTest, QemuDeathMarksTheBoxFailed) {
   pid_t qemu = d().inspect("victim")["pid"].get<int>();
   ASSERT_GT(qemu, 0);
   ASSERT_EQ(::kill(qemu, SIGKILL), 0);
-  auto box = waitForState("victim", "failed");
+  auto box = d().waitForState("victim", "failed");
   EXPECT_EQ(box["state"], "failed");
   EXPECT_NE(box["reason"].get<std::string>().find("signal 9"), std::string::npos) << box.dump();
   auto exec = d().hutch({"exec", "victim", "--", "true"});

@@ -22,15 +22,6 @@ namespace fs = std::filesystem;
 
 constexpr const char* kBox = "files";
 
-std::string sha256Hex(const std::string& data) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_Digest(data.data(), data.size(), digest, &len, EVP_sha256(), nullptr);
-  std::string hex;
-  for (unsigned int i = 0; i < len; ++i) hex += fmt::format("{:02x}", digest[i]);
-  return hex;
-}
-
 std::string randomBytes(size_t size, unsigned seed) {
   std::mt19937 gen(seed);
   std::string bytes(size, '\0');

@@ -9,15 +9,6 @@
 namespace hutch::e2e {
 namespace {
 
-std::string sha256Hex(const std::string& data) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_Digest(data.data(), data.size(), digest, &len, EVP_sha256(), nullptr);
-  std::string hex;
-  for (unsigned int i = 0; i < len; ++i) hex += fmt::format("{:02x}", digest[i]);
-  return hex;
-}
-
 class ExecTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {

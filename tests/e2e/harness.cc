@@ -1,7 +1,9 @@
 #include "harness.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <openssl/evp.h>
 #include <poll.h>
 #include <pty.h>
 #include <signal.h>
@@ -183,6 +185,26 @@ nlohmann::json Daemon::inspect(const std::string& box) const {
   if (r.exit_code != 0) return nullptr;
   auto j = nlohmann::json::parse(r.out, nullptr, false);
   return j.is_array() && !j.empty() ? j[0] : nlohmann::json();
+}
+
+nlohmann::json Daemon::waitForState(const std::string& box, const std::string& state) const {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  nlohmann::json j;
+  while (std::chrono::steady_clock::now() < deadline) {
+    j = inspect(box);
+    if (j.is_object() && j.value("state", "") == state) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return j;
+}
+
+std::string sha256Hex(const std::string& data) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(data.data(), data.size(), digest, &len, EVP_sha256(), nullptr);
+  std::string hex;
+  for (unsigned int i = 0; i < len; ++i) hex += fmt::format("{:02x}", digest[i]);
+  return hex;
 }
 
 bool processAlive(pid_t pid) {

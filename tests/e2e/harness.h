@@ -36,6 +36,8 @@ class Daemon {
   pid_t start(const std::vector<std::string>& args, const std::filesystem::path& out,
               const std::filesystem::path& err) const;
   nlohmann::json inspect(const std::string& box) const;
+  // Polls inspect until the box reaches `state` or a minute passes; returns the last object.
+  nlohmann::json waitForState(const std::string& box, const std::string& state) const;
 
   // Kills hutchd with SIGKILL (boxes keep running), then starts a new one on the same state.
   void crashAndRestart();
@@ -58,6 +60,7 @@ class Daemon {
 CommandResult collect(pid_t pid, const std::filesystem::path& out,
                       const std::filesystem::path& err);
 std::string readFile(const std::filesystem::path& path);
+std::string sha256Hex(const std::string& data);
 bool processAlive(pid_t pid);
 // A process table scan: pids whose command line mentions `needle`.
 std::vector<pid_t> pidsMentioning(const std::string& needle);

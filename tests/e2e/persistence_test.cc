@@ -18,17 +18,6 @@ class PersistenceTest : public ::testing::Test {
   void TearDown() override { daemon_.reset(); }
   Daemon& d() { return *daemon_; }
 
-  nlohmann::json waitForState(const std::string& box, const std::string& state) {
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    nlohmann::json j;
-    while (std::chrono::steady_clock::now() < deadline) {
-      j = d().inspect(box);
-      if (j.is_object() && j.value("state", "") == state) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    }
-    return j;
-  }
-
   // A tiny Debian package built on the host with dpkg-deb: the box has no network.
   std::string buildDeb() {
     auto root = d().dir() / "debroot";
@@ -116,7 +105,7 @@ TEST_F(PersistenceTest, KilledQemuIsReportedAndStartBringsTheDiskBack) {
   ASSERT_EQ(d().hutch({"exec", "phoenix", "--", "sh", "-c", "echo kept > ~/kept; sync"}).exit_code,
             0);
   ASSERT_EQ(::kill(d().inspect("phoenix")["pid"].get<int>(), SIGKILL), 0);
-  auto failed = waitForState("phoenix", "failed");
+  auto failed = d().waitForState("phoenix", "failed");
   EXPECT_NE(failed["reason"].get<std::string>().find("signal 9"), std::string::npos);
   auto start = d().hutch({"start", "phoenix"});
   ASSERT_EQ(start.exit_code, 0) << start.err;
