@@ -71,6 +71,52 @@ awaitable<Reply> removeBox(box::BoxService& service, RequestContext& ctx) {
   co_return jsonResponse(http::status::ok, json{{"removed", param(ctx, "box")}});
 }
 
+awaitable<Reply> forkBox(box::BoxService& service, RequestContext& ctx) {
+  auto spec = parseFork(ctx.request.body());
+  if (!spec) co_return errorResponse(spec.error());
+  auto children = co_await service.fork(param(ctx, "box"), std::move(*spec));
+  if (!children) co_return errorResponse(children.error());
+  json items = json::array();
+  for (const auto& b : *children) items.push_back(toJson(b));
+  co_return jsonResponse(http::status::created, json{{"boxes", items}});
+}
+
+awaitable<Reply> createCheckpoint(box::BoxService& service, RequestContext& ctx) {
+  auto name = parseCheckpoint(ctx.request.body());
+  if (!name) co_return errorResponse(name.error());
+  auto snap = co_await service.checkpoint(param(ctx, "box"), std::move(*name));
+  if (!snap) co_return errorResponse(snap.error());
+  co_return jsonResponse(http::status::created, toJson(*snap));
+}
+
+awaitable<Reply> listCheckpoints(box::BoxService& service, RequestContext& ctx) {
+  auto list = service.checkpoints(param(ctx, "box"));
+  if (!list) co_return errorResponse(list.error());
+  json items = json::array();
+  for (const auto& s : *list) items.push_back(toJson(s));
+  co_return jsonResponse(http::status::ok, json{{"checkpoints", items}});
+}
+
+awaitable<Reply> removeCheckpoint(box::BoxService& service, RequestContext& ctx) {
+  auto removed = co_await service.removeCheckpoint(param(ctx, "box"), param(ctx, "checkpoint"));
+  if (!removed) co_return errorResponse(removed.error());
+  co_return jsonResponse(http::status::ok, json{{"removed", param(ctx, "checkpoint")}});
+}
+
+awaitable<Reply> rollbackBox(box::BoxService& service, RequestContext& ctx) {
+  auto checkpoint = parseRollback(ctx.request.body());
+  if (!checkpoint) co_return errorResponse(checkpoint.error());
+  auto b = co_await service.rollback(param(ctx, "box"), *checkpoint);
+  if (!b) co_return errorResponse(b.error());
+  co_return jsonResponse(http::status::ok, toJson(*b));
+}
+
+awaitable<Reply> diskUsage(box::BoxService& service, RequestContext&) {
+  auto usage = service.diskUsage();
+  if (!usage) co_return errorResponse(usage.error());
+  co_return jsonResponse(http::status::ok, toJson(*usage));
+}
+
 awaitable<Reply> boxLogs(box::BoxService& service, RequestContext& ctx) {
   auto path = service.consoleLog(param(ctx, "box"));
   if (!path) co_return errorResponse(path.error());
@@ -277,6 +323,13 @@ void registerRoutes(Router<Handler>& router, box::BoxService& service,
   router.add(verb::post, "/v1/boxes/{box}/start", bindService(startBox, service));
   router.add(verb::post, "/v1/boxes/{box}/stop", bindService(stopBox, service));
   router.add(verb::get, "/v1/boxes/{box}/logs", bindService(boxLogs, service));
+  router.add(verb::post, "/v1/boxes/{box}/fork", bindService(forkBox, service));
+  router.add(verb::post, "/v1/boxes/{box}/checkpoints", bindService(createCheckpoint, service));
+  router.add(verb::get, "/v1/boxes/{box}/checkpoints", bindService(listCheckpoints, service));
+  router.add(verb::delete_, "/v1/boxes/{box}/checkpoints/{checkpoint}",
+             bindService(removeCheckpoint, service));
+  router.add(verb::post, "/v1/boxes/{box}/rollback", bindService(rollbackBox, service));
+  router.add(verb::get, "/v1/system/df", bindService(diskUsage, service));
   router.add(verb::post, "/v1/boxes/{box}/exec", bindService(execInBox, service));
   router.add(verb::get, "/v1/templates", bindService(listTemplates, templates));
   router.add(verb::post, "/v1/templates", bindService(createTemplate, templates));

@@ -65,6 +65,7 @@ json toJson(const box::Box& b) {
               {"reason", b.reason},
               {"accel", b.accel},
               {"pid", b.pid},
+              {"boot", b.boot},
               {"created_at", b.created_at},
               {"updated_at", b.updated_at}};
 }
@@ -84,6 +85,7 @@ Result<box::Box> boxFromJson(const json& j) {
   HUTCH_TRY_VOID(readField(j, "reason", b.reason, kWhat));
   HUTCH_TRY_VOID(readField(j, "accel", b.accel, kWhat));
   HUTCH_TRY_VOID(readField(j, "pid", b.pid, kWhat));
+  HUTCH_TRY_VOID(readField(j, "boot", b.boot, kWhat));
   HUTCH_TRY_VOID(readField(j, "created_at", b.created_at, kWhat));
   HUTCH_TRY_VOID(readField(j, "updated_at", b.updated_at, kWhat));
   HUTCH_TRY(b.state, box::parseState(state));
@@ -143,6 +145,61 @@ Error errorFromResponse(int status, std::string_view body) {
   }
   return Error(errcFromHttp(status, ""),
                fmt::format("hutchd answered HTTP {}: {}", status, body.substr(0, 200)));
+}
+
+Result<box::ForkSpec> parseFork(std::string_view body) {
+  box::ForkSpec spec;
+  if (body.empty()) return spec;
+  HUTCH_TRY(json j, parseObject(body));
+  constexpr std::string_view kWhat = "a fork request";
+  HUTCH_TRY_VOID(rejectUnknownFields(j, {"count", "names"}, kWhat));
+  HUTCH_TRY_VOID(readField(j, "count", spec.count, kWhat));
+  HUTCH_TRY_VOID(readField(j, "names", spec.names, kWhat));
+  if (!j.contains("count") && !spec.names.empty()) {
+    spec.count = static_cast<unsigned>(spec.names.size());
+  }
+  return spec;
+}
+
+Result<std::string> parseCheckpoint(std::string_view body) {
+  std::string name;
+  if (body.empty()) return name;
+  HUTCH_TRY(json j, parseObject(body));
+  HUTCH_TRY_VOID(rejectUnknownFields(j, {"name"}, "a checkpoint request"));
+  HUTCH_TRY_VOID(readField(j, "name", name, "a checkpoint request"));
+  return name;
+}
+
+Result<std::string> parseRollback(std::string_view body) {
+  HUTCH_TRY(json j, parseObject(body));
+  std::string checkpoint;
+  HUTCH_TRY_VOID(rejectUnknownFields(j, {"checkpoint"}, "a rollback request"));
+  HUTCH_TRY_VOID(readField(j, "checkpoint", checkpoint, "a rollback request"));
+  if (checkpoint.empty()) {
+    return fail(Errc::kInvalidArgument,
+                "A rollback request names the checkpoint: {\"checkpoint\": \"NAME\"}");
+  }
+  return checkpoint;
+}
+
+json toJson(const box::Snapshot& s) {
+  return json{{"id", s.id},
+              {"kind", box::snapshotKindName(s.kind)},
+              {"box_id", s.box_id},
+              {"name", s.name},
+              {"size_bytes", s.size_bytes},
+              {"created_at", s.created_at}};
+}
+
+json toJson(const box::DiskUsage& usage) {
+  auto line = [](const box::DiskUsage::Line& l) {
+    return json{{"count", l.count}, {"bytes", l.bytes}};
+  };
+  return json{{"templates", line(usage.templates)},
+              {"template_snapshots", line(usage.template_snapshots)},
+              {"checkpoints", line(usage.checkpoints)},
+              {"layers", line(usage.layers)},
+              {"boxes", line(usage.boxes)}};
 }
 
 }  // namespace hutch::api

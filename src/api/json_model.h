@@ -9,6 +9,7 @@
 
 #include "base/result.h"
 #include "box/box.h"
+#include "box/snapshot.h"
 
 namespace hutch::api {
 
@@ -21,6 +22,16 @@ Result<box::Box> boxFromJson(const json& j);
 
 json toJson(const CreateBoxRequest& request);
 Result<CreateBoxRequest> parseCreateBox(std::string_view body);
+
+// POST /v1/boxes/{box}/fork: {"count": N, "names": [...]} (both optional).
+Result<box::ForkSpec> parseFork(std::string_view body);
+// POST /v1/boxes/{box}/checkpoints: {"name": "..."} (optional).
+Result<std::string> parseCheckpoint(std::string_view body);
+// POST /v1/boxes/{box}/rollback: {"checkpoint": "..."}.
+Result<std::string> parseRollback(std::string_view body);
+
+json toJson(const box::Snapshot& snapshot);
+json toJson(const box::DiskUsage& usage);
 
 // {"error": {"code": "not_found", "message": "..."}}
 json errorJson(const Error& error);

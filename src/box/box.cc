@@ -4,6 +4,8 @@
 
 #include <array>
 #include <cctype>
+#include <chrono>
+#include <random>
 
 namespace hutch::box {
 
@@ -16,6 +18,20 @@ constexpr std::array<std::pair<BoxState, std::string_view>, 5> kStateNames{{
     {BoxState::kFailed, "failed"},
 }};
 }  // namespace
+
+std::string randomId() {
+  std::random_device rd;  // getrandom(2) on Linux
+  std::uniform_int_distribution<int> digit(0, 15);
+  std::string id(12, '0');
+  for (char& c : id) c = "0123456789abcdef"[digit(rd)];
+  return id;
+}
+
+int64_t unixNow() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
 std::string_view stateName(BoxState state) {
   for (const auto& [s, n] : kStateNames) {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/result.h"
 
@@ -45,12 +46,39 @@ struct Box {
   std::string reason;      // why the box failed; empty otherwise
   std::string accel;       // acceleration the VM runs with ("tcg", "kvm")
   std::string image_dir;   // the template build it was made from (kernel, initrd, base disk)
+  std::string boot;        // how it last started: "restored from ..." or "cold boot: why"
+  // The box's writable disk, a qcow2 file in its directory. A capture (fork, checkpoint)
+  // freezes it as a layer and moves the box's writes to a new file.
+  std::string disk = "disk.qcow2";
   int64_t pid = 0;         // VMM process id while running
   int64_t created_at = 0;  // unix seconds
   int64_t updated_at = 0;
 
   bool operator==(const Box&) const = default;
 };
+
+struct ForkSpec {
+  std::vector<std::string> names;  // empty: generated
+  unsigned count = 1;
+};
+
+// Space on disk, by what it belongs to (allocated bytes).
+struct DiskUsage {
+  struct Line {
+    uint64_t count = 0;
+    uint64_t bytes = 0;
+  };
+  Line templates;           // template builds in use by a template name
+  Line template_snapshots;  // memory, state and disk layer of each template snapshot
+  Line checkpoints;         // state files and frozen layers of checkpoints
+  Line layers;              // other frozen layers boxes stand on (forks, removed checkpoints)
+  Line boxes;               // each box's own overlay, logs and sockets
+};
+
+// 12 random hex digits (getrandom), for box, snapshot and layer ids.
+std::string randomId();
+// Unix seconds now.
+int64_t unixNow();
 
 // Names: 1-63 chars of [a-zA-Z0-9_.-], starting with a letter or digit (like Docker).
 Result<> validateName(std::string_view name);

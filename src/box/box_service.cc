@@ -10,30 +10,12 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <chrono>
 #include <fstream>
-#include <random>
 
 #include "event/offload.h"
 #include "storage/overlay.h"
 
 namespace hutch::box {
 
-namespace {
-
-int64_t nowSeconds() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-std::string newBoxId() {
-  std::random_device rd;  // getrandom(2) on Linux
-  std::uniform_int_distribution<int> digit(0, 15);
-  std::string id(12, '0');
-  for (char& c : id) c = "0123456789abcdef"[digit(rd)];
-  return id;
-}
-
-}  // namespace
 
 BoxService::BoxService(asio::any_io_executor loop, asio::thread_pool& pool,
                        storage::BoxStore& store, const storage::TemplateStore& templates,
@@ -53,7 +35,7 @@ Result<> BoxService::setState(Box& box, BoxState state, std::string reason) {
   if (box.state != state) HUTCH_TRY_VOID(checkTransition(box.state, state));
   box.state = state;
   box.reason = std::move(reason);
-  box.updated_at = nowSeconds();
+  box.updated_at = unixNow();
   if (state != BoxState::kRunning && state != BoxState::kStopping) box.pid = 0;
   return store_.update(box);
 }
@@ -71,18 +53,38 @@ asio::awaitable<Result<Box>> BoxService::create(BoxSpec spec) {
   }
 
   Box box;
-  box.id = newBoxId();
+  box.id = randomId();
   box.name = spec.name.empty() ? "box-" + box.id.substr(0, 8) : spec.name;
   box.config = spec.config;
   box.state = BoxState::kCreating;
   box.accel = std::string(vmm::accelName(config_.accel.accel));
   box.image_dir = tmpl.dir.string();
-  box.created_at = box.updated_at = nowSeconds();
+  box.created_at = box.updated_at = unixNow();
   HUTCH_CO_TRY_VOID(store_.insert(box));
   spdlog::info("box={} name={} creating from template {}", box.id, box.name, tmpl.name);
 
   std::filesystem::path dir = boxDir(box.id);
   std::filesystem::create_directories(dir, ec);
+  if (!ec && config_.use_snapshots && box.config.disk_mib == 0) {
+    std::string note;
+    auto snapshot = co_await templateSnapshot(tmpl, box.config, note);
+    if (snapshot) {
+      RestoreSource source{.state = snapshot->dir / "state",
+                           .memory_file = snapshot->dir / "memory",
+                           .layer = snapshot->layer,
+                           .disk_bytes = std::filesystem::file_size(tmpl.rootfs, ec),
+                           .label = fmt::format("template snapshot {}", snapshot->id)};
+      box.boot = fmt::format("restored from {}{}", source.label, note);
+      co_return co_await bootBox(box, &source);
+    }
+    box.boot = fmt::format("cold boot: no template snapshot ({}){}",
+                           snapshot.error().describe(), note);
+    spdlog::warn("box={} {}", box.id, box.boot);
+  } else if (!config_.use_snapshots) {
+    box.boot = "cold boot: snapshots are off (hutchd --no-snapshots)";
+  } else if (box.config.disk_mib != 0) {
+    box.boot = "cold boot: a disk size other than the template's is grown at boot";
+  }
   std::filesystem::path disk = dir / "disk.qcow2";
   std::filesystem::path base = tmpl.rootfs;
   uint64_t size = box.config.disk_mib;
@@ -109,7 +111,7 @@ asio::awaitable<Result<Box>> BoxService::start(const std::string& key) {
                    fmt::format("Box {} is {}; only a stopped or failed box can be started",
                                box.name, stateName(box.state)));
   }
-  if (!std::filesystem::exists(boxDir(box.id) / "disk.qcow2")) {
+  if (!std::filesystem::exists(boxDir(box.id) / box.disk)) {
     co_return fail(Errc::kFailedPrecondition,
                    fmt::format("Box {} has no disk (it failed before its disk was made); "
                                "remove it and run a new one",
@@ -117,13 +119,14 @@ asio::awaitable<Result<Box>> BoxService::start(const std::string& key) {
   }
   HUTCH_CO_TRY_VOID(setState(box, BoxState::kCreating));
   spdlog::info("box={} starting", box.id);
+  box.boot = "cold boot from its disk";
   co_return co_await bootBox(box);
 }
 
-asio::awaitable<Result<Box>> BoxService::bootBox(Box& box) {
+asio::awaitable<Result<Box>> BoxService::bootBox(Box& box, const RestoreSource* from) {
   auto runtime = std::make_shared<Runtime>(loop_);
   runtimes_[box.id] = runtime;
-  auto booted = co_await boot(box, runtime);
+  auto booted = co_await boot(box, runtime, from);
   if (runtime->removed) {
     co_return fail(Errc::kCancelled, fmt::format("Box {} was removed while starting", box.name));
   }
@@ -141,7 +144,7 @@ asio::awaitable<Result<Box>> BoxService::bootBox(Box& box) {
   co_return box;
 }
 
-asio::awaitable<Result<>> BoxService::boot(Box& box, std::shared_ptr<Runtime> runtime) {
+vmm::VmSpec BoxService::vmSpecFor(const Box& box) const {
   std::filesystem::path dir = boxDir(box.id);
   std::filesystem::path image(box.image_dir);
   vmm::VmSpec spec;
@@ -152,22 +155,48 @@ asio::awaitable<Result<>> BoxService::boot(Box& box, std::shared_ptr<Runtime> ru
   spec.tsc_khz = config_.tsc_khz;
   spec.kernel = image / "vmlinux";
   spec.initrd = image / "initrd.img";
-  spec.disk = dir / "disk.qcow2";
+  spec.disk = dir / box.disk;
   spec.run_dir = dir;
-  if (!std::filesystem::exists(spec.kernel)) {
-    co_return fail(Errc::kFailedPrecondition,
-                   fmt::format("The template build this box was made from is gone ({}); the box "
-                               "cannot boot without its kernel",
-                               image.string()));
-  }
   // Box names allow '_' and '.', hostnames only '-' between labels.
   std::string hostname = box.name;
   std::replace(hostname.begin(), hostname.end(), '_', '-');
   spec.guest_params["hostname"] = hostname;
+  return spec;
+}
+
+asio::awaitable<Result<>> BoxService::boot(Box& box, std::shared_ptr<Runtime> runtime,
+                                           const RestoreSource* from) {
+  vmm::VmSpec spec = vmSpecFor(box);
+  if (!std::filesystem::exists(spec.kernel)) {
+    co_return fail(Errc::kFailedPrecondition,
+                   fmt::format("The template build this box was made from is gone ({}); the box "
+                               "cannot boot without its kernel",
+                               box.image_dir));
+  }
+  if (!from) pruneDiskFiles(box, box.disk);
+  if (from) {
+    // A fresh overlay on the frozen layer: whatever the box's disk held before is replaced.
+    pruneDiskFiles(box, "");
+    box.disk = "disk.qcow2";
+    spec.disk = boxDir(box.id) / box.disk;
+    std::filesystem::path layer = from->layer;
+    std::filesystem::path disk = spec.disk;
+    uint64_t bytes = from->disk_bytes;
+    auto make_overlay = [layer, disk, bytes]() -> Result<> {
+      std::error_code ec;
+      std::filesystem::remove(disk, ec);
+      return storage::createLayerOverlay(layer, disk, bytes);
+    };
+    HUTCH_CO_TRY_VOID(co_await event::offload(pool_, std::move(make_overlay)));
+    spec.incoming_state = from->state;
+    spec.ram = from->memory_file.empty() ? vmm::GuestRam::kPrivate : vmm::GuestRam::kMappedFile;
+    spec.memory_file = from->memory_file;
+  }
   HUTCH_CO_TRY(runtime->vm, co_await backend_.launch(spec));
   box.pid = runtime->vm->pid();
   HUTCH_CO_TRY_VOID(store_.update(box));
   asio::co_spawn(loop_, watch(box.id, runtime), asio::detached);
+  if (from) HUTCH_CO_TRY_VOID(co_await runtime->vm->resume());
 
   auto deadline = std::chrono::steady_clock::now() + config_.boot_timeout;
   auto agent = co_await connectAgent(spec.agentSocket(), deadline);
@@ -179,6 +208,7 @@ asio::awaitable<Result<>> BoxService::boot(Box& box, std::shared_ptr<Runtime> ru
         fmt::format("The guest agent did not answer within {} s", config_.boot_timeout.count())));
   }
   runtime->agent = std::move(*agent);
+  if (from) HUTCH_CO_TRY_VOID(co_await applyIdentity(box, *runtime, false));
   co_return ok();
 }
 
@@ -239,6 +269,12 @@ asio::awaitable<Result<Box>> BoxService::stop(const std::string& key) {
         fmt::format("Box {} is {}, not running; nothing to stop", box.name, stateName(box.state)));
   }
   std::shared_ptr<Runtime> runtime = it->second;
+  if (runtime->busy) {
+    co_return fail(Errc::kFailedPrecondition,
+                   fmt::format("Box {} is busy with a fork or checkpoint; stop it when that is "
+                               "done",
+                               box.name));
+  }
   runtime->stopping = true;
   HUTCH_CO_TRY_VOID(setState(box, BoxState::kStopping));
   if (runtime->agent) {
@@ -294,7 +330,15 @@ asio::awaitable<Result<>> BoxService::remove(const std::string& key, bool force)
   };
   auto deleted = co_await event::offload(pool_, std::move(delete_dir));
   HUTCH_CO_TRY_VOID(deleted);
+  // Its checkpoints go with it; layers that forks stand on stay (collectGarbage).
+  HUTCH_CO_TRY(std::vector<Snapshot> checkpoints, store_.checkpoints(box.id));
+  for (const Snapshot& snap : checkpoints) {
+    HUTCH_CO_TRY_VOID(store_.removeSnapshot(snap.id));
+    std::error_code ec;
+    std::filesystem::remove_all(snap.dir, ec);
+  }
   HUTCH_CO_TRY_VOID(store_.remove(box.id));
+  collectGarbage();
   spdlog::info("box={} removed", box.id);
   co_return ok();
 }
@@ -326,6 +370,7 @@ asio::awaitable<Result<>> BoxService::recoverAfterRestart() {
   HUTCH_CO_TRY_VOID(store_.setMeta("boot_id", this_boot));
   for (Box& box : boxes) {
     if (runtimes_.contains(box.id)) continue;
+    recoverInterruptedCapture(box);
     bool live = box.state == BoxState::kRunning || box.state == BoxState::kCreating ||
                 box.state == BoxState::kStopping;
     if (rebooted && live) {
@@ -333,7 +378,7 @@ asio::awaitable<Result<>> BoxService::recoverAfterRestart() {
       box.state = BoxState::kStopped;
       box.reason.clear();
       box.pid = 0;
-      box.updated_at = nowSeconds();
+      box.updated_at = unixNow();
       HUTCH_CO_TRY_VOID(store_.update(box));
       spdlog::info("box={} stopped (the host rebooted)", box.id);
       continue;
@@ -356,12 +401,15 @@ asio::awaitable<Result<>> BoxService::recoverAfterRestart() {
                    "hutchd restarted while the box was " + std::string(stateName(box.state))));
     }
   }
+  collectGarbage();
   co_return ok();
 }
 
 asio::awaitable<Result<>> BoxService::adopt(Box& box) {
   auto runtime = std::make_shared<Runtime>(loop_);
   HUTCH_CO_TRY(runtime->vm, co_await backend_.adopt(boxDir(box.id)));
+  // An earlier hutchd may have died in the middle of a capture, with the VM paused.
+  HUTCH_CO_TRY_VOID(co_await runtime->vm->resume());
   auto agent = co_await connectAgent(boxDir(box.id) / "agent.sock",
                                      std::chrono::steady_clock::now() + std::chrono::seconds(10));
   if (!agent) co_return fail(agent.error().withContext("The guest agent did not answer"));

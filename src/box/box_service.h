@@ -19,6 +19,7 @@
 
 #include "base/result.h"
 #include "box/box.h"
+#include "box/snapshot.h"
 #include "guest/agent_client.h"
 #include "storage/box_store.h"
 #include "storage/templates.h"
@@ -37,7 +38,15 @@ struct ServiceConfig {
   std::chrono::seconds stop_timeout{30};   // poweroff request -> QEMU gone
   std::string boot_id;                     // this host boot (/proc/sys/kernel/random/boot_id)
   std::string default_user = "hutch";      // exec's user when the request names none
+  // Snapshots: <state>/snapshots/<id>/ and frozen disk layers in <state>/layers/.
+  std::filesystem::path snapshots_dir;
+  std::filesystem::path layers_dir;
+  SnapshotEnv env;               // this host, as snapshot manifests record it
+  bool use_snapshots = true;     // false: every create boots cold (hutchd --no-snapshots)
+  std::chrono::seconds ready_timeout{180};  // a template's ready check before its snapshot
 };
+
+
 
 class BoxService {
  public:
@@ -63,6 +72,21 @@ class BoxService {
   Result<std::filesystem::path> consoleLog(const std::string& key);
   const std::string& defaultUser() const { return config_.default_user; }
 
+  // Captures a running box (paused for the capture, then resumed) and starts spec.count new boxes
+  // from it, each with its own disk overlay and identity; running processes and unsaved files
+  // are in every child.
+  asio::awaitable<Result<std::vector<Box>>> fork(const std::string& key, ForkSpec spec);
+  // Checkpoints of a running box: disk and memory, restorable with rollback().
+  asio::awaitable<Result<Snapshot>> checkpoint(const std::string& key, std::string name);
+  Result<std::vector<Snapshot>> checkpoints(const std::string& key);
+  asio::awaitable<Result<>> removeCheckpoint(const std::string& key, const std::string& name);
+  // Returns the box to exactly the checkpoint's state (files and processes); the box runs
+  // afterwards, whatever state it was in.
+  asio::awaitable<Result<Box>> rollback(const std::string& key, const std::string& name);
+  Result<DiskUsage> diskUsage();
+  // Deletes disk layers no box or snapshot stands on and snapshot directories with no record.
+  void collectGarbage();
+
   // After a hutchd restart: boxes recorded as running whose QEMU still runs are adopted (VM and
   // agent reattached); the others, and boxes caught mid-operation, are marked failed with why.
   asio::awaitable<Result<>> recoverAfterRestart();
@@ -78,11 +102,51 @@ class BoxService {
     bool exited = false;
     bool stopping = false;
     bool removed = false;
+    bool busy = false;  // a capture or rollback is under way
     std::string exit_reason;
   };
 
-  asio::awaitable<Result<Box>> bootBox(Box& box);
-  asio::awaitable<Result<>> boot(Box& box, std::shared_ptr<Runtime> runtime);
+  // Where a restore comes from.
+  struct RestoreSource {
+    std::filesystem::path state;
+    std::filesystem::path memory_file;  // empty: the RAM is in the state file
+    std::filesystem::path layer;        // the frozen disk the box's new overlay stands on
+    uint64_t disk_bytes = 0;            // the layer's virtual size
+    std::string label;                  // for the box's boot note and logs
+  };
+  struct Capture {
+    std::filesystem::path state;
+    std::filesystem::path layer;
+    uint64_t disk_bytes = 0;
+    vmm::SaveStats stats;
+  };
+  struct Flight {  // one template snapshot being made; others wait for it
+    explicit Flight(const asio::any_io_executor& ex) : done(ex) {}
+    asio::steady_timer done;
+    std::optional<Result<Snapshot>> result;
+  };
+
+  asio::awaitable<Result<Box>> bootBox(Box& box, const RestoreSource* from = nullptr);
+  asio::awaitable<Result<>> boot(Box& box, std::shared_ptr<Runtime> runtime,
+                                 const RestoreSource* from);
+  vmm::VmSpec vmSpecFor(const Box& box) const;
+  asio::awaitable<Result<>> applyIdentity(const Box& box, Runtime& runtime, bool grow_root);
+  // The template snapshot a new box of `config` restores from: a compatible one, or one made
+  // now by booting the template cold. `note` says why an older one was not used.
+  asio::awaitable<Result<Snapshot>> templateSnapshot(const storage::Template& tmpl,
+                                                     const BoxConfig& config, std::string& note);
+  asio::awaitable<Result<Snapshot>> makeTemplateSnapshot(const storage::Template& tmpl,
+                                                         const BoxConfig& config);
+  asio::awaitable<Result<>> runReadyCheck(guest::AgentClient& agent, const std::string& command);
+  asio::awaitable<Result<Capture>> capture(Box& box, Runtime& runtime,
+                                           const std::filesystem::path& dir);
+  Result<SnapshotManifest> manifestFor(const Box& box, SnapshotKind kind, const Capture& capture);
+  Result<std::pair<Box, std::shared_ptr<Runtime>>> runningBox(const std::string& key,
+                                                              std::string_view what);
+  asio::awaitable<Result<Box>> createFromCapture(const Box& parent, std::string name,
+                                                 const RestoreSource& source);
+  void recoverInterruptedCapture(Box& box);
+  void pruneDiskFiles(const Box& box, const std::string& keep);
   asio::awaitable<Result<std::shared_ptr<guest::AgentClient>>> connectAgent(
       const std::filesystem::path& socket, std::chrono::steady_clock::time_point deadline);
   asio::awaitable<Result<>> adopt(Box& box);
@@ -98,6 +162,7 @@ class BoxService {
   vmm::VmBackend& backend_;
   ServiceConfig config_;
   std::map<std::string, std::shared_ptr<Runtime>> runtimes_;
+  std::map<std::string, std::shared_ptr<Flight>> flights_;  // by template snapshot key
 };
 
 }  // namespace hutch::box

@@ -128,7 +128,7 @@ boost::asio::awaitable<Result<nlohmann::json>> TemplateService::createFromBox(st
                                stateName(box.state)));
   }
   std::filesystem::path from(box.image_dir);
-  std::filesystem::path disk = templates_.dir().parent_path() / "boxes" / box.id / "disk.qcow2";
+  std::filesystem::path disk = templates_.dir().parent_path() / "boxes" / box.id / box.disk;
   std::string key = fmt::format(
       "{}-{}", box.id, std::chrono::system_clock::to_time_t(std::chrono::system_clock::now()));
   std::filesystem::path dir = config_.images_dir / (name + "-" + key);

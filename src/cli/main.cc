@@ -103,6 +103,38 @@ int main(int argc, char** argv) {
   cp_cmd->add_option("src", cp.source, "SRC_PATH or BOX:SRC_PATH")->required();
   cp_cmd->add_option("dst", cp.destination, "DST_PATH or BOX:DST_PATH")->required();
 
+  std::string fork_box;
+  ForkOptions fork;
+  auto* fork_cmd = app.add_subcommand(
+      "fork", "Copy a running box, processes and unsaved files included, into new boxes");
+  fork_cmd->add_option("--name", fork.name, "Name of the new box (default: generated)");
+  fork_cmd->add_option("-n,--count", fork.count, "How many copies")->capture_default_str();
+  fork_cmd->add_option("box", fork_box, "The running box")->required();
+
+  std::string checkpoint_box;
+  std::string checkpoint_name;
+  auto* checkpoint_cmd = app.add_subcommand(
+      "checkpoint", "Save a running box's disk and memory; 'checkpoint ls|rm' manage them");
+  checkpoint_cmd->add_option("--name", checkpoint_name, "Checkpoint name (default: generated)");
+  auto* checkpoint_ls = checkpoint_cmd->add_subcommand("ls", "List a box's checkpoints");
+  checkpoint_ls->add_option("box", checkpoint_box, "Box name or id")->required();
+  std::vector<std::string> checkpoint_rm_names;
+  auto* checkpoint_rm = checkpoint_cmd->add_subcommand("rm", "Remove checkpoints");
+  checkpoint_rm->add_option("box", checkpoint_box, "Box name or id")->required();
+  checkpoint_rm->add_option("name", checkpoint_rm_names, "Checkpoint names")->required();
+  // `hutch checkpoint BOX` (no subcommand) makes one.
+  checkpoint_cmd->add_option("box", checkpoint_box, "The running box");
+
+  std::string rollback_box;
+  std::string rollback_to;
+  auto* rollback_cmd = app.add_subcommand(
+      "rollback", "Return a box to a checkpoint: its files and its running processes");
+  rollback_cmd->add_option("box", rollback_box, "Box name or id")->required();
+  rollback_cmd->add_option("checkpoint", rollback_to, "Checkpoint name")->required();
+
+  auto* df_cmd =
+      app.add_subcommand("df", "Disk space used by templates, snapshots, checkpoints and boxes");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -138,5 +170,21 @@ int main(int argc, char** argv) {
   if (template_rm->parsed()) return cmdTemplateRemove(client, out, template_rm_names);
   if (doctor_cmd->parsed()) return cmdDoctor(client, out);
   if (cp_cmd->parsed()) return cmdCp(client, out, cp);
+  if (fork_cmd->parsed()) return cmdFork(client, out, fork_box, fork);
+  if (checkpoint_ls->parsed()) return cmdCheckpointList(client, out, checkpoint_box);
+  if (checkpoint_rm->parsed()) {
+    return cmdCheckpointRemove(client, out, checkpoint_box, checkpoint_rm_names);
+  }
+  if (checkpoint_cmd->parsed()) {
+    if (checkpoint_box.empty()) {
+      return reportError(out, hutch::Error(hutch::Errc::kInvalidArgument,
+                                           "Name the box: 'hutch checkpoint BOX [--name NAME]', "
+                                           "'hutch checkpoint ls BOX' or 'hutch checkpoint rm BOX "
+                                           "NAME'"));
+    }
+    return cmdCheckpoint(client, out, checkpoint_box, checkpoint_name);
+  }
+  if (rollback_cmd->parsed()) return cmdRollback(client, out, rollback_box, rollback_to);
+  if (df_cmd->parsed()) return cmdDiskUsage(client, out);
   return 64;
 }

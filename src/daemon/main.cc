@@ -20,6 +20,7 @@
 #include "sys/files.h"
 #include "vmm/accel.h"
 #include "vmm/qemu/qemu_backend.h"
+#include "box/snapshot.h"
 
 namespace {
 
@@ -53,6 +54,9 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--image-cache", image_cache, "Image build cache (env HUTCH_CACHE_DIR)")
       ->capture_default_str();
+  bool no_snapshots = false;
+  app.add_flag("--no-snapshots", no_snapshots,
+               "Boot every box cold instead of restoring its template's snapshot");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
@@ -79,7 +83,7 @@ int run(int argc, char** argv) {
 
   std::filesystem::path state(state_dir);
   std::error_code ec;
-  for (const char* sub : {"boxes", "templates", "images"}) {
+  for (const char* sub : {"boxes", "templates", "images", "snapshots", "layers"}) {
     std::filesystem::create_directories(state / sub, ec);
     if (ec) {
       spdlog::error("Cannot create {}: {}", (state / sub).string(), ec.message());
@@ -100,6 +104,17 @@ int run(int argc, char** argv) {
   hutch::box::ServiceConfig config{state / "boxes", *accel, hutch::vmm::hostTscKhz(),
                                    std::chrono::seconds(boot_timeout)};
   config.default_user = default_user;
+  config.snapshots_dir = state / "snapshots";
+  config.layers_dir = state / "layers";
+  config.use_snapshots = !no_snapshots;
+  auto qemu_version = hutch::vmm::qemu::qemuVersion(backend.binary());
+  if (!qemu_version) {
+    spdlog::error("{}", qemu_version.error().describe());
+    return 69;
+  }
+  config.env = {*qemu_version, std::string(hutch::vmm::accelName(accel->accel)),
+                hutch::box::hostCpuModel()};
+  spdlog::info("QEMU {}; snapshots {}", *qemu_version, no_snapshots ? "off" : "on");
   if (auto boot_id = hutch::sys::readFile("/proc/sys/kernel/random/boot_id"); boot_id) {
     config.boot_id = *boot_id;
     while (!config.boot_id.empty() && config.boot_id.back() == '\n') config.boot_id.pop_back();

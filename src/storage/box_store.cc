@@ -26,11 +26,55 @@ CREATE TABLE boxes (
 ALTER TABLE boxes ADD COLUMN disk_mib INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE boxes ADD COLUMN image_dir TEXT NOT NULL DEFAULT '';
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);)sql",
+    R"sql(
+ALTER TABLE boxes ADD COLUMN boot TEXT NOT NULL DEFAULT '';
+ALTER TABLE boxes ADD COLUMN disk TEXT NOT NULL DEFAULT 'disk.qcow2';
+CREATE TABLE snapshots (
+  id            TEXT PRIMARY KEY,
+  kind          TEXT NOT NULL,
+  box_id        TEXT NOT NULL DEFAULT '',
+  name          TEXT NOT NULL DEFAULT '',
+  template_key  TEXT NOT NULL DEFAULT '',
+  dir           TEXT NOT NULL,
+  layer         TEXT NOT NULL,
+  size_bytes    INTEGER NOT NULL DEFAULT 0,
+  created_at    INTEGER NOT NULL
+);
+CREATE UNIQUE INDEX checkpoint_names ON snapshots (box_id, name) WHERE kind = 'checkpoint';
+CREATE INDEX template_snapshots ON snapshots (template_key) WHERE kind = 'template';)sql",
 };
 
 constexpr const char* kColumns =
     "id, name, template, cpus, memory_mib, state, reason, accel, pid, created_at, updated_at, "
-    "disk_mib, image_dir";
+    "disk_mib, image_dir, boot, disk";
+
+constexpr const char* kSnapshotColumns =
+    "id, kind, box_id, name, template_key, dir, layer, size_bytes, created_at";
+
+Result<box::Snapshot> readSnapshot(const Statement& st) {
+  box::Snapshot s;
+  s.id = st.columnText(0);
+  HUTCH_TRY(s.kind, box::parseSnapshotKind(st.columnText(1)));
+  s.box_id = st.columnText(2);
+  s.name = st.columnText(3);
+  s.template_key = st.columnText(4);
+  s.dir = st.columnText(5);
+  s.layer = st.columnText(6);
+  s.size_bytes = static_cast<uint64_t>(st.columnInt(7));
+  s.created_at = st.columnInt(8);
+  return s;
+}
+
+Result<std::vector<box::Snapshot>> readSnapshots(Statement& st) {
+  std::vector<box::Snapshot> out;
+  while (true) {
+    HUTCH_TRY(bool row, st.step());
+    if (!row) break;
+    HUTCH_TRY(box::Snapshot s, readSnapshot(st));
+    out.push_back(std::move(s));
+  }
+  return out;
+}
 
 Result<box::Box> readRow(const Statement& st) {
   box::Box b;
@@ -47,6 +91,8 @@ Result<box::Box> readRow(const Statement& st) {
   b.updated_at = st.columnInt(10);
   b.config.disk_mib = static_cast<uint64_t>(st.columnInt(11));
   b.image_dir = st.columnText(12);
+  b.boot = st.columnText(13);
+  b.disk = st.columnText(14);
   return b;
 }
 
@@ -63,7 +109,9 @@ void bindRow(Statement& st, const box::Box& b) {
       .bind(10, b.created_at)
       .bind(11, b.updated_at)
       .bind(12, static_cast<int64_t>(b.config.disk_mib))
-      .bind(13, b.image_dir);
+      .bind(13, b.image_dir)
+      .bind(14, b.boot)
+      .bind(15, b.disk);
 }
 
 }  // namespace
@@ -95,7 +143,7 @@ Result<> BoxStore::migrate() {
 
 Result<> BoxStore::insert(const box::Box& b) {
   HUTCH_TRY(Statement st,
-            db_.prepare(fmt::format("INSERT INTO boxes ({}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            db_.prepare(fmt::format("INSERT INTO boxes ({}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                                     kColumns)));
   bindRow(st, b);
   auto r = st.run();
@@ -110,7 +158,7 @@ Result<> BoxStore::insert(const box::Box& b) {
 Result<> BoxStore::update(const box::Box& b) {
   HUTCH_TRY(Statement st, db_.prepare("UPDATE boxes SET id=?1, name=?2, template=?3, cpus=?4, "
                                       "memory_mib=?5, state=?6, reason=?7, accel=?8, pid=?9, "
-                                      "created_at=?10, updated_at=?11, disk_mib=?12, image_dir=?13 "
+                                      "created_at=?10, updated_at=?11, disk_mib=?12, image_dir=?13, boot=?14, disk=?15 "
                                       "WHERE id=?1"));
   bindRow(st, b);
   HUTCH_TRY_VOID(st.run());
@@ -177,6 +225,80 @@ Result<std::vector<box::Box>> BoxStore::list() {
     out.push_back(std::move(b));
   }
   return out;
+}
+
+}  // namespace hutch::storage
+
+namespace hutch::storage {
+
+Result<> BoxStore::insertSnapshot(const box::Snapshot& s) {
+  HUTCH_TRY(Statement st, db_.prepare(fmt::format(
+                              "INSERT INTO snapshots ({}) VALUES (?,?,?,?,?,?,?,?,?)", kSnapshotColumns)));
+  st.bind(1, s.id)
+      .bind(2, box::snapshotKindName(s.kind))
+      .bind(3, s.box_id)
+      .bind(4, s.name)
+      .bind(5, s.template_key)
+      .bind(6, s.dir.string())
+      .bind(7, s.layer.string())
+      .bind(8, static_cast<int64_t>(s.size_bytes))
+      .bind(9, s.created_at);
+  auto r = st.run();
+  if (!r && r.error().code() == Errc::kAlreadyExists) {
+    return fail(Errc::kAlreadyExists,
+                fmt::format("The box already has a checkpoint named '{}'; choose another name "
+                            "or remove that one",
+                            s.name));
+  }
+  return r;
+}
+
+Result<> BoxStore::removeSnapshot(const std::string& id) {
+  HUTCH_TRY(Statement st, db_.prepare("DELETE FROM snapshots WHERE id=?"));
+  st.bind(1, id);
+  return st.run();
+}
+
+Result<std::vector<box::Snapshot>> BoxStore::listSnapshots() {
+  HUTCH_TRY(Statement st, db_.prepare(fmt::format(
+                              "SELECT {} FROM snapshots ORDER BY created_at, id", kSnapshotColumns)));
+  return readSnapshots(st);
+}
+
+Result<std::vector<box::Snapshot>> BoxStore::checkpoints(const std::string& box_id) {
+  HUTCH_TRY(Statement st,
+            db_.prepare(fmt::format("SELECT {} FROM snapshots WHERE kind='checkpoint' AND "
+                                    "box_id=? ORDER BY created_at, id",
+                                    kSnapshotColumns)));
+  st.bind(1, box_id);
+  return readSnapshots(st);
+}
+
+Result<box::Snapshot> BoxStore::findCheckpoint(const std::string& box_id,
+                                               const std::string& name) {
+  HUTCH_TRY(Statement st,
+            db_.prepare(fmt::format("SELECT {} FROM snapshots WHERE kind='checkpoint' AND "
+                                    "box_id=?1 AND (name=?2 OR id=?2)",
+                                    kSnapshotColumns)));
+  st.bind(1, box_id).bind(2, name);
+  HUTCH_TRY(auto found, readSnapshots(st));
+  if (found.empty()) {
+    return fail(Errc::kNotFound, fmt::format("The box has no checkpoint '{}' (see 'hutch "
+                                             "checkpoint ls BOX')",
+                                             name));
+  }
+  return found.front();
+}
+
+Result<std::optional<box::Snapshot>> BoxStore::findTemplateSnapshot(const std::string& key) {
+  HUTCH_TRY(Statement st,
+            db_.prepare(fmt::format("SELECT {} FROM snapshots WHERE kind='template' AND "
+                                    "template_key=? ORDER BY created_at DESC LIMIT 1",
+                                    kSnapshotColumns)));
+  st.bind(1, key);
+  HUTCH_TRY(auto found, readSnapshots(st));
+  if (found.empty()) return std::optional<box::Snapshot>();
+  return std::optional<box::Snapshot>(found.front());
 }
 
 }  // namespace hutch::storage

@@ -7,6 +7,7 @@
 
 #include "base/result.h"
 #include "box/box.h"
+#include "box/snapshot.h"
 #include "storage/sqlite.h"
 
 namespace hutch::storage {
@@ -24,6 +25,16 @@ class BoxStore {
   // Finds by id, unique id prefix, or name.
   Result<box::Box> find(const std::string& id_or_name);
   Result<std::vector<box::Box>> list();
+
+  // Snapshots: template snapshots, checkpoints, fork captures.
+  Result<> insertSnapshot(const box::Snapshot& snapshot);  // kAlreadyExists: checkpoint name taken
+  Result<> removeSnapshot(const std::string& id);
+  Result<std::vector<box::Snapshot>> listSnapshots();
+  Result<std::vector<box::Snapshot>> checkpoints(const std::string& box_id);
+  // By checkpoint name or snapshot id; kNotFound says how to list them.
+  Result<box::Snapshot> findCheckpoint(const std::string& box_id, const std::string& name);
+  // The newest template snapshot made for `key` (templateSnapshotKey), if any.
+  Result<std::optional<box::Snapshot>> findTemplateSnapshot(const std::string& key);
 
   // Small daemon facts that must survive restarts (the host's boot id).
   Result<std::string> getMeta(const std::string& key);  // "" if unset

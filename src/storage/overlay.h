@@ -12,4 +12,9 @@ namespace hutch::storage {
 Result<> createOverlay(const std::filesystem::path& base, const std::filesystem::path& overlay,
                        uint64_t size_mib = 0);
 
+// A qcow2 overlay over a frozen qcow2 layer, `size_bytes` large. The layer is not opened (-u):
+// QEMU may still hold it open for writing until it switches to the new overlay.
+Result<> createLayerOverlay(const std::filesystem::path& layer,
+                            const std::filesystem::path& overlay, uint64_t size_bytes);
+
 }  // namespace hutch::storage

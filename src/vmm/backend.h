@@ -30,6 +30,12 @@ struct Capabilities {
   bool operator==(const Capabilities&) const = default;
 };
 
+// What saving a VM's state cost.
+struct SaveStats {
+  uint64_t bytes = 0;  // the state file's size
+  std::chrono::milliseconds took{0};
+};
+
 // A launched VM. Owns the VMM process: destroying a Vm does NOT kill the process (so hutchd can
 // restart and adopt it later); call kill() or shutdown() for that.
 class Vm {
@@ -42,6 +48,18 @@ class Vm {
   virtual bool exited() const = 0;
   virtual asio::awaitable<Result<>> pause() = 0;
   virtual asio::awaitable<Result<>> resume() = 0;
+  // Writes the paused VM's device state and its private RAM (not RAM in a shared memory file)
+  // to `state_file`. The VM stays paused; resume() continues it.
+  virtual asio::awaitable<Result<SaveStats>> saveState(std::filesystem::path state_file) {
+    (void)state_file;
+    co_return fail(Errc::kUnsupported, "This VM cannot save its state");
+  }
+  // Moves the running VM's writes to `new_top`, an existing qcow2 whose backing file holds
+  // everything written so far, which is frozen from then on.
+  virtual asio::awaitable<Result<>> switchDisk(std::filesystem::path new_top) {
+    (void)new_top;
+    co_return fail(Errc::kUnsupported, "This VM cannot switch disks");
+  }
   // Ask the VMM to quit now (QMP "quit"; SIGKILL if that fails), then wait until it is gone.
   virtual asio::awaitable<Result<>> kill() = 0;
 };

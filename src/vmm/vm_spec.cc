@@ -46,6 +46,15 @@ Result<Accel> parseAccel(std::string_view text) {
               "Unknown acceleration '" + std::string(text) + "': use kvm or tcg");
 }
 
+std::string_view guestRamName(GuestRam ram) {
+  switch (ram) {
+    case GuestRam::kPrivate: return "private";
+    case GuestRam::kSharedFile: return "shared-file";
+    case GuestRam::kMappedFile: return "mapped-file";
+  }
+  return "?";
+}
+
 Result<> VmSpec::validate() const {
   if (id.empty()) return fail(Errc::kInvalidArgument, "Set the VM id");
   if (id.size() > 64 || !std::all_of(id.begin(), id.end(), isNameChar)) {
@@ -79,6 +88,12 @@ Result<> VmSpec::validate() const {
                                               "line cannot carry them");
     }
   }
+  if (ram != GuestRam::kPrivate && memory_file.empty()) {
+    return fail(Errc::kInvalidArgument,
+                "Guest RAM '" + std::string(guestRamName(ram)) + "' needs a memory file");
+  }
+  if (ram == GuestRam::kMappedFile) HUTCH_TRY_VOID(checkFile("memory file", memory_file));
+  if (!incoming_state.empty()) HUTCH_TRY_VOID(checkFile("snapshot state", incoming_state));
   if (run_dir.empty()) return fail(Errc::kInvalidArgument, "Set the VM's run directory");
   std::error_code ec;
   if (!std::filesystem::is_directory(run_dir, ec)) {

@@ -14,6 +14,15 @@ enum class Accel { kKvm, kTcg };
 std::string_view accelName(Accel accel);
 Result<Accel> parseAccel(std::string_view text);  // "kvm" | "tcg"
 
+// Where guest RAM lives.
+//   kPrivate:    anonymous memory (an ordinary box; a capture carries its RAM in the state file).
+//   kSharedFile: memory_file, writes reach it (a template VM: its snapshot keeps the file and the
+//                state file skips the RAM, the migration capability x-ignore-shared).
+//   kMappedFile: memory_file is a frozen snapshot's RAM, mapped copy-on-write, so every box
+//                restored from one snapshot shares its unchanged pages.
+enum class GuestRam { kPrivate, kSharedFile, kMappedFile };
+std::string_view guestRamName(GuestRam ram);
+
 struct VmSpec {
   std::string id;  // box id, used for QEMU's -name and logs
   unsigned cpus = 1;
@@ -25,6 +34,11 @@ struct VmSpec {
   std::filesystem::path disk;    // the box's writable disk (qcow2 overlay)
   std::string disk_format = "qcow2";
   std::map<std::string, std::string> guest_params;  // rendered as hutch.KEY=VALUE on the cmdline
+  GuestRam ram = GuestRam::kPrivate;
+  std::filesystem::path memory_file;  // kSharedFile, kMappedFile
+  // Restore instead of boot: QEMU starts waiting for a migration stream (-incoming defer) and
+  // loads this state file; launch() returns with the VM paused, ready to resume().
+  std::filesystem::path incoming_state;
   std::filesystem::path run_dir;  // box directory: sockets, logs, pid file live here
   // Derived paths inside run_dir.
   std::filesystem::path qmpSocket() const { return run_dir / "qmp.sock"; }

@@ -23,6 +23,11 @@ struct RunOptions {
   ExecOptions exec;
 };
 
+struct ForkOptions {
+  std::string name;
+  unsigned count = 1;
+};
+
 int cmdRun(const ApiClient& client, const Output& out, const RunOptions& options);
 int cmdExec(const ApiClient& client, const Output& out, const std::string& box,
             const ExecOptions& options);
@@ -41,6 +46,17 @@ int cmdTemplateRemove(const ApiClient& client, const Output& out,
                       const std::vector<std::string>& names);
 int cmdDoctor(const ApiClient& client, const Output& out);
 int cmdCp(const ApiClient& client, const Output& out, const CopyOptions& options);
+
+int cmdFork(const ApiClient& client, const Output& out, const std::string& box,
+            const ForkOptions& options);
+int cmdCheckpoint(const ApiClient& client, const Output& out, const std::string& box,
+                  const std::string& name);
+int cmdCheckpointList(const ApiClient& client, const Output& out, const std::string& box);
+int cmdCheckpointRemove(const ApiClient& client, const Output& out, const std::string& box,
+                        const std::vector<std::string>& names);
+int cmdRollback(const ApiClient& client, const Output& out, const std::string& box,
+                const std::string& checkpoint);
+int cmdDiskUsage(const ApiClient& client, const Output& out);
 
 // "512", "512M", "512MiB", "2G", "2GiB" -> MiB.
 Result<uint64_t> parseMemoryMib(const std::string& text);

@@ -47,9 +47,18 @@ void MemoryBackendFile::appendTo(Argv& argv) const {
   std::string size = std::to_string(size_mib) + "M";
   // -m must match the backend's size when the machine uses memory-backend=.
   argv.insert(argv.end(), {"-m", size});
+  if (mem_path.empty()) {
+    argv.insert(argv.end(),
+                {"-object", "memory-backend-ram,id=" + escapeOptionValue(id) + ",size=" + size});
+    return;
+  }
   argv.insert(argv.end(),
               {"-object", "memory-backend-file,id=" + escapeOptionValue(id) + ",size=" + size +
                               ",mem-path=" + esc(mem_path) + ",share=" + (share ? "on" : "off")});
+}
+
+void IncomingMigration::appendTo(Argv& argv) const {
+  argv.insert(argv.end(), {"-S", "-incoming", "defer"});
 }
 
 KernelCmdline KernelCmdline::forGuest(uint64_t tsc_khz,
@@ -115,8 +124,10 @@ QemuArgv QemuArgv::forSpec(const VmSpec& spec, std::filesystem::path binary) {
   q.accel.accel = spec.accel;
   q.cpu.model = spec.accel == Accel::kKvm ? "host" : "";
   q.cpu.count = spec.cpus;
-  q.memory = MemoryBackendFile{
-      .id = "mem", .size_mib = spec.memory_mib, .mem_path = spec.run_dir / "memory", .share = true};
+  q.memory = MemoryBackendFile{.id = "mem",
+                               .size_mib = spec.memory_mib,
+                               .mem_path = spec.ram == GuestRam::kPrivate ? "" : spec.memory_file,
+                               .share = spec.ram == GuestRam::kSharedFile};
   q.machine.memory_backend = q.memory->id;
   q.boot.kernel = spec.kernel;
   q.boot.initrd = spec.initrd;
@@ -126,6 +137,7 @@ QemuArgv QemuArgv::forSpec(const VmSpec& spec, std::filesystem::path binary) {
   q.rng = VirtioRng{};
   q.console = SerialConsoleLog{.log = spec.consoleLog()};
   q.qmp.socket = spec.qmpSocket();
+  if (!spec.incoming_state.empty()) q.incoming = IncomingMigration{};
   return q;
 }
 
@@ -142,6 +154,7 @@ Argv QemuArgv::render() const {
   if (rng) rng->appendTo(argv);
   if (console) console->appendTo(argv);
   qmp.appendTo(argv);
+  if (incoming) incoming->appendTo(argv);
   argv.insert(argv.end(), extra.begin(), extra.end());
   return argv;
 }

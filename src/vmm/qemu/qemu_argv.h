@@ -47,12 +47,19 @@ struct CpuOption {
   void appendTo(Argv& argv) const;
 };
 
-// -m N -object memory-backend-file,...: guest RAM in a file, so a snapshot maps it back.
+// -m N -object memory-backend-file,... (guest RAM in a file, so a snapshot maps it back) or
+// memory-backend-ram when mem_path is empty. The id names the RAM block in migration streams:
+// a snapshot restores only into a VM whose backend has the same id.
 struct MemoryBackendFile {
   std::string id = "mem";
   uint64_t size_mib = 512;
-  std::filesystem::path mem_path;
+  std::filesystem::path mem_path;  // empty: anonymous memory-backend-ram
   bool share = true;  // writes reach the file (snapshot source); false: private copy-on-write
+  void appendTo(Argv& argv) const;
+};
+
+// -S -incoming defer: wait, paused, for migrate-incoming (a snapshot restore).
+struct IncomingMigration {
   void appendTo(Argv& argv) const;
 };
 
@@ -125,6 +132,7 @@ struct QemuArgv {
   std::optional<VirtioRng> rng;
   std::optional<SerialConsoleLog> console;
   QmpSocket qmp;
+  std::optional<IncomingMigration> incoming;
   Argv extra;  // appended verbatim (tests, experiments)
 
   // The command line hutch uses for `spec` (which should be valid).

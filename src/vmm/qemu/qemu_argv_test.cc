@@ -41,7 +41,7 @@ TEST(QemuArgvTest, TcgSpec) {
       "-m",
       "512M",
       "-object",
-      "memory-backend-file,id=mem,size=512M,mem-path=/var/lib/hutch/boxes/box-1/memory,share=on",
+      "memory-backend-ram,id=mem,size=512M",
       "-kernel",
       "/var/lib/hutch/templates/base/vmlinux",
       "-initrd",
@@ -111,6 +111,30 @@ TEST(QemuArgvTest, CommasInPathsAreDoubled) {
   Argv q;
   qmp.appendTo(q);
   EXPECT_EQ(q, (Argv{"-qmp", "unix:/run/a,,b/qmp.sock,server=on,wait=off"}));
+}
+
+TEST(QemuArgvTest, GuestRamModes) {
+  VmSpec spec = tcgSpec();
+  auto object = [&] {
+    Argv argv = QemuArgv::forSpec(spec, "qemu").render();
+    auto it = std::find(argv.begin(), argv.end(), "-object");
+    return it + 1 == argv.end() ? std::string() : *(it + 1);
+  };
+  spec.ram = GuestRam::kSharedFile;
+  spec.memory_file = "/snap/t1/memory";
+  EXPECT_EQ(object(), "memory-backend-file,id=mem,size=512M,mem-path=/snap/t1/memory,share=on");
+  spec.ram = GuestRam::kMappedFile;
+  EXPECT_EQ(object(), "memory-backend-file,id=mem,size=512M,mem-path=/snap/t1/memory,share=off");
+}
+
+TEST(QemuArgvTest, RestoreWaitsPausedForTheStream) {
+  VmSpec spec = tcgSpec();
+  Argv boot = QemuArgv::forSpec(spec, "qemu").render();
+  EXPECT_EQ(std::find(boot.begin(), boot.end(), "-incoming"), boot.end());
+  spec.incoming_state = "/snap/t1/state";
+  Argv restore = QemuArgv::forSpec(spec, "qemu").render();
+  Argv tail(restore.end() - 3, restore.end());
+  EXPECT_EQ(tail, (Argv{"-S", "-incoming", "defer"}));
 }
 
 TEST(QemuArgvTest, RestoreShapedMemory) {

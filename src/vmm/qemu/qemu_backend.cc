@@ -14,6 +14,7 @@
 #include "sys/files.h"
 #include "sys/pidfd.h"
 #include "sys/proc_fs.h"
+#include "sys/run.h"
 #include "sys/spawn.h"
 #include "vmm/accel.h"
 #include "vmm/log.h"
@@ -129,7 +130,7 @@ QemuBackend::QemuBackend(asio::any_io_executor executor, std::filesystem::path q
 }
 
 Capabilities QemuBackend::capabilities() const {
-  return Capabilities{.pause = true, .snapshot = false, .kvm = kvm_usable_, .tcg = true};
+  return Capabilities{.pause = true, .snapshot = true, .kvm = kvm_usable_, .tcg = true};
 }
 
 asio::awaitable<Result<std::unique_ptr<Vm>>> QemuBackend::launch(const VmSpec& spec) {
@@ -217,6 +218,17 @@ asio::awaitable<Result<std::unique_ptr<QemuVm>>> QemuBackend::launchQemu(const V
     Error error = status.error().withContext("QEMU for VM " + spec.id);
     co_return fail(co_await abandon(*vm, std::move(error)));
   }
+  if (!spec.incoming_state.empty()) {
+    auto loaded = co_await vm->loadState(spec.incoming_state);
+    if (!loaded) {
+      Error error = loaded.error().withContext("QEMU for VM " + spec.id);
+      if (vm->exited()) error = error.withContext("qemu.log: " + logTail(spec.vmmLog()));
+      co_return fail(co_await abandon(*vm, std::move(error)));
+    }
+    vmmLog().info("box={} QEMU pid {} restored from {}, paused", spec.id, pid,
+                  spec.incoming_state.string());
+    co_return std::move(vm);
+  }
   if (*status != "running") {
     Error error(Errc::kInternal,
                 "QEMU for VM " + spec.id + " is '" + *status + "' after start, not running");
@@ -283,6 +295,19 @@ asio::awaitable<Result<std::unique_ptr<QemuVm>>> QemuBackend::adoptQemu(
     co_return fail(status.error().withContext("Adopting QEMU pid " + std::to_string(*pid)));
   vmmLog().info("Adopted QEMU pid {} in {} ({})", *pid, run_dir.string(), *status);
   co_return std::move(vm);
+}
+
+Result<std::string> qemuVersion(const std::filesystem::path& binary) {
+  HUTCH_TRY(std::string out, sys::runCapture({binary.string(), "--version"}));
+  constexpr std::string_view kPrefix = "QEMU emulator version ";
+  size_t at = out.find(kPrefix);
+  if (at == std::string::npos) {
+    return fail(Errc::kInvalidArgument,
+                binary.string() + " --version does not say which QEMU it is: " + out);
+  }
+  std::string version = out.substr(at + kPrefix.size());
+  version = version.substr(0, version.find('\n'));
+  return version;
 }
 
 }  // namespace hutch::vmm::qemu

@@ -73,4 +73,8 @@ bool isQemuForRunDir(const std::vector<std::string>& cmdline, const std::filesys
 // The pid in <run_dir>/qemu.pid if that process is our QEMU for run_dir, else kNotFound.
 Result<pid_t> findRunningQemu(const std::filesystem::path& run_dir);
 
+// "7.2.22 (Debian 1:7.2+dfsg-7+deb12u18+b3)" from `qemu-system-x86_64 --version`: snapshots
+// record it, because device state is only guaranteed to load into the same QEMU build.
+Result<std::string> qemuVersion(const std::filesystem::path& binary);
+
 }  // namespace hutch::vmm::qemu

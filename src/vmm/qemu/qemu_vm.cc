@@ -1,6 +1,8 @@
 #include "vmm/qemu/qemu_vm.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <boost/asio/co_spawn.hpp>
@@ -112,14 +114,112 @@ asio::awaitable<std::string> QemuVm::waitExit() {
   co_return *watch->text;
 }
 
-asio::awaitable<Result<Json>> QemuVm::command(std::string name) {
+asio::awaitable<Result<Json>> QemuVm::command(std::string name, Json arguments) {
   if (exited()) {
     co_return fail(Errc::kFailedPrecondition,
                    "The VM's QEMU has exited (" + *watch_->text + "): start the box again");
   }
   if (!qmp_)
     co_return fail(Errc::kUnavailable, "No QMP connection to QEMU pid " + std::to_string(pid_));
-  co_return co_await qmp_->execute(std::move(name), nullptr, options_.qmp_timeout);
+  co_return co_await qmp_->execute(std::move(name), std::move(arguments), options_.qmp_timeout);
+}
+
+asio::awaitable<void> QemuVm::sleep(std::chrono::milliseconds delay) {
+  asio::steady_timer timer(watch_->descriptor.get_executor(), delay);
+  error_code ec;
+  co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+}
+
+asio::awaitable<Result<>> QemuVm::passFd(const std::string& name, int fd) {
+  if (!qmp_)
+    co_return fail(Errc::kUnavailable, "No QMP connection to QEMU pid " + std::to_string(pid_));
+  Json args = {{"fdname", name}};
+  auto r = co_await qmp_->executeWithFd("getfd", std::move(args), fd, options_.qmp_timeout);
+  if (!r) co_return fail(r.error());
+  co_return ok();
+}
+
+// Both ends of a snapshot must agree: RAM in a shared memory file stays out of the stream.
+asio::awaitable<Result<>> QemuVm::ignoreSharedRam() {
+  Json caps = {{"capabilities", Json::array({{{"capability", "x-ignore-shared"}, {"state", true}}})}};
+  auto r = co_await command("migrate-set-capabilities", std::move(caps));
+  if (!r) co_return fail(r.error());
+  co_return ok();
+}
+
+asio::awaitable<Result<SaveStats>> QemuVm::saveState(std::filesystem::path state_file) {
+  auto started = std::chrono::steady_clock::now();
+  std::string context = "Cannot save the VM's state to " + state_file.string();
+  UniqueFd fd(::open(state_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  if (!fd) co_return fail(sysError(context, errno));
+  auto caps = co_await ignoreSharedRam();
+  if (!caps) co_return fail(caps.error().withContext(context));
+  // The default bandwidth cap (128 MiB/s) would make a save of a busy guest take seconds.
+  Json params = {{"max-bandwidth", int64_t{1} << 40}};
+  auto limited = co_await command("migrate-set-parameters", std::move(params));
+  if (!limited) co_return fail(limited.error().withContext(context));
+  auto passed = co_await passFd("hutch-state", fd.get());
+  if (!passed) co_return fail(passed.error().withContext(context));
+  Json uri = {{"uri", "fd:hutch-state"}};
+  auto migrating = co_await command("migrate", std::move(uri));
+  if (!migrating) co_return fail(migrating.error().withContext(context));
+  auto delay = std::chrono::milliseconds(1);
+  for (;;) {
+    auto info = co_await command("query-migrate");
+    if (!info) co_return fail(info.error().withContext(context));
+    std::string status = info->value("status", "");
+    if (status == "completed") break;
+    if (status == "failed" || status == "cancelled") {
+      co_return fail(Errc::kInternal,
+                     context + ": migration " + status + ": " +
+                         info->value("error-desc", std::string("QEMU gave no reason")));
+    }
+    co_await sleep(delay);
+    delay = std::min(delay * 2, std::chrono::milliseconds(20));
+  }
+  struct stat st {};
+  SaveStats stats;
+  if (::fstat(fd.get(), &st) == 0) stats.bytes = static_cast<uint64_t>(st.st_size);
+  stats.took = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - started);
+  co_return stats;
+}
+
+asio::awaitable<Result<>> QemuVm::loadState(std::filesystem::path state_file) {
+  std::string context = "Cannot restore the VM from " + state_file.string();
+  UniqueFd fd(::open(state_file.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) co_return fail(sysError(context, errno));
+  auto caps = co_await ignoreSharedRam();
+  if (!caps) co_return fail(caps.error().withContext(context));
+  auto passed = co_await passFd("hutch-state", fd.get());
+  if (!passed) co_return fail(passed.error().withContext(context));
+  Json uri = {{"uri", "fd:hutch-state"}};
+  auto incoming = co_await command("migrate-incoming", std::move(uri));
+  if (!incoming) co_return fail(incoming.error().withContext(context));
+  auto delay = std::chrono::milliseconds(1);
+  for (;;) {
+    // A stream QEMU cannot load makes it exit: command() then reports the exit.
+    auto status = co_await queryStatus();
+    if (!status) co_return fail(status.error().withContext(context));
+    if (*status != "inmigrate") {
+      if (*status != "paused") {
+        co_return fail(Errc::kInternal, context + ": QEMU is '" + *status + "' after loading");
+      }
+      co_return ok();
+    }
+    co_await sleep(delay);
+    delay = std::min(delay * 2, std::chrono::milliseconds(10));
+  }
+}
+
+asio::awaitable<Result<>> QemuVm::switchDisk(std::filesystem::path new_top) {
+  Json args = {{"device", "root"},
+               {"snapshot-file", new_top.string()},
+               {"format", "qcow2"},
+               {"mode", "existing"}};
+  auto r = co_await command("blockdev-snapshot-sync", std::move(args));
+  if (!r) co_return fail(r.error().withContext("Cannot move the VM's disk to " + new_top.string()));
+  co_return ok();
 }
 
 asio::awaitable<Result<>> QemuVm::pause() {

@@ -38,6 +38,10 @@ class QemuVm : public Vm {
   asio::awaitable<Result<>> pause() override;
   asio::awaitable<Result<>> resume() override;
   asio::awaitable<Result<>> kill() override;
+  asio::awaitable<Result<SaveStats>> saveState(std::filesystem::path state_file) override;
+  asio::awaitable<Result<>> switchDisk(std::filesystem::path new_top) override;
+  // Loads a state file into a QEMU started with -incoming defer; the VM is paused afterwards.
+  asio::awaitable<Result<>> loadState(std::filesystem::path state_file);
 
   // Sends SIGKILL without asking QEMU first, then waits for the exit.
   asio::awaitable<Result<>> killNow();
@@ -56,7 +60,10 @@ class QemuVm : public Vm {
 
  private:
   struct Watch;
-  asio::awaitable<Result<Json>> command(std::string name);
+  asio::awaitable<Result<Json>> command(std::string name, Json arguments = nullptr);
+  asio::awaitable<Result<>> passFd(const std::string& name, int fd);
+  asio::awaitable<Result<>> ignoreSharedRam();
+  asio::awaitable<void> sleep(std::chrono::milliseconds delay);
 
   pid_t pid_;
   std::filesystem::path run_dir_;

@@ -1,5 +1,11 @@
 #include "vmm/qemu/qmp_client.h"
 
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <cerrno>
+#include <cstring>
+
 #include <algorithm>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -118,6 +124,17 @@ std::string QmpClient::qemuVersion() const {
 
 asio::awaitable<Result<Json>> QmpClient::execute(std::string command, Json arguments,
                                                  std::chrono::milliseconds timeout) {
+  co_return co_await send(std::move(command), std::move(arguments), -1, timeout);
+}
+
+asio::awaitable<Result<Json>> QmpClient::executeWithFd(std::string command, Json arguments,
+                                                       int fd, std::chrono::milliseconds timeout) {
+  if (fd < 0) co_return fail(Errc::kInvalidArgument, "No descriptor to send with " + command);
+  co_return co_await send(std::move(command), std::move(arguments), fd, timeout);
+}
+
+asio::awaitable<Result<Json>> QmpClient::send(std::string command, Json arguments, int fd,
+                                              std::chrono::milliseconds timeout) {
   if (!connected_) {
     co_return fail(
         Errc::kUnavailable,
@@ -129,7 +146,7 @@ asio::awaitable<Result<Json>> QmpClient::execute(std::string command, Json argum
   pending_[id] = pending;
   Json message = {{"execute", command}, {"id", id}};
   if (!arguments.is_null()) message["arguments"] = std::move(arguments);
-  outbox_.push_back(message.dump() + "\n");
+  outbox_.push_back(Outgoing{message.dump() + "\n", fd});
   if (!writing_) co_await flushWrites();
 
   while (!pending->result) {
@@ -149,8 +166,20 @@ asio::awaitable<void> QmpClient::flushWrites() {
   writing_ = true;
   while (!outbox_.empty() && connected_) {
     error_code ec;
-    co_await asio::async_write(socket_, asio::buffer(outbox_.front()),
-                               asio::redirect_error(asio::use_awaitable, ec));
+    size_t skip = 0;
+    if (outbox_.front().fd >= 0) {
+      auto sent = co_await sendWithFd(outbox_.front().text, outbox_.front().fd);
+      if (!sent) {
+        connectionLost("passing a descriptor to QMP failed: " + sent.error().describe());
+        break;
+      }
+      skip = *sent;
+    }
+    const std::string& text = outbox_.front().text;
+    if (skip < text.size()) {
+      co_await asio::async_write(socket_, asio::buffer(text.data() + skip, text.size() - skip),
+                                 asio::redirect_error(asio::use_awaitable, ec));
+    }
     if (ec) {
       connectionLost("writing to QMP failed: " + ec.message());
       break;
@@ -158,6 +187,32 @@ asio::awaitable<void> QmpClient::flushWrites() {
     outbox_.pop_front();
   }
   writing_ = false;
+}
+
+asio::awaitable<Result<size_t>> QmpClient::sendWithFd(const std::string& text, int fd) {
+  for (;;) {
+    iovec iov{const_cast<char*>(text.data()), text.size()};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
+    cmsg->cmsg_level = SOL_SOCKET;
+    cmsg->cmsg_type = SCM_RIGHTS;
+    cmsg->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(cmsg), &fd, sizeof fd);
+    ssize_t n = ::sendmsg(socket_.native_handle(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n >= 0) co_return static_cast<size_t>(n);
+    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      co_return fail(sysError("sendmsg on the QMP socket", errno));
+    }
+    error_code ec;
+    co_await socket_.async_wait(asio::socket_base::wait_write,
+                                asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) co_return fail(Errc::kUnavailable, "QMP socket: " + ec.message());
+  }
 }
 
 asio::awaitable<void> QmpClient::readLoop() {

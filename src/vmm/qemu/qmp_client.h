@@ -63,6 +63,10 @@ class QmpClient : public std::enable_shared_from_this<QmpClient> {
   // within `timeout` is kTimeout.
   asio::awaitable<Result<Json>> execute(std::string command, Json arguments = nullptr,
                                         std::chrono::milliseconds timeout = kDefaultTimeout);
+  // Like execute(), sending `fd` with the command (SCM_RIGHTS), as "getfd" and "add-fd" expect.
+  // The caller keeps its descriptor; QEMU gets its own copy.
+  asio::awaitable<Result<Json>> executeWithFd(std::string command, Json arguments, int fd,
+                                              std::chrono::milliseconds timeout = kDefaultTimeout);
 
   // Events: kept (the last kMaxEventsKept) and passed to the handler as they arrive.
   void setEventHandler(std::function<void(const QmpEvent&)> handler);
@@ -87,14 +91,22 @@ class QmpClient : public std::enable_shared_from_this<QmpClient> {
 
   asio::awaitable<Result<>> negotiate(std::chrono::milliseconds timeout);
   asio::awaitable<void> readLoop();
+  asio::awaitable<Result<Json>> send(std::string command, Json arguments, int fd,
+                                     std::chrono::milliseconds timeout);
   asio::awaitable<void> flushWrites();
+  // Writes the head of `text` with `fd` attached; returns the bytes written.
+  asio::awaitable<Result<size_t>> sendWithFd(const std::string& text, int fd);
   void dispatch(const Json& message);
   void connectionLost(const std::string& why);
   void wakeWaiters();
 
   asio::local::stream_protocol::socket socket_;
   std::string read_buffer_;
-  std::deque<std::string> outbox_;
+  struct Outgoing {
+    std::string text;
+    int fd = -1;  // sent with the first byte; owned by the caller until execute returns
+  };
+  std::deque<Outgoing> outbox_;
   bool writing_ = false;
   bool connected_ = true;
   std::string lost_reason_;

@@ -1,0 +1,665 @@
+// BoxService's snapshot operations: template snapshots, fork, checkpoints and rollback, space
+// accounting and garbage collection. See docs/snapshots.md for the design and its measurements.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <set>
+
+#include "box/box_service.h"
+#include "event/offload.h"
+#include "storage/overlay.h"
+#include "sys/files.h"
+
+namespace hutch::box {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Allocated bytes of a file, or of everything under a directory.
+uint64_t allocatedBytes(const fs::path& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return 0;
+  uint64_t total = static_cast<uint64_t>(st.st_blocks) * 512;
+  if (!S_ISDIR(st.st_mode)) return total;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(path, ec); !ec && it != fs::end(it);
+       it.increment(ec)) {
+    if (::lstat(it->path().c_str(), &st) == 0) total += static_cast<uint64_t>(st.st_blocks) * 512;
+  }
+  return total;
+}
+
+void removeQuietly(const fs::path& path) {
+  std::error_code ec;
+  fs::remove_all(path, ec);
+  if (ec) spdlog::warn("Cannot delete {}: {}", path.string(), ec.message());
+}
+
+// Frozen files are never written again: make that visible.
+void freeze(const fs::path& path) {
+  std::error_code ec;
+  fs::permissions(path, fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read,
+                  ec);
+}
+
+}  // namespace
+
+asio::awaitable<Result<>> BoxService::applyIdentity(const Box& box, Runtime& runtime,
+                                                    bool grow_root) {
+  (void)box;
+  (void)runtime;
+  (void)grow_root;
+  co_return ok();
+}
+
+// ---- template snapshots ----
+
+asio::awaitable<Result<Snapshot>> BoxService::templateSnapshot(const storage::Template& tmpl,
+                                                               const BoxConfig& config,
+                                                               std::string& note) {
+  std::string key = templateSnapshotKey(tmpl.dir.string(), config.cpus, config.memory_mib);
+  HUTCH_CO_TRY(auto existing, store_.findTemplateSnapshot(key));
+  if (existing) {
+    auto manifest = readManifest(existing->dir);
+    std::optional<std::string> why;
+    if (!manifest) {
+      why = manifest.error().describe();
+    } else {
+      why = incompatibility(*manifest, config_.env, config.cpus, config.memory_mib);
+    }
+    if (!why) co_return *existing;
+    // Never restored: it goes, and a new one is made from a cold boot.
+    note = fmt::format(" (made now: snapshot {} was refused: {})", existing->id, *why);
+    spdlog::warn("Template snapshot {} refused: {}", existing->id, *why);
+    HUTCH_CO_TRY_VOID(store_.removeSnapshot(existing->id));
+    removeQuietly(existing->dir);
+  }
+  if (auto it = flights_.find(key); it != flights_.end()) {
+    std::shared_ptr<Flight> flight = it->second;
+    while (!flight->result) {
+      boost::system::error_code ec;
+      co_await flight->done.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    }
+    co_return *flight->result;
+  }
+  auto flight = std::make_shared<Flight>(loop_);
+  flight->done.expires_at(std::chrono::steady_clock::time_point::max());
+  flights_[key] = flight;
+  auto made = co_await makeTemplateSnapshot(tmpl, config);
+  flight->result = made;
+  flights_.erase(key);
+  flight->done.cancel();
+  co_return made;
+}
+
+asio::awaitable<Result<>> BoxService::runReadyCheck(guest::AgentClient& agent,
+                                                    const std::string& command) {
+  auto deadline = std::chrono::steady_clock::now() + config_.ready_timeout;
+  std::string last = "never ran";
+  while (std::chrono::steady_clock::now() < deadline) {
+    proto::ExecRequest request;
+    request.argv = {"/bin/sh", "-c", command};
+    request.user = "root";
+    auto session = co_await agent.exec(request);
+    if (!session) co_return fail(session.error().withContext("Cannot run the ready check"));
+    for (;;) {
+      auto event = co_await (*session)->next();
+      if (!event) co_return fail(event.error().withContext("The ready check broke off"));
+      if (event->kind != guest::ExecEvent::Kind::kExit) continue;
+      if (event->exit_status.code && *event->exit_status.code == 0) co_return ok();
+      last = event->exit_status.code ? fmt::format("exit {}", *event->exit_status.code)
+                                     : std::string("killed by a signal");
+      break;
+    }
+    asio::steady_timer pause(loop_, std::chrono::milliseconds(500));
+    boost::system::error_code ec;
+    co_await pause.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+  co_return fail(Errc::kTimeout, fmt::format("The template's ready check '{}' did not pass within "
+                                             "{} s (last: {})",
+                                             command, config_.ready_timeout.count(), last));
+}
+
+asio::awaitable<Result<Snapshot>> BoxService::makeTemplateSnapshot(const storage::Template& tmpl,
+                                                                   const BoxConfig& config) {
+  auto started = std::chrono::steady_clock::now();
+  Snapshot snap;
+  snap.id = randomId();
+  snap.kind = SnapshotKind::kTemplate;
+  snap.template_key = templateSnapshotKey(tmpl.dir.string(), config.cpus, config.memory_mib);
+  snap.dir = config_.snapshots_dir / snap.id;
+  snap.layer = snap.dir / "layer.qcow2";
+  snap.created_at = unixNow();
+  std::error_code ec;
+  fs::create_directories(snap.dir, ec);
+  if (ec) {
+    co_return fail(Errc::kInternal,
+                   fmt::format("Cannot create {}: {}", snap.dir.string(), ec.message()));
+  }
+  spdlog::info("Making template snapshot {} of {} ({} vCPU, {} MiB) by a cold boot", snap.id,
+               tmpl.name, config.cpus, config.memory_mib);
+  auto cleanup = [&] { removeQuietly(snap.dir); };
+
+  fs::path base = tmpl.rootfs;
+  fs::path layer = snap.layer;
+  auto make_layer = [base, layer] { return storage::createOverlay(base, layer); };
+  auto layered = co_await event::offload(pool_, std::move(make_layer));
+  if (!layered) {
+    cleanup();
+    co_return fail(layered.error());
+  }
+  vmm::VmSpec spec;
+  spec.id = "template-" + snap.id;
+  spec.cpus = config.cpus;
+  spec.memory_mib = config.memory_mib;
+  spec.accel = config_.accel.accel;
+  spec.tsc_khz = config_.tsc_khz;
+  spec.kernel = tmpl.kernel;
+  spec.initrd = tmpl.initrd;
+  spec.disk = snap.layer;
+  spec.run_dir = snap.dir;
+  spec.ram = vmm::GuestRam::kSharedFile;
+  spec.memory_file = snap.dir / "memory";
+  spec.guest_params["hostname"] = "hutch-template";
+
+  auto vm = co_await backend_.launch(spec);
+  if (!vm) {
+    cleanup();
+    co_return fail(vm.error().withContext("The template VM did not start"));
+  }
+  // From here every failure must stop the VM.
+  auto give_up = [&](Error error) -> asio::awaitable<Result<Snapshot>> {
+    co_await (*vm)->kill();
+    cleanup();
+    co_return fail(std::move(error));
+  };
+  auto agent = co_await connectAgent(spec.agentSocket(),
+                                     std::chrono::steady_clock::now() + config_.boot_timeout);
+  if (!agent) {
+    Error error = agent.error().withContext("The template VM's agent did not answer");
+    co_return co_await give_up(std::move(error));
+  }
+  Result<> ready = ok();
+  if (auto check = sys::readFile(tmpl.dir / "ready", 4096); check && !check->empty()) {
+    std::string command = *check;
+    while (!command.empty() && command.back() == '\n') command.pop_back();
+    ready = co_await runReadyCheck(**agent, command);
+  }
+  // Named errors: GCC 12 destroys temporaries inside a co_await expression twice.
+  if (!ready) {
+    Error error = ready.error();
+    co_return co_await give_up(std::move(error));
+  }
+  auto paused = co_await (*vm)->pause();
+  if (!paused) {
+    Error error = paused.error();
+    co_return co_await give_up(std::move(error));
+  }
+  fs::path state_file = snap.dir / "state";
+  auto saved = co_await (*vm)->saveState(state_file);
+  (*agent)->close();
+  if (!saved) {
+    Error error = saved.error();
+    co_return co_await give_up(std::move(error));
+  }
+  co_await (*vm)->kill();
+  for (const char* transient : {"qmp.sock", "agent.sock", "qemu.pid"}) {
+    fs::remove(snap.dir / transient, ec);
+  }
+  freeze(snap.dir / "memory");
+  freeze(snap.layer);
+  freeze(snap.dir / "state");
+
+  SnapshotManifest manifest;
+  manifest.kind = SnapshotKind::kTemplate;
+  manifest.env = config_.env;
+  manifest.ram = "file";
+  manifest.cpus = config.cpus;
+  manifest.memory_mib = config.memory_mib;
+  manifest.image_dir = tmpl.dir.string();
+  manifest.image_key = tmpl.image_key;
+  manifest.layer = snap.layer.string();
+  manifest.disk_bytes = fs::file_size(tmpl.rootfs, ec);
+  manifest.created_at = snap.created_at;
+  auto written = writeManifest(snap.dir, manifest);
+  if (!written) {
+    cleanup();
+    co_return fail(written.error());
+  }
+  snap.size_bytes = allocatedBytes(snap.dir);
+  auto inserted = store_.insertSnapshot(snap);
+  if (!inserted) {
+    cleanup();
+    co_return fail(inserted.error());
+  }
+  auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - started);
+  spdlog::info("Template snapshot {} ready in {} ms ({} MiB on disk, state {} KiB)", snap.id,
+               took.count(), snap.size_bytes >> 20, saved->bytes >> 10);
+  co_return snap;
+}
+
+// ---- captures of running boxes ----
+
+Result<std::pair<Box, std::shared_ptr<BoxService::Runtime>>> BoxService::runningBox(
+    const std::string& key, std::string_view what) {
+  HUTCH_TRY(Box box, store_.find(key));
+  auto it = runtimes_.find(box.id);
+  if (box.state != BoxState::kRunning || it == runtimes_.end() || !it->second->vm) {
+    return fail(Errc::kFailedPrecondition,
+                fmt::format("Box {} is {}; {} needs a running box", box.name,
+                            stateName(box.state), what));
+  }
+  if (it->second->busy) {
+    return fail(Errc::kFailedPrecondition,
+                fmt::format("Box {} is busy with another fork, checkpoint or rollback; try "
+                            "again when it is done",
+                            box.name));
+  }
+  return std::make_pair(std::move(box), it->second);
+}
+
+asio::awaitable<Result<BoxService::Capture>> BoxService::capture(Box& box, Runtime& runtime,
+                                                                 const fs::path& dir) {
+  // Pause; freeze the disk: its file gets a second name in layers/ (a hard link) and the VM's
+  // writes move to a new file on top of it; save device state and RAM; resume.
+  //
+  // The frozen file keeps its name in the box directory while this QEMU runs: QEMU reopens
+  // block nodes by file name (read-only after the switch, again when a migration's source is
+  // resumed), so that name must keep pointing at the same inode. boot() prunes it later.
+  // A journal lets a restarted hutchd finish or undo a half-done switch
+  // (recoverInterruptedCapture).
+  fs::path box_dir = boxDir(box.id);
+  fs::path old_top = box_dir / box.disk;
+  fs::path journal = box_dir / "capture.json";
+  std::string layer_id = randomId();
+  Capture cap;
+  cap.state = dir / "state";
+  cap.layer = config_.layers_dir / (layer_id + ".qcow2");
+  std::string new_name = "disk-" + layer_id + ".qcow2";
+  fs::path new_top = box_dir / new_name;
+  uint64_t disk_bytes = 0;
+  {
+    auto chain = backingChain(old_top);
+    std::error_code ec;
+    if (chain) disk_bytes = fs::file_size(chain->back(), ec);
+    // The raw base's size is the virtual size, unless the box was made with --disk.
+    if (box.config.disk_mib != 0) disk_bytes = box.config.disk_mib << 20;
+  }
+  cap.disk_bytes = disk_bytes;
+  std::error_code ec;
+  fs::create_directories(config_.layers_dir, ec);
+
+  HUTCH_CO_TRY_VOID(co_await runtime.vm->pause());
+  auto resume = [&]() -> asio::awaitable<void> {
+    auto resumed = co_await runtime.vm->resume();
+    if (!resumed) spdlog::error("box={} cannot resume: {}", box.id, resumed.error().describe());
+  };
+  auto undo = [&](Error error) -> asio::awaitable<Result<Capture>> {
+    fs::remove(new_top, ec);
+    fs::remove(cap.layer, ec);
+    fs::remove(journal, ec);
+    co_await resume();
+    co_return fail(std::move(error));
+  };
+  fs::create_hard_link(old_top, cap.layer, ec);
+  if (ec) {
+    Error error(Errc::kInternal, fmt::format("Cannot link {} to {}: {}", old_top.string(),
+                                             cap.layer.string(), ec.message()));
+    co_return co_await undo(std::move(error));
+  }
+  nlohmann::json record{{"old", box.disk}, {"new", new_name}, {"layer", cap.layer.string()}};
+  auto journaled = sys::writeFileAtomic(journal, record.dump() + "\n");
+  if (!journaled) {
+    Error error = journaled.error();
+    co_return co_await undo(std::move(error));
+  }
+  fs::path layer = cap.layer;
+  auto make_top = [layer, new_top, disk_bytes] {
+    return storage::createLayerOverlay(layer, new_top, disk_bytes);
+  };
+  Result<> switched = co_await event::offload(pool_, std::move(make_top));
+  if (switched) switched = co_await runtime.vm->switchDisk(new_top);
+  if (!switched) {
+    Error error = switched.error().withContext("Cannot freeze the box's disk");
+    co_return co_await undo(std::move(error));
+  }
+  box.disk = new_name;
+  auto stored = store_.update(box);
+  if (stored) fs::remove(journal, ec);  // else recovery reads the journal after a restart
+  freeze(cap.layer);
+  auto saved = co_await runtime.vm->saveState(cap.state);
+  co_await resume();
+  if (!stored) co_return fail(stored.error());
+  if (!saved) co_return fail(saved.error());
+  cap.stats = *saved;
+  co_return cap;
+}
+
+void BoxService::recoverInterruptedCapture(Box& box) {
+  fs::path journal = boxDir(box.id) / "capture.json";
+  auto text = sys::readFile(journal, 4096);
+  if (!text) return;
+  auto json = nlohmann::json::parse(*text, nullptr, false);
+  std::error_code ec;
+  if (json.is_object() && json.value("new", "") != "") {
+    // The new top stands on the frozen layer whether or not QEMU switched to it: with it the
+    // disk holds every write either way.
+    std::string new_name = json.value("new", "");
+    if (fs::exists(boxDir(box.id) / new_name, ec) && box.disk != new_name) {
+      spdlog::warn("box={} finishing an interrupted capture: its disk is now {}", box.id,
+                   new_name);
+      box.disk = new_name;
+      if (auto stored = store_.update(box); !stored) {
+        spdlog::error("box={} {}", box.id, stored.error().describe());
+        return;
+      }
+    }
+  }
+  fs::remove(journal, ec);
+}
+
+// Deletes the box directory's disk files other than `keep`: names of frozen layers that a
+// QEMU that is gone held open (their layers/ names stay).
+void BoxService::pruneDiskFiles(const Box& box, const std::string& keep) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(boxDir(box.id), ec)) {
+    std::string name = entry.path().filename().string();
+    if (name != keep && name.starts_with("disk") && name.ends_with(".qcow2")) {
+      fs::remove(entry.path(), ec);
+    }
+  }
+}
+
+Result<SnapshotManifest> BoxService::manifestFor(const Box& box, SnapshotKind kind,
+                                                 const Capture& capture) {
+  SnapshotManifest manifest;
+  manifest.kind = kind;
+  manifest.env = config_.env;
+  manifest.ram = "stream";
+  manifest.cpus = box.config.cpus;
+  manifest.memory_mib = box.config.memory_mib;
+  manifest.image_dir = box.image_dir;
+  manifest.layer = capture.layer.string();
+  manifest.disk_bytes = capture.disk_bytes;
+  manifest.created_at = unixNow();
+  return manifest;
+}
+
+asio::awaitable<Result<Box>> BoxService::createFromCapture(const Box& parent, std::string name,
+                                                           const RestoreSource& source) {
+  Box child;
+  child.id = randomId();
+  child.name = name.empty() ? fmt::format("{}-fork-{}", parent.name, child.id.substr(0, 4)) : name;
+  child.config = parent.config;
+  child.state = BoxState::kCreating;
+  child.accel = parent.accel;
+  child.image_dir = parent.image_dir;
+  child.boot = fmt::format("restored from {}", source.label);
+  child.created_at = child.updated_at = unixNow();
+  HUTCH_CO_TRY_VOID(store_.insert(child));
+  std::error_code ec;
+  fs::create_directories(boxDir(child.id), ec);
+  if (ec) {
+    (void)setState(child, BoxState::kFailed, "cannot create its directory: " + ec.message());
+    co_return fail(Errc::kInternal, "Cannot create the box directory: " + ec.message());
+  }
+  spdlog::info("box={} name={} {}", child.id, child.name, child.boot);
+  co_return co_await bootBox(child, &source);
+}
+
+asio::awaitable<Result<std::vector<Box>>> BoxService::fork(const std::string& key,
+                                                           ForkSpec spec) {
+  if (spec.count < 1 || spec.count > 64) {
+    co_return fail(Errc::kInvalidArgument,
+                   fmt::format("A fork makes 1 to 64 boxes, not {}", spec.count));
+  }
+  if (!spec.names.empty() && spec.names.size() != spec.count) {
+    co_return fail(Errc::kInvalidArgument,
+                   fmt::format("{} names for {} boxes: give one name per box, or none",
+                               spec.names.size(), spec.count));
+  }
+  for (const std::string& name : spec.names) {
+    HUTCH_CO_TRY_VOID(validateName(name));
+    if (store_.find(name)) {
+      co_return fail(Errc::kAlreadyExists,
+                     fmt::format("A box named '{}' already exists; choose another name", name));
+    }
+  }
+  HUTCH_CO_TRY(auto found, runningBox(key, "fork"));
+  auto [parent, runtime] = std::move(found);
+  runtime->busy = true;
+  Snapshot snap;
+  snap.id = randomId();
+  snap.kind = SnapshotKind::kFork;
+  snap.box_id = parent.id;
+  snap.dir = config_.snapshots_dir / snap.id;
+  snap.created_at = unixNow();
+  std::error_code ec;
+  fs::create_directories(snap.dir, ec);
+  auto captured = co_await capture(parent, *runtime, snap.dir);
+  runtime->busy = false;
+  if (!captured) {
+    removeQuietly(snap.dir);
+    co_return fail(captured.error().withContext(fmt::format("Cannot fork {}", parent.name)));
+  }
+  snap.layer = captured->layer;
+  snap.size_bytes = captured->stats.bytes;
+  HUTCH_CO_TRY(SnapshotManifest manifest, manifestFor(parent, SnapshotKind::kFork, *captured));
+  HUTCH_CO_TRY_VOID(writeManifest(snap.dir, manifest));
+  HUTCH_CO_TRY_VOID(store_.insertSnapshot(snap));
+  spdlog::info("box={} captured for a fork in {} ms ({} MiB of state)", parent.id,
+               captured->stats.took.count(), captured->stats.bytes >> 20);
+
+  RestoreSource source{.state = captured->state,
+                       .layer = captured->layer,
+                       .disk_bytes = captured->disk_bytes,
+                       .label = fmt::format("a fork of {}", parent.name)};
+  std::vector<Box> children;
+  Result<std::vector<Box>> result = children;
+  for (unsigned i = 0; i < spec.count; ++i) {
+    std::string name = spec.names.empty() ? "" : spec.names[i];
+    auto child = co_await createFromCapture(parent, name, source);
+    if (!child) {
+      result = fail(child.error());
+      break;
+    }
+    children.push_back(std::move(*child));
+  }
+  if (result) result = children;
+  // The children hold their RAM; their disks stand on the layer, which stays while they do.
+  (void)store_.removeSnapshot(snap.id);
+  removeQuietly(snap.dir);
+  collectGarbage();
+  co_return result;
+}
+
+asio::awaitable<Result<Snapshot>> BoxService::checkpoint(const std::string& key,
+                                                         std::string name) {
+  HUTCH_CO_TRY(auto found, runningBox(key, "a checkpoint"));
+  auto [box, runtime] = std::move(found);
+  Snapshot snap;
+  snap.id = randomId();
+  snap.kind = SnapshotKind::kCheckpoint;
+  snap.box_id = box.id;
+  snap.name = name.empty() ? "cp-" + snap.id.substr(0, 6) : name;
+  HUTCH_CO_TRY_VOID(validateName(snap.name));
+  if (store_.findCheckpoint(box.id, snap.name)) {
+    co_return fail(Errc::kAlreadyExists,
+                   fmt::format("Box {} already has a checkpoint named '{}'; choose another name "
+                               "or remove that one",
+                               box.name, snap.name));
+  }
+  snap.dir = config_.snapshots_dir / snap.id;
+  snap.created_at = unixNow();
+  std::error_code ec;
+  fs::create_directories(snap.dir, ec);
+  runtime->busy = true;
+  auto captured = co_await capture(box, *runtime, snap.dir);
+  runtime->busy = false;
+  if (!captured) {
+    removeQuietly(snap.dir);
+    co_return fail(captured.error().withContext(fmt::format("Cannot checkpoint {}", box.name)));
+  }
+  snap.layer = captured->layer;
+  snap.size_bytes = allocatedBytes(snap.dir) + allocatedBytes(snap.layer);
+  HUTCH_CO_TRY(SnapshotManifest manifest,
+               manifestFor(box, SnapshotKind::kCheckpoint, *captured));
+  HUTCH_CO_TRY_VOID(writeManifest(snap.dir, manifest));
+  HUTCH_CO_TRY_VOID(store_.insertSnapshot(snap));
+  spdlog::info("box={} checkpoint {} in {} ms ({} MiB)", box.id, snap.name,
+               captured->stats.took.count(), snap.size_bytes >> 20);
+  co_return snap;
+}
+
+Result<std::vector<Snapshot>> BoxService::checkpoints(const std::string& key) {
+  HUTCH_TRY(Box box, store_.find(key));
+  return store_.checkpoints(box.id);
+}
+
+asio::awaitable<Result<>> BoxService::removeCheckpoint(const std::string& key,
+                                                       const std::string& name) {
+  HUTCH_CO_TRY(Box box, store_.find(key));
+  HUTCH_CO_TRY(Snapshot snap, store_.findCheckpoint(box.id, name));
+  // Its disk layer stays while a box or a later checkpoint stands on it (collectGarbage).
+  HUTCH_CO_TRY_VOID(store_.removeSnapshot(snap.id));
+  removeQuietly(snap.dir);
+  collectGarbage();
+  spdlog::info("box={} checkpoint {} removed", box.id, snap.name);
+  co_return ok();
+}
+
+asio::awaitable<Result<Box>> BoxService::rollback(const std::string& key,
+                                                  const std::string& name) {
+  HUTCH_CO_TRY(Box box, store_.find(key));
+  HUTCH_CO_TRY(Snapshot snap, store_.findCheckpoint(box.id, name));
+  auto manifest = readManifest(snap.dir);
+  if (!manifest) {
+    co_return fail(Errc::kFailedPrecondition,
+                   fmt::format("Checkpoint {} cannot be restored: {}", snap.name,
+                               manifest.error().describe()));
+  }
+  if (auto why = incompatibility(*manifest, config_.env, box.config.cpus, box.config.memory_mib)) {
+    co_return fail(Errc::kFailedPrecondition,
+                   fmt::format("Checkpoint {} cannot be restored on this host: {}", snap.name,
+                               *why));
+  }
+  if (box.state == BoxState::kCreating || box.state == BoxState::kStopping) {
+    co_return fail(Errc::kFailedPrecondition,
+                   fmt::format("Box {} is {}; wait until it is running or stopped", box.name,
+                               stateName(box.state)));
+  }
+  if (auto it = runtimes_.find(box.id); it != runtimes_.end()) {
+    std::shared_ptr<Runtime> runtime = it->second;
+    if (runtime->busy) {
+      co_return fail(Errc::kFailedPrecondition,
+                     fmt::format("Box {} is busy with a fork or checkpoint", box.name));
+    }
+    runtime->stopping = true;  // its watcher must not call this exit a failure
+    if (runtime->agent) runtime->agent->close();
+    if (runtime->vm && !runtime->exited) HUTCH_CO_TRY_VOID(co_await runtime->vm->kill());
+    runtimes_.erase(it);
+    HUTCH_CO_TRY_VOID(setState(box, BoxState::kStopping));
+    HUTCH_CO_TRY_VOID(setState(box, BoxState::kStopped));
+  }
+  HUTCH_CO_TRY_VOID(setState(box, BoxState::kCreating));
+  RestoreSource source{.state = snap.dir / "state",
+                       .layer = snap.layer,
+                       .disk_bytes = manifest->disk_bytes,
+                       .label = fmt::format("checkpoint {}", snap.name)};
+  box.boot = fmt::format("rolled back to {}", source.label);
+  spdlog::info("box={} rolling back to checkpoint {}", box.id, snap.name);
+  auto restored = co_await bootBox(box, &source);
+  collectGarbage();
+  co_return restored;
+}
+
+// ---- space ----
+
+void BoxService::collectGarbage() {
+  if (!flights_.empty()) return;  // a template snapshot is being made: its files have no record
+  for (const auto& [id, runtime] : runtimes_) {
+    if (runtime->busy) return;  // a capture is under way
+  }
+  auto snapshots = store_.listSnapshots();
+  if (!snapshots) {
+    spdlog::warn("Garbage collection skipped: {}", snapshots.error().describe());
+    return;
+  }
+  std::set<fs::path> live_layers;
+  std::set<std::string> live_snapshots;
+  auto keepChain = [&](const fs::path& top) {
+    auto chain = backingChain(top);
+    if (!chain) {
+      spdlog::warn("{}", chain.error().describe());
+      return;
+    }
+    for (const fs::path& layer : *chain) live_layers.insert(layer.lexically_normal());
+  };
+  for (const Snapshot& snap : *snapshots) {
+    live_snapshots.insert(snap.id);
+    keepChain(snap.layer);
+  }
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(config_.boxes_dir, ec)) {
+    std::error_code inner;
+    for (const auto& file : fs::directory_iterator(entry.path(), inner)) {
+      std::string name = file.path().filename().string();
+      if (name.starts_with("disk") && name.ends_with(".qcow2")) keepChain(file.path());
+    }
+  }
+  for (const auto& entry : fs::directory_iterator(config_.layers_dir, ec)) {
+    if (!live_layers.contains(entry.path().lexically_normal())) {
+      spdlog::info("Deleting unused disk layer {}", entry.path().string());
+      removeQuietly(entry.path());
+    }
+  }
+  for (const auto& entry : fs::directory_iterator(config_.snapshots_dir, ec)) {
+    std::string id = entry.path().filename().string();
+    if (live_snapshots.contains(id)) continue;
+    if (live_layers.contains((entry.path() / "layer.qcow2").lexically_normal())) continue;
+    spdlog::info("Deleting snapshot directory {} (no record)", entry.path().string());
+    removeQuietly(entry.path());
+  }
+}
+
+Result<DiskUsage> BoxService::diskUsage() {
+  DiskUsage usage;
+  HUTCH_TRY(auto snapshots, store_.listSnapshots());
+  std::set<fs::path> counted;
+  for (const Snapshot& snap : snapshots) {
+    DiskUsage::Line& line =
+        snap.kind == SnapshotKind::kTemplate ? usage.template_snapshots : usage.checkpoints;
+    line.count++;
+    line.bytes += allocatedBytes(snap.dir);
+    counted.insert(snap.layer.lexically_normal());
+    if (snap.layer.parent_path() != snap.dir) line.bytes += allocatedBytes(snap.layer);
+  }
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(config_.layers_dir, ec)) {
+    if (counted.contains(entry.path().lexically_normal())) continue;
+    usage.layers.count++;
+    usage.layers.bytes += allocatedBytes(entry.path());
+  }
+  for (const auto& entry : fs::directory_iterator(config_.boxes_dir, ec)) {
+    usage.boxes.count++;
+    usage.boxes.bytes += allocatedBytes(entry.path());
+  }
+  std::set<fs::path> builds;
+  for (const std::string& name : templates_.names()) {
+    auto tmpl = templates_.find(name);
+    if (tmpl && builds.insert(tmpl->dir).second) {
+      usage.templates.count++;
+      usage.templates.bytes += allocatedBytes(tmpl->dir);
+    }
+  }
+  return usage;
+}
+
+}  // namespace hutch::box

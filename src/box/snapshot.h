@@ -1,0 +1,94 @@
+// Snapshots as values: what the store records, the manifest written beside the files, the
+// compatibility rule that decides whether a snapshot may be restored on this host, and the
+// qcow2 backing chains that keep disk layers alive.
+//
+// A snapshot directory (<state>/snapshots/<id>/) holds:
+//   manifest.json  what made it (format, QEMU version, acceleration, CPU, template build...)
+//   state          QEMU's device state (+ the guest RAM when "ram" is "stream")
+//   memory         the frozen guest RAM when "ram" is "file" (template snapshots)
+// and names a frozen qcow2 disk layer (under <state>/layers/, or layer.qcow2 in the directory).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/result.h"
+
+namespace hutch::box {
+
+enum class SnapshotKind { kTemplate, kCheckpoint, kFork };
+std::string_view snapshotKindName(SnapshotKind kind);
+Result<SnapshotKind> parseSnapshotKind(std::string_view text);
+
+struct Snapshot {
+  std::string id;  // 12 hex digits
+  SnapshotKind kind = SnapshotKind::kCheckpoint;
+  std::string box_id;        // checkpoint: its box; fork: the parent; template: empty
+  std::string name;          // checkpoint name, unique per box
+  std::string template_key;  // template snapshots: what they were made for (templateSnapshotKey)
+  std::filesystem::path dir;
+  std::filesystem::path layer;  // the frozen disk layer
+  uint64_t size_bytes = 0;      // state + memory + layer, when made
+  int64_t created_at = 0;
+  bool operator==(const Snapshot&) const = default;
+};
+
+// The facts of this host that a snapshot must match to be restored.
+struct SnapshotEnv {
+  std::string qemu_version;  // "7.2.22"
+  std::string accel;         // "tcg" | "kvm"
+  std::string cpu_model;     // the host CPU ("model name" in /proc/cpuinfo)
+  bool operator==(const SnapshotEnv&) const = default;
+};
+
+inline constexpr int kManifestFormat = 1;
+
+struct SnapshotManifest {
+  int format = kManifestFormat;
+  SnapshotKind kind = SnapshotKind::kTemplate;
+  SnapshotEnv env;
+  std::string machine = "microvm";
+  std::string ram_block = "mem";  // the memory backend id: a restore needs the same
+  bool ignore_shared = true;      // the migration capability x-ignore-shared
+  std::string ram = "file";       // "file": RAM in <dir>/memory; "stream": RAM inside state
+  unsigned cpus = 1;
+  uint64_t memory_mib = 512;
+  std::string image_dir;  // the template build (kernel, initrd, base disk)
+  std::string image_key;  // its manifest key
+  std::string layer;      // the frozen disk layer
+  uint64_t disk_bytes = 0;
+  int64_t created_at = 0;
+
+  nlohmann::json toJson() const;
+  static Result<SnapshotManifest> fromJson(const nlohmann::json& json);
+  bool operator==(const SnapshotManifest&) const = default;
+};
+
+// Why this manifest cannot be restored here into a VM of `cpus` and `memory_mib`, or nullopt
+// when it can. The text goes into errors and the box's boot note.
+std::optional<std::string> incompatibility(const SnapshotManifest& manifest,
+                                           const SnapshotEnv& env, unsigned cpus,
+                                           uint64_t memory_mib);
+
+Result<SnapshotManifest> readManifest(const std::filesystem::path& dir);
+Result<> writeManifest(const std::filesystem::path& dir, const SnapshotManifest& manifest);
+
+// Template snapshots are looked up by what a restore must match besides the host.
+std::string templateSnapshotKey(const std::string& image_dir, unsigned cpus, uint64_t memory_mib);
+
+// The backing file named in a qcow2 image's header; "" when it has none; kInvalidArgument when
+// `image` is not qcow2. Relative names are resolved against the image's directory.
+Result<std::filesystem::path> qcow2BackingFile(const std::filesystem::path& image);
+// `top`, its backing file, that one's... down to the first image that is not qcow2 or has no
+// backing file (included). A missing file ends the chain with an error.
+Result<std::vector<std::filesystem::path>> backingChain(const std::filesystem::path& top);
+
+// The host CPU's model name, for manifests.
+std::string hostCpuModel(const std::filesystem::path& cpuinfo = "/proc/cpuinfo");
+
+}  // namespace hutch::box

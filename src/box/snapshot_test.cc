@@ -1,0 +1,140 @@
+#include "box/snapshot.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "sys/run.h"
+
+namespace hutch::box {
+namespace {
+
+SnapshotEnv hereEnv() {
+  return SnapshotEnv{.qemu_version = "7.2.22", .accel = "tcg", .cpu_model = "Test CPU @ 2GHz"};
+}
+
+SnapshotManifest manifest() {
+  SnapshotManifest m;
+  m.kind = SnapshotKind::kCheckpoint;
+  m.env = hereEnv();
+  m.ram = "stream";
+  m.cpus = 2;
+  m.memory_mib = 1024;
+  m.image_dir = "/cache/images/base-abc";
+  m.image_key = "abc";
+  m.layer = "/state/layers/l1.qcow2";
+  m.disk_bytes = 1 << 30;
+  m.created_at = 1700000000;
+  return m;
+}
+
+TEST(SnapshotManifestTest, RoundTripsThroughJson) {
+  SnapshotManifest m = manifest();
+  auto back = SnapshotManifest::fromJson(m.toJson());
+  ASSERT_TRUE(back) << back.error().describe();
+  EXPECT_EQ(*back, m);
+}
+
+TEST(SnapshotManifestTest, BadJsonSaysWhatIsWrong) {
+  auto json = manifest().toJson();
+  json.erase("qemu_version");
+  auto missing = SnapshotManifest::fromJson(json);
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.error().message().find("qemu_version"), std::string::npos);
+  json = manifest().toJson();
+  json["ram"] = "disk";
+  EXPECT_FALSE(SnapshotManifest::fromJson(json));
+  json = manifest().toJson();
+  json["cpus"] = "two";
+  EXPECT_FALSE(SnapshotManifest::fromJson(json));
+  EXPECT_FALSE(SnapshotManifest::fromJson(nlohmann::json::array()));
+}
+
+TEST(SnapshotManifestTest, CompatibleOnlyWithTheSameHostAndShape) {
+  SnapshotManifest m = manifest();
+  EXPECT_EQ(incompatibility(m, hereEnv(), 2, 1024), std::nullopt);
+
+  auto reason = [&](SnapshotManifest changed, unsigned cpus = 2, uint64_t mib = 1024) {
+    return incompatibility(changed, hereEnv(), cpus, mib).value_or("");
+  };
+  SnapshotManifest other = m;
+  other.env.qemu_version = "8.0.0";
+  EXPECT_EQ(reason(other), "it was made by QEMU 8.0.0, this host runs QEMU 7.2.22");
+  other = m;
+  other.env.accel = "kvm";
+  EXPECT_EQ(reason(other), "it was made under kvm, boxes here run under tcg");
+  other = m;
+  other.env.cpu_model = "Other CPU";
+  EXPECT_NE(reason(other).find("'Other CPU' CPU"), std::string::npos);
+  other = m;
+  other.ram_block = "ram0";
+  EXPECT_NE(reason(other).find("RAM block 'ram0'"), std::string::npos);
+  EXPECT_NE(reason(m, 1, 1024).find("asks for 1"), std::string::npos);
+  EXPECT_NE(reason(m, 2, 512).find("512 MiB"), std::string::npos);
+  // A future format is refused before anything else is compared.
+  auto json = m.toJson();
+  json["format"] = 2;
+  json.erase("qemu_version");
+  auto future = SnapshotManifest::fromJson(json);
+  ASSERT_TRUE(future);
+  EXPECT_EQ(reason(*future), "its manifest format is 2, this hutchd reads 1");
+}
+
+class SnapshotFilesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/hutch-snapshot-test-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::filesystem::path dir_;
+};
+
+TEST_F(SnapshotFilesTest, ManifestFileRoundTripAndCorruption) {
+  ASSERT_TRUE(writeManifest(dir_, manifest()));
+  auto read = readManifest(dir_);
+  ASSERT_TRUE(read) << read.error().describe();
+  EXPECT_EQ(*read, manifest());
+  std::ofstream(dir_ / "manifest.json") << "{not json";
+  auto bad = readManifest(dir_);
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message().find("not valid JSON"), std::string::npos);
+}
+
+TEST_F(SnapshotFilesTest, FollowsQcow2BackingChains) {
+  std::filesystem::path base = dir_ / "base.img";
+  std::ofstream(base).put('\0');
+  std::filesystem::resize_file(base, 1 << 20);
+  auto img = [&](const std::filesystem::path& file, const std::filesystem::path& backing,
+                 const char* fmt) {
+    auto r = sys::runCapture({"qemu-img", "create", "-q", "-f", "qcow2", "-F", fmt, "-b",
+                              backing.string(), file.string()});
+    ASSERT_TRUE(r) << r.error().describe();
+  };
+  img(dir_ / "l1.qcow2", base, "raw");
+  img(dir_ / "l2.qcow2", dir_ / "l1.qcow2", "qcow2");
+  img(dir_ / "top.qcow2", dir_ / "l2.qcow2", "qcow2");
+  auto chain = backingChain(dir_ / "top.qcow2");
+  ASSERT_TRUE(chain) << chain.error().describe();
+  EXPECT_EQ(*chain, (std::vector<std::filesystem::path>{dir_ / "top.qcow2", dir_ / "l2.qcow2",
+                                                        dir_ / "l1.qcow2", base}));
+  auto none = qcow2BackingFile(base);
+  ASSERT_FALSE(none);
+  EXPECT_EQ(none.error().code(), Errc::kInvalidArgument);
+
+  std::filesystem::remove(dir_ / "l1.qcow2");
+  auto broken = backingChain(dir_ / "top.qcow2");
+  ASSERT_FALSE(broken);
+  EXPECT_NE(broken.error().message().find("l1.qcow2 is missing"), std::string::npos);
+}
+
+TEST_F(SnapshotFilesTest, ReadsTheCpuModel) {
+  std::ofstream(dir_ / "cpuinfo") << "processor\t: 0\nmodel name\t: Fancy CPU @ 3.00GHz\n";
+  EXPECT_EQ(hostCpuModel(dir_ / "cpuinfo"), "Fancy CPU @ 3.00GHz");
+  EXPECT_EQ(hostCpuModel(dir_ / "missing"), "unknown");
+}
+
+}  // namespace
+}  // namespace hutch::box
