@@ -31,7 +31,10 @@
 #include "guest/byte_channel.h"
 #include "guest/exec_session.h"
 #include "guest/handshake_scanner.h"
+#include "guest/identity.h"
+#include "guest/stream_handler.h"
 #include "proto/frame.h"
+#include "proto/identity.h"
 #include "proto/messages.h"
 
 namespace hutch::guest {
@@ -66,6 +69,16 @@ class AgentClient : public std::enable_shared_from_this<AgentClient> {
   // that lacks the "tty" capability kUnsupported.
   boost::asio::awaitable<Result<std::shared_ptr<ExecSession>>> exec(proto::ExecRequest request);
 
+  // Gives a box restored from a snapshot its own identity (docs/protocol.md, "Identity"): the
+  // host's clock (when identity.set_clock, read as the request is sent), a new RNG seed,
+  // machine id and hostname; with identity.grow_root the root filesystem is grown onto the disk
+  // the host has just enlarged (the agent waits up to 3 s for the guest to see the new size).
+  // Send it right after handshake(). kUnsupported without the agent's "identity" capability,
+  // kInvalidArgument for bad values (nothing is sent), kTimeout, or the agent's error (e.g.
+  // kInternal if a file could not be written; the other parts are applied regardless).
+  boost::asio::awaitable<Result<proto::IdentityResult>> applyIdentity(
+      const Identity& identity, std::chrono::milliseconds timeout);
+
   // A round trip through the agent's loop (after the handshake).
   boost::asio::awaitable<Result<>> ping(std::chrono::milliseconds timeout);
 
@@ -94,6 +107,12 @@ class AgentClient : public std::enable_shared_from_this<AgentClient> {
   void routeConnectionFrame(const proto::Frame& frame);
   void shutdown(const Error& reason);
 
+  // A request on a fresh stream (kIdentity, ...): the payload of the agent's kResult, or its
+  // kError as an error; kTimeout if there is no answer in time (a late one is dropped).
+  boost::asio::awaitable<Result<std::string>> request(proto::FrameType type, std::string payload,
+                                                      std::chrono::milliseconds timeout);
+  uint32_t allocateStream();
+
   // Used by ExecSession.
   void send(proto::FrameType type, uint32_t stream, std::string_view payload);
   void forget(uint32_t stream);
@@ -117,7 +136,7 @@ class AgentClient : public std::enable_shared_from_this<AgentClient> {
   uint64_t pongs_received_ = 0;
 
   uint32_t next_stream_ = 1;
-  std::unordered_map<uint32_t, std::weak_ptr<ExecSession>> sessions_;
+  std::unordered_map<uint32_t, std::weak_ptr<StreamHandler>> streams_;
 };
 
 }  // namespace hutch::guest

@@ -609,11 +609,14 @@ TEST_F(AgentClientTest, ConnectUnixTimesOut) {
 // answers every kHello twice and every kPing; counts the kHellos it saw.
 class FakeAgent {
  public:
-  // preamble: bytes sent as soon as the host connects (leftovers of an earlier session).
-  FakeAgent(asio::io_context& io, std::string path, int silent_hellos, std::string preamble = "")
+  // preamble: bytes sent as soon as the host connects (leftovers of an earlier session);
+  // after_ack: bytes sent right after the first answer to kHello.
+  FakeAgent(asio::io_context& io, std::string path, int silent_hellos, std::string preamble = "",
+            std::string after_ack = "")
       : acceptor_(io, asio::local::stream_protocol::endpoint(path)),
         silent_hellos_(silent_hellos),
-        preamble_(std::move(preamble)) {}
+        preamble_(std::move(preamble)),
+        after_ack_(std::move(after_ack)) {}
 
   asio::awaitable<void> serve() {
     auto socket = co_await acceptor_.async_accept(asio::use_awaitable);
@@ -639,6 +642,8 @@ class FakeAgent {
                                                 proto::HelloAck{1, "fake", {"exec"}}),
                                reply);
           }
+          reply += after_ack_;
+          after_ack_.clear();
         }
         if ((*frame)->type == proto::FrameType::kPing) {
           proto::encodeFrame(proto::Frame{proto::FrameType::kPong, 0, (*frame)->payload}, reply);
@@ -657,6 +662,7 @@ class FakeAgent {
   asio::local::stream_protocol::acceptor acceptor_;
   int silent_hellos_;
   std::string preamble_;
+  std::string after_ack_;
   int hellos_ = 0;
 };
 
@@ -705,6 +711,146 @@ TEST_F(AgentClientTest, HandshakeSkipsLeftoversOfAnEarlierSession) {
     EXPECT_TRUE(co_await client->ping(30s));
     EXPECT_TRUE(client->isOpen());
   });
+}
+
+// After a restore from a snapshot the agent may still push frames of the snapshot's host: output
+// and exits of streams this host never opened, half frames, before (and, for streams that were
+// busy, right after) its answer. The handshake skips them and later frames for unknown streams
+// are dropped.
+TEST_F(AgentClientTest, StaleFramesOfAnotherHostAreIgnored) {
+  std::string stale;
+  proto::encodeFrame(proto::Frame{proto::FrameType::kStarted, 4, R"({"pid":77})"}, stale);
+  proto::encodeFrame(proto::Frame{proto::FrameType::kStdout, 4, "old output"}, stale);
+  proto::encodeFrame(proto::makeFrame(proto::FrameType::kExit, 4, proto::ExitStatus::exited(0)),
+                     stale);
+  proto::encodeFrame(proto::Frame{proto::FrameType::kResult, 2, "{}"}, stale);
+  proto::encodeFrame(proto::Frame{proto::FrameType::kPong, 0, "999"}, stale);
+  proto::encodeFrame(proto::Frame{proto::FrameType::kWindow, 4, proto::encodeWindow(5)}, stale);
+  // An answer-shaped frame whose payload is not a valid acknowledgement is not the answer.
+  proto::encodeFrame(proto::Frame{proto::FrameType::kHelloAck, 0, R"({"version":1})"}, stale);
+  stale += std::string("\x00\x01\x00\x00\x14\x00\x00\x00\x04\x00\x00\x00trunc", 17);
+  std::string after;
+  proto::encodeFrame(proto::Frame{proto::FrameType::kStderr, 1, "not ours"}, after);
+  proto::encodeFrame(proto::makeFrame(proto::FrameType::kExit, 1, proto::ExitStatus::exited(1)),
+                     after);
+  proto::encodeFrame(
+      proto::makeFrame(proto::FrameType::kError, 9, proto::ErrorMessage{"protocol", "old stream"}),
+      after);
+  const std::string path = agent_->dir() + "/restored.sock";
+  FakeAgent fake(io_, path, /*silent_hellos=*/0, stale, after);
+  asio::co_spawn(io_, fake.serve(), asio::detached);
+  run([&]() -> asio::awaitable<void> {
+    auto channel =
+        co_await connectUnix(io_.get_executor(), path, std::chrono::steady_clock::now() + 30s);
+    CO_ASSERT_TRUE(channel);
+    auto client = AgentClient::create(std::move(*channel));
+    clients_.push_back(client);
+    auto ack = co_await client->handshake(60s);
+    CO_ASSERT_TRUE(ack) << ack.error().describe();
+    EXPECT_EQ(ack->agent, "fake");
+    // The stale pong did not answer this ping for it; the connection is in step and open.
+    EXPECT_TRUE(co_await client->ping(30s));
+    EXPECT_TRUE(co_await client->ping(30s));
+    EXPECT_TRUE(client->isOpen());
+  });
+}
+
+TEST_F(AgentClientTest, IdentityIsAppliedByTheAgent) {
+  auto agent = AgentProcess::prepare();
+  ASSERT_TRUE(agent);
+  agent_ = std::move(*agent);
+  const std::string root = agent_->dir() + "/root";
+  std::filesystem::create_directories(root + "/etc");
+  std::ofstream(root + "/etc/hosts") << "127.0.0.1\tlocalhost\n127.0.1.1\ttemplate\n";
+  ASSERT_TRUE(agent_->launch({"--identity-root", root}));
+  run([&]() -> asio::awaitable<void> {
+    auto client = co_await connect();
+    CO_ASSERT_TRUE(client);
+    EXPECT_TRUE(client->helloAck()->hasCapability("identity"));
+    Identity identity = makeIdentity("my_box");
+    const auto before = std::chrono::system_clock::now();
+    auto applied = co_await client->applyIdentity(identity, 30s);
+    CO_ASSERT_TRUE(applied) << applied.error().describe();
+    EXPECT_EQ(*applied, proto::IdentityResult{});
+    EXPECT_EQ(readFile(root + "/etc/hostname"), "my-box\n");
+    EXPECT_EQ(readFile(root + "/etc/hosts"), "127.0.0.1\tlocalhost\n127.0.1.1\tmy-box\n");
+    EXPECT_EQ(readFile(root + "/etc/machine-id"), identity.machine_id + "\n");
+    // The clock was stamped when the request was sent.
+    std::istringstream log(readFile(root + "/system.log"));
+    std::string word;
+    int64_t ns = 0;
+    log >> word >> ns;
+    EXPECT_EQ(word, "clock");
+    const int64_t before_ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(before.time_since_epoch()).count();
+    EXPECT_GE(ns, before_ns);
+    EXPECT_LT(ns, before_ns + int64_t{60} * 1'000'000'000);
+    log >> word;
+    EXPECT_EQ(word, "seed");
+    log >> word;
+    EXPECT_EQ(word, identity.seed);
+
+    // grow_root: the "disk" grows a moment later.
+    Identity grow;
+    grow.set_clock = false;
+    grow.grow_root = true;
+    std::ofstream(root + "/disk-grown") << "";
+    auto grown = co_await client->applyIdentity(grow, 30s);
+    CO_ASSERT_TRUE(grown) << grown.error().describe();
+    EXPECT_TRUE(grown->root_grown);
+    EXPECT_EQ(grown->root_bytes, 512u * 4096);
+
+    // Bad values are refused before anything is sent; the agent's own refusals come back.
+    Identity bad;
+    bad.machine_id = "XYZ";
+    auto refused = co_await client->applyIdentity(bad, 30s);
+    CO_ASSERT_FALSE(refused);
+    EXPECT_EQ(refused.error().code(), Errc::kInvalidArgument);
+    std::filesystem::remove_all(root + "/etc");
+    Identity unwritable;
+    unwritable.hostname = "x";
+    unwritable.set_clock = false;
+    auto failed = co_await client->applyIdentity(unwritable, 30s);
+    CO_ASSERT_FALSE(failed);
+    EXPECT_NE(failed.error().message().find("/etc/hostname"), std::string::npos)
+        << failed.error().message();
+    EXPECT_TRUE(co_await client->ping(30s));
+  });
+}
+
+TEST_F(AgentClientTest, IdentityNeedsTheAgentsCapability) {
+  run([&]() -> asio::awaitable<void> {
+    auto client = co_await connect();  // a --listen agent without --identity-root
+    CO_ASSERT_TRUE(client);
+    const Identity identity = makeIdentity("b");
+    auto applied = co_await client->applyIdentity(identity, 30s);
+    CO_ASSERT_FALSE(applied);
+    EXPECT_EQ(applied.error().code(), Errc::kUnsupported);
+  });
+}
+
+TEST(IdentityTest, FreshIdentitiesAreRandomAndValid) {
+  const Identity a = makeIdentity("web_1");
+  const Identity b = makeIdentity("web_1");
+  EXPECT_EQ(a.hostname, "web-1");
+  EXPECT_TRUE(proto::isValidMachineId(a.machine_id)) << a.machine_id;
+  EXPECT_EQ(a.machine_id[12], '4');  // UUID version 4
+  EXPECT_EQ(a.seed.size(), 96u);
+  EXPECT_NE(a.machine_id, b.machine_id);
+  EXPECT_NE(a.seed, b.seed);
+  EXPECT_TRUE(a.set_clock);
+  EXPECT_FALSE(a.grow_root);
+  proto::Identity wire{a.hostname, a.machine_id, 1, a.seed, false};
+  EXPECT_TRUE(proto::validate(wire));
+}
+
+TEST(IdentityTest, HostnamesForBoxNames) {
+  EXPECT_EQ(hostnameFor("web"), "web");
+  EXPECT_EQ(hostnameFor("a.b_c"), "a.b-c");
+  EXPECT_EQ(hostnameFor("_x"), "x");
+  EXPECT_EQ(hostnameFor("..."), "box");
+  EXPECT_EQ(hostnameFor(std::string(80, 'a')).size(), 64u);
+  EXPECT_TRUE(proto::isValidHostname(hostnameFor("-._weird name!")));
 }
 
 TEST_F(AgentClientTest, TtyNeedsTheAgentsCapability) {

@@ -49,7 +49,7 @@ void ExecSession::finishWith(std::optional<Error> error) {
   changed_.notify();
 }
 
-void ExecSession::onClosed(const Error& error) {
+void ExecSession::onStreamClosed(const Error& error) {
   if (finished_) return;
   finishWith(
       error.code() == Errc::kCancelled
@@ -57,7 +57,7 @@ void ExecSession::onClosed(const Error& error) {
           : Error(Errc::kUnavailable, "Lost the connection to the agent: " + error.message()));
 }
 
-void ExecSession::onFrame(const Frame& frame) {
+void ExecSession::onStreamFrame(const Frame& frame) {
   if (finished_) return;
   switch (frame.type) {
     case FrameType::kStarted: {

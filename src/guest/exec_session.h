@@ -16,6 +16,7 @@
 #include "base/result.h"
 #include "guest/asio.h"
 #include "guest/async_event.h"
+#include "guest/stream_handler.h"
 #include "proto/frame.h"
 #include "proto/messages.h"
 
@@ -31,9 +32,9 @@ struct ExecEvent {
   proto::ExitStatus exit_status;  // kExit: the last event of the session
 };
 
-class ExecSession {
+class ExecSession : public StreamHandler {
  public:
-  ~ExecSession();
+  ~ExecSession() override;
   ExecSession(const ExecSession&) = delete;
   ExecSession& operator=(const ExecSession&) = delete;
 
@@ -71,9 +72,10 @@ class ExecSession {
 
   ExecSession(std::shared_ptr<AgentClient> client, uint32_t stream, bool pipe_stdin, bool tty);
 
-  // Called by the client's read loop.
-  void onFrame(const proto::Frame& frame);
-  void onClosed(const Error& error);
+  // StreamHandler, called by the client's read loop.
+  void onStreamFrame(const proto::Frame& frame) override;
+  void onStreamClosed(const Error& error) override;
+  bool streamFinished() const override { return finished_; }
   void finishWith(std::optional<Error> error);
   Result<> checkUsable() const;
 

@@ -39,6 +39,8 @@ bool isKnownFrameType(uint8_t type) {
     case FrameType::kWindow:
     case FrameType::kResize:
     case FrameType::kPoweroff:
+    case FrameType::kIdentity:
+    case FrameType::kResult:
     case FrameType::kError: return true;
   }
   return false;

@@ -35,6 +35,10 @@ enum class FrameType : uint8_t {
   kWindow = 0x18,    // either way   4-byte LE credit increment for the stream's data
   kResize = 0x19,    // host->guest  JSON {"rows":N,"cols":N}: a tty stream's window size
   kPoweroff = 0x20,  // host->guest  empty: sync, unmount, power off
+  // Requests: the host opens a fresh stream S with one of these; the agent answers on S with
+  // exactly one kResult or kError, which closes S. Each needs the capability named beside it.
+  kIdentity = 0x21,  // host->guest  JSON Identity ("identity")
+  kResult = 0x22,    // guest->host  JSON: the answer to the request that opened S
   kError = 0x7f,     // either way   JSON {"code":"not_found","message":"..."}; 0 = connection
 };
 
