@@ -4,8 +4,9 @@
 //                                       virtio-serial port named hutch.agent
 //   hutch-agent --listen SOCKET_PATH    on a host, for tests: no init duties, serve each
 //                                       connection to the unix socket as a session
-//     [--identity-root DIR]             serve kIdentity with the files under DIR and the clock,
-//                                       hostname, RNG and disk operations only recorded in
+//     [--root DIR]                      the box's files the agent manages (identity files,
+//                                       /var/log/hutch, ...) are taken under DIR; the clock,
+//                                       hostname, RNG and disk operations are only recorded in
 //                                       DIR/system.log (never the host's own)
 #include <fcntl.h>
 #include <signal.h>
@@ -32,17 +33,20 @@ namespace hutch::agent {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: hutch-agent [--listen SOCKET_PATH [--identity-root DIR]] [--port-name NAME]\n"
+    "usage: hutch-agent [--listen SOCKET_PATH [--root DIR]] [--port-name NAME]\n"
     "  Without --listen the agent must be PID 1 (the box's init) and serves the virtio-serial\n"
     "  port NAME (default hutch.agent). --listen serves a unix socket instead, skipping every\n"
-    "  PID-1 duty (for tests on a host). --identity-root lets a --listen agent serve identity\n"
-    "  requests on the files under DIR, recording clock, hostname and RNG changes in\n"
-    "  DIR/system.log instead of making them.\n";
+    "  PID-1 duty (for tests on a host). --root gives a --listen agent a pretend box under DIR:\n"
+    "  identity files, logs of detached processes and services are there, and clock, hostname\n"
+    "  and RNG changes are recorded in DIR/system.log instead of being made.\n";
+
+// Logs of detached processes in a box.
+constexpr const char* kExecLogDir = "/var/log/hutch/exec";
 
 struct Options {
   std::string listen_path;
   std::string port_name = "hutch.agent";
-  std::string identity_root;
+  std::string root;
 };
 
 // 0, 1 and 2 must be open: otherwise a pipe could land on them and be clobbered in a child.
@@ -94,9 +98,11 @@ int serve(const Options& options) {
   server_options.on_poweroff = shutdown;
   if (as_pid1) {
     system = realSystemControl();
-  } else if (!options.identity_root.empty()) {
-    system = recordingSystemControl(options.identity_root);
-    server_options.identity_files = IdentityFiles::under(options.identity_root);
+    server_options.exec_log_dir = kExecLogDir;
+  } else if (!options.root.empty()) {
+    system = recordingSystemControl(options.root);
+    server_options.identity_files = IdentityFiles::under(options.root);
+    server_options.exec_log_dir = options.root + kExecLogDir;
   }
   server_options.system = system.get();
   server = std::make_unique<Server>(loop, *source, server_options);
@@ -139,8 +145,8 @@ int main(int argc, char** argv) {
       options.listen_path = argv[++i];
     } else if (arg == "--port-name" && i + 1 < argc) {
       options.port_name = argv[++i];
-    } else if (arg == "--identity-root" && i + 1 < argc) {
-      options.identity_root = argv[++i];
+    } else if (arg == "--root" && i + 1 < argc) {
+      options.root = argv[++i];
     } else if (arg == "--version") {
       std::printf("hutch-agent %s\n", HUTCH_VERSION);
       return 0;
@@ -158,8 +164,8 @@ int main(int argc, char** argv) {
   ::signal(SIGPIPE, SIG_IGN);  // a closed pipe or socket is an EPIPE, handled where it happens
 
   const bool as_pid1 = options.listen_path.empty();
-  if (as_pid1 && !options.identity_root.empty() && ::getpid() != 1) {
-    std::fprintf(stderr, "hutch-agent: --identity-root needs --listen\n%s", kUsage);
+  if (as_pid1 && !options.root.empty() && ::getpid() != 1) {
+    std::fprintf(stderr, "hutch-agent: --root needs --listen\n%s", kUsage);
     return 2;
   }
   if (as_pid1) {

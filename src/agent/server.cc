@@ -12,6 +12,7 @@
 #include "agent/log.h"
 #include "proto/identity.h"
 #include "proto/messages.h"
+#include "proto/processes.h"
 
 namespace hutch::agent {
 
@@ -43,7 +44,11 @@ bool isLoneHello(std::string_view bytes) {
 }  // namespace
 
 Server::Server(EventLoop& loop, ChannelSource& source, ServerOptions options)
-    : loop_(loop), source_(source), options_(std::move(options)) {}
+    : loop_(loop), source_(source), options_(std::move(options)) {
+  if (!options_.exec_log_dir.empty()) {
+    detached_ = std::make_unique<DetachedProcesses>(options_.exec_log_dir);
+  }
+}
 
 Server::~Server() {
   closeAllStreams();
@@ -202,6 +207,7 @@ void Server::onChildExited(pid_t pid, int wait_status) {
       return;
     }
   }
+  if (detached_) detached_->onExited(pid, wait_status);
 }
 
 void Server::handleHello(const Frame& frame) {
@@ -226,6 +232,7 @@ void Server::handleHello(const Frame& frame) {
 std::vector<std::string> Server::capabilities() const {
   std::vector<std::string> names = {"exec", "signal", "window", "poweroff", "tty"};
   if (options_.system) names.emplace_back("identity");
+  if (detached_) names.emplace_back("detach");
   return names;
 }
 
@@ -256,6 +263,7 @@ void Server::handleExec(const Frame& frame) {
   if (!openStream(frame)) return;
   auto request = proto::decodeMessage<proto::ExecRequest>(frame.payload);
   if (!request) return sendError(id, request.error());
+  if (request->detach) return handleDetachedExec(id, *request);
   auto spec = makeSpawnSpec(*request, UserDb::load(options_.passwd_path, options_.group_path));
   if (!spec) return sendError(id, spec.error());
   auto process = spawnProcess(*spec);
@@ -268,13 +276,47 @@ void Server::handleExec(const Frame& frame) {
   streams_[id] = std::move(stream);
 }
 
+void Server::handleDetachedExec(uint32_t id, const proto::ExecRequest& request) {
+  if (!detached_) {
+    return sendError(id, Error(Errc::kUnsupported,
+                               "This agent does not run detached processes (a --listen agent "
+                               "needs --root)"));
+  }
+  auto spec = makeSpawnSpec(request, UserDb::load(options_.passwd_path, options_.group_path));
+  if (!spec) return sendError(id, spec.error());
+  auto info = detached_->start(*spec, request);
+  if (!info) return sendError(id, info.error());
+  // The last frame of the stream: the process is on its own from now on.
+  proto::Started started{info->pid, info->id, info->log};
+  sendFrame(FrameType::kStarted, id, proto::encodeMessage(started));
+}
+
+void Server::handleProcesses(const Frame& frame) {
+  const uint32_t id = frame.stream;
+  if (!openStream(frame)) return;
+  if (!detached_) return sendError(id, Error(Errc::kUnsupported, "No detached processes here"));
+  sendFrame(FrameType::kResult, id, proto::encodeMessage(detached_->list()));
+}
+
+void Server::handleSignalProcess(const Frame& frame) {
+  const uint32_t id = frame.stream;
+  if (!openStream(frame)) return;
+  if (!detached_) return sendError(id, Error(Errc::kUnsupported, "No detached processes here"));
+  auto request = proto::decodeMessage<proto::SignalProcess>(frame.payload);
+  if (!request) return sendError(id, request.error());
+  if (auto signalled = detached_->signal(*request); !signalled) {
+    return sendError(id, signalled.error());
+  }
+  sendFrame(FrameType::kResult, id, "{}");
+}
+
 void Server::handleIdentity(const Frame& frame) {
   const uint32_t id = frame.stream;
   if (!openStream(frame)) return;
   if (!options_.system) {
     return sendError(id, Error(Errc::kUnsupported,
                                "This agent does not apply identities (a --listen agent needs "
-                               "--identity-root)"));
+                               "--root)"));
   }
   auto identity = proto::decodeMessage<proto::Identity>(frame.payload);
   if (!identity) return sendError(id, identity.error());
@@ -340,6 +382,8 @@ void Server::handleFrame(const Frame& frame) {
   switch (frame.type) {
     case FrameType::kExec: return handleExec(frame);
     case FrameType::kIdentity: return handleIdentity(frame);
+    case FrameType::kProcesses: return handleProcesses(frame);
+    case FrameType::kSignalProcess: return handleSignalProcess(frame);
     case FrameType::kStdin:
     case FrameType::kStdinEof:
     case FrameType::kSignal:

@@ -21,6 +21,7 @@
 
 #include "agent/channel/channel_source.h"
 #include "agent/event_loop.h"
+#include "agent/exec/detached_processes.h"
 #include "agent/exec/exec_stream.h"
 #include "agent/init/identity.h"
 #include "agent/init/system_control.h"
@@ -37,6 +38,8 @@ struct ServerOptions {
   // one, in --listen tests a recording one with files under a temp root. Not owned.
   SystemControl* system = nullptr;
   IdentityFiles identity_files;
+  // Where detached processes' logs go; empty: no "detach" (a --listen agent without --root).
+  std::string exec_log_dir;
 };
 
 // kIdentity with grow_root: how long the agent waits for the enlarged disk to show, and how often
@@ -79,6 +82,9 @@ class Server : public StreamSink {
   void handleHello(const proto::Frame& frame);
   void handleExec(const proto::Frame& frame);
   void handleIdentity(const proto::Frame& frame);
+  void handleDetachedExec(uint32_t stream, const proto::ExecRequest& request);
+  void handleProcesses(const proto::Frame& frame);
+  void handleSignalProcess(const proto::Frame& frame);
   void growRootThenAnswer(uint32_t stream, std::optional<Error> earlier,
                           EventLoop::Clock::time_point deadline);
   // A request may open `stream` (nonzero, not open): otherwise it is answered and false.
@@ -103,6 +109,8 @@ class Server : public StreamSink {
   std::map<uint32_t, std::unique_ptr<ExecStream>> streams_;
   // Requests whose answer waits for a timer (kIdentity with grow_root), by stream.
   std::map<uint32_t, EventLoop::TimerId> pending_requests_;
+  // Outlive sessions; null without options_.exec_log_dir.
+  std::unique_ptr<DetachedProcesses> detached_;
 };
 
 }  // namespace hutch::agent

@@ -1,4 +1,4 @@
-// kIdentity through the real agent (--listen with --identity-root: files under a temp root, the
+// kIdentity through the real agent (--listen with --root: files under a temp root, the
 // clock, hostname, RNG and disk operations only recorded), and the session recovery a restored
 // snapshot needs: a new host's kHello while the decoder holds half a frame of the previous one.
 #include <gtest/gtest.h>
@@ -54,7 +54,7 @@ class ServerIdentityTest : public ::testing::Test {
     spit(root_ + "/etc/hosts", "127.0.0.1\tlocalhost\n127.0.1.1\ttemplate\n");
     spit(root_ + "/etc/hostname", "template\n");
     spit(root_ + "/etc/machine-id", "ffffffffffffffffffffffffffffffff\n");
-    ASSERT_TRUE(agent_->launch({"--identity-root", root_}));
+    ASSERT_TRUE(agent_->launch({"--root", root_}));
     auto fd = agent_->connect();
     ASSERT_TRUE(fd) << fd.error().describe();
     conn_ = std::make_unique<RawConnection>(std::move(*fd));

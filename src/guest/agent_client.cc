@@ -283,9 +283,15 @@ asio::awaitable<Result<std::shared_ptr<ExecSession>>> AgentClient::exec(
                    "rebuild its image with a newer hutch-agent, or run without a tty");
   }
 
+  if (request.detach && !hello_ack_->hasCapability("detach")) {
+    co_return fail(Errc::kUnsupported,
+                   "This box's agent cannot run detached processes (no \"detach\" capability); "
+                   "rebuild its image with a newer hutch-agent");
+  }
+
   const uint32_t stream = allocateStream();
   std::shared_ptr<ExecSession> session(
-      new ExecSession(self, stream, request.pipe_stdin, request.tty));
+      new ExecSession(self, stream, request.pipe_stdin, request.tty, request.detach));
   streams_[stream] = session;
   send(FrameType::kExec, stream, proto::encodeMessage(request));
   while (!session->started_ && !session->start_error_) co_await session->changed_.wait();
@@ -363,6 +369,37 @@ asio::awaitable<Result<proto::IdentityResult>> AgentClient::applyIdentity(
   const auto answer = co_await request(FrameType::kIdentity, payload, timeout);
   if (!answer) co_return fail(answer.error().withContext("Applying the box's identity"));
   co_return proto::decodeMessage<proto::IdentityResult>(*answer);
+}
+
+}  // namespace hutch::guest
+
+namespace hutch::guest {
+
+asio::awaitable<Result<proto::ProcessList>> AgentClient::listProcesses(
+    std::chrono::milliseconds timeout) {
+  auto self = shared_from_this();
+  if (hello_ack_ && !hello_ack_->hasCapability("detach")) {
+    co_return fail(Errc::kUnsupported, "This box's agent has no detached processes");
+  }
+  const std::string payload = "{}";
+  auto answer = co_await request(FrameType::kProcesses, payload, timeout);
+  if (!answer) co_return fail(answer.error());
+  co_return proto::decodeMessage<proto::ProcessList>(*answer);
+}
+
+asio::awaitable<Result<>> AgentClient::signalProcess(std::string id, int signo,
+                                                     std::chrono::milliseconds timeout) {
+  auto self = shared_from_this();
+  if (signo < 1 || signo > 64) {
+    co_return fail(Errc::kInvalidArgument, "Signal " + std::to_string(signo) + " is not 1-64");
+  }
+  if (hello_ack_ && !hello_ack_->hasCapability("detach")) {
+    co_return fail(Errc::kUnsupported, "This box's agent has no detached processes");
+  }
+  const std::string payload = proto::encodeMessage(proto::SignalProcess{std::move(id), signo});
+  auto answer = co_await request(FrameType::kSignalProcess, payload, timeout);
+  if (!answer) co_return fail(answer.error());
+  co_return ok();
 }
 
 }  // namespace hutch::guest

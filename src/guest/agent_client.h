@@ -36,6 +36,7 @@
 #include "proto/frame.h"
 #include "proto/identity.h"
 #include "proto/messages.h"
+#include "proto/processes.h"
 
 namespace hutch::guest {
 
@@ -66,7 +67,10 @@ class AgentClient : public std::enable_shared_from_this<AgentClient> {
 
   // Starts a process; returns once the agent reports it started (kStarted) or refused it: a
   // missing command, cwd or user is kNotFound, a bad request kInvalidArgument, tty with an agent
-  // that lacks the "tty" capability kUnsupported.
+  // that lacks the "tty" capability kUnsupported. With request.detach the process runs on its
+  // own (outliving this connection, output to a log file in the box): the returned session is
+  // already finished and carries pid(), detachedId() and logPath(); kUnsupported without the
+  // agent's "detach" capability.
   boost::asio::awaitable<Result<std::shared_ptr<ExecSession>>> exec(proto::ExecRequest request);
 
   // Gives a box restored from a snapshot its own identity (docs/protocol.md, "Identity"): the
@@ -78,6 +82,15 @@ class AgentClient : public std::enable_shared_from_this<AgentClient> {
   // kInternal if a file could not be written; the other parts are applied regardless).
   boost::asio::awaitable<Result<proto::IdentityResult>> applyIdentity(
       const Identity& identity, std::chrono::milliseconds timeout);
+
+  // The detached processes of the box: running ones and the last 100 that ended, oldest first.
+  boost::asio::awaitable<Result<proto::ProcessList>> listProcesses(
+      std::chrono::milliseconds timeout);
+
+  // Sends signo (1-64) to the process group of detached process `id`. kNotFound (no such id),
+  // kFailedPrecondition (it has ended), kInvalidArgument (bad signal).
+  boost::asio::awaitable<Result<>> signalProcess(std::string id, int signo,
+                                                 std::chrono::milliseconds timeout);
 
   // A round trip through the agent's loop (after the handshake).
   boost::asio::awaitable<Result<>> ping(std::chrono::milliseconds timeout);

@@ -40,6 +40,12 @@ class ExecSession : public StreamHandler {
 
   uint32_t streamId() const { return stream_; }
   int pid() const { return pid_; }
+  // A detached process (ExecRequest::detach): the id the agent gave it and its log file in the
+  // box. Such a session is finished as soon as it is returned: it has no events (next() is
+  // kFailedPrecondition), and dropping it does not touch the process.
+  bool detached() const { return detached_; }
+  const std::string& detachedId() const { return detached_id_; }
+  const std::string& logPath() const { return log_path_; }
   // The agent has sent the last frame of the stream (the exit status or an error).
   bool finished() const { return finished_; }
 
@@ -70,7 +76,8 @@ class ExecSession : public StreamHandler {
  private:
   friend class AgentClient;
 
-  ExecSession(std::shared_ptr<AgentClient> client, uint32_t stream, bool pipe_stdin, bool tty);
+  ExecSession(std::shared_ptr<AgentClient> client, uint32_t stream, bool pipe_stdin, bool tty,
+              bool detached = false);
 
   // StreamHandler, called by the client's read loop.
   void onStreamFrame(const proto::Frame& frame) override;
@@ -83,6 +90,9 @@ class ExecSession : public StreamHandler {
   const uint32_t stream_;
   const bool pipe_stdin_;
   const bool tty_;
+  const bool detached_;
+  std::string detached_id_;
+  std::string log_path_;
   AsyncEvent changed_;
 
   bool started_ = false;

@@ -41,6 +41,8 @@ bool isKnownFrameType(uint8_t type) {
     case FrameType::kPoweroff:
     case FrameType::kIdentity:
     case FrameType::kResult:
+    case FrameType::kProcesses:
+    case FrameType::kSignalProcess:
     case FrameType::kError: return true;
   }
   return false;

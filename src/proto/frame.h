@@ -37,9 +37,11 @@ enum class FrameType : uint8_t {
   kPoweroff = 0x20,  // host->guest  empty: sync, unmount, power off
   // Requests: the host opens a fresh stream S with one of these; the agent answers on S with
   // exactly one kResult or kError, which closes S. Each needs the capability named beside it.
-  kIdentity = 0x21,  // host->guest  JSON Identity ("identity")
-  kResult = 0x22,    // guest->host  JSON: the answer to the request that opened S
-  kError = 0x7f,     // either way   JSON {"code":"not_found","message":"..."}; 0 = connection
+  kIdentity = 0x21,       // host->guest  JSON Identity ("identity")
+  kResult = 0x22,         // guest->host  JSON: the answer to the request that opened S
+  kProcesses = 0x23,      // host->guest  {} -> ProcessList: the detached processes ("detach")
+  kSignalProcess = 0x24,  // host->guest  JSON SignalProcess: signal one by id ("detach")
+  kError = 0x7f,          // either way   JSON {"code":"not_found","message":"..."}; 0 = connection
 };
 
 bool isKnownFrameType(uint8_t type);

@@ -63,6 +63,11 @@ Result<> validate(const ExecRequest& request) {
     return fail(Errc::kInvalidArgument, "The cwd \"" + request.cwd + "\" must be absolute");
   }
   if (hasNul(request.user)) return fail(Errc::kInvalidArgument, "The user contains a NUL byte");
+  if (request.detach && (request.pipe_stdin || request.tty || request.login_shell)) {
+    return fail(Errc::kInvalidArgument,
+                "A detached process has no stdin and no terminal (drop stdin, tty and "
+                "login_shell, or do not detach)");
+  }
   return ok();
 }
 
@@ -104,11 +109,15 @@ std::string encodeMessage(const ExecRequest& message) {
   if (message.rows != 0) j["rows"] = message.rows;
   if (message.cols != 0) j["cols"] = message.cols;
   if (message.login_shell) j["login_shell"] = true;
+  if (message.detach) j["detach"] = true;
   return dump(j);
 }
 
 std::string encodeMessage(const Started& message) {
-  return dump({{"pid", message.pid}});
+  Json j = {{"pid", message.pid}};
+  if (!message.id.empty()) j["id"] = message.id;
+  if (!message.log.empty()) j["log"] = message.log;
+  return dump(j);
 }
 
 std::string encodeMessage(const ExitStatus& message) {
@@ -160,6 +169,7 @@ Result<ExecRequest> decodeMessage<ExecRequest>(std::string_view payload) {
   HUTCH_TRY_VOID(readBool(j, "stdin", false, request.pipe_stdin));
   HUTCH_TRY_VOID(readBool(j, "tty", false, request.tty));
   HUTCH_TRY_VOID(readBool(j, "login_shell", false, request.login_shell));
+  HUTCH_TRY_VOID(readBool(j, "detach", false, request.detach));
   std::optional<int64_t> rows;
   std::optional<int64_t> cols;
   HUTCH_TRY_VOID(readInt(j, "rows", false, 0, kMaxCells, rows));
@@ -175,7 +185,11 @@ Result<Started> decodeMessage<Started>(std::string_view payload) {
   HUTCH_TRY(Json j, parseObject(payload, "started"));
   std::optional<int64_t> pid;
   HUTCH_TRY_VOID(readInt(j, "pid", true, 1, std::numeric_limits<int>::max(), pid));
-  return Started{static_cast<int>(*pid)};
+  Started started;
+  started.pid = static_cast<int>(*pid);
+  HUTCH_TRY_VOID(readString(j, "id", false, started.id));
+  HUTCH_TRY_VOID(readString(j, "log", false, started.log));
+  return started;
 }
 
 template <>
