@@ -13,6 +13,7 @@
 #include "proto/identity.h"
 #include "proto/messages.h"
 #include "proto/processes.h"
+#include "proto/tcp.h"
 
 namespace hutch::agent {
 
@@ -189,14 +190,19 @@ void Server::resetSession() {
 
 void Server::closeAllStreams() {
   streams_.clear();
+  tcp_streams_.clear();
   for (auto& [id, timer] : pending_requests_) loop_.cancelTimer(timer);
   pending_requests_.clear();
 }
 
 void Server::streamFinished(uint32_t stream) {
   loop_.post([this, stream] {
-    auto it = streams_.find(stream);
-    if (it != streams_.end() && it->second->finished()) streams_.erase(it);
+    if (auto it = streams_.find(stream); it != streams_.end() && it->second->finished()) {
+      streams_.erase(it);
+    }
+    if (auto it = tcp_streams_.find(stream); it != tcp_streams_.end() && it->second->finished()) {
+      tcp_streams_.erase(it);
+    }
   });
 }
 
@@ -233,6 +239,7 @@ std::vector<std::string> Server::capabilities() const {
   std::vector<std::string> names = {"exec", "signal", "window", "poweroff", "tty"};
   if (options_.system) names.emplace_back("identity");
   if (detached_) names.emplace_back("detach");
+  names.emplace_back("tcp");
   return names;
 }
 
@@ -251,7 +258,10 @@ bool Server::openStream(const Frame& frame) {
       return false;
     }
   }
-  if (pending_requests_.contains(id)) {
+  if (auto it = tcp_streams_.find(id); it != tcp_streams_.end() && it->second->finished()) {
+    tcp_streams_.erase(it);
+  }
+  if (pending_requests_.contains(id) || tcp_streams_.contains(id)) {
     sendError(id, Error(Errc::kAlreadyExists, "Stream " + std::to_string(id) + " is already open"));
     return false;
   }
@@ -308,6 +318,29 @@ void Server::handleSignalProcess(const Frame& frame) {
     return sendError(id, signalled.error());
   }
   sendFrame(FrameType::kResult, id, "{}");
+}
+
+void Server::handleConnect(const Frame& frame) {
+  const uint32_t id = frame.stream;
+  if (!openStream(frame)) return;
+  auto request = proto::decodeMessage<proto::ConnectRequest>(frame.payload);
+  if (!request) return sendError(id, request.error());
+  auto stream = std::make_unique<TcpStream>(loop_, *this, id);
+  if (auto connecting = stream->connect(*request); !connecting) {
+    return sendError(id, connecting.error());
+  }
+  tcp_streams_[id] = std::move(stream);
+}
+
+void Server::routeTcpFrame(const Frame& frame) {
+  // A stream that is not open is ignored: these frames can cross its last frame in flight.
+  auto it = tcp_streams_.find(frame.stream);
+  if (it == tcp_streams_.end() || it->second->finished()) return;
+  TcpStream& stream = *it->second;
+  if (frame.type == FrameType::kData) stream.onData(frame.payload);
+  if (frame.type == FrameType::kEof) stream.onEof();
+  if (frame.type == FrameType::kWindow) stream.onWindow(frame.payload);
+  if (frame.type == FrameType::kClose) stream.onClose();
 }
 
 void Server::handleIdentity(const Frame& frame) {
@@ -384,11 +417,18 @@ void Server::handleFrame(const Frame& frame) {
     case FrameType::kIdentity: return handleIdentity(frame);
     case FrameType::kProcesses: return handleProcesses(frame);
     case FrameType::kSignalProcess: return handleSignalProcess(frame);
+    case FrameType::kConnect: return handleConnect(frame);
+    case FrameType::kData:
+    case FrameType::kEof:
+    case FrameType::kClose: return routeTcpFrame(frame);
     case FrameType::kStdin:
     case FrameType::kStdinEof:
     case FrameType::kSignal:
     case FrameType::kWindow:
     case FrameType::kResize: {
+      if (frame.type == FrameType::kWindow && tcp_streams_.contains(frame.stream)) {
+        return routeTcpFrame(frame);
+      }
       // A stream that is not open is ignored: these frames can cross its last frame in flight.
       auto it = streams_.find(frame.stream);
       if (it == streams_.end() || it->second->finished()) return;

@@ -25,6 +25,7 @@
 #include "agent/exec/exec_stream.h"
 #include "agent/init/identity.h"
 #include "agent/init/system_control.h"
+#include "agent/net/tcp_stream.h"
 #include "proto/frame.h"
 
 namespace hutch::agent {
@@ -85,6 +86,8 @@ class Server : public StreamSink {
   void handleDetachedExec(uint32_t stream, const proto::ExecRequest& request);
   void handleProcesses(const proto::Frame& frame);
   void handleSignalProcess(const proto::Frame& frame);
+  void handleConnect(const proto::Frame& frame);
+  void routeTcpFrame(const proto::Frame& frame);
   void growRootThenAnswer(uint32_t stream, std::optional<Error> earlier,
                           EventLoop::Clock::time_point deadline);
   // A request may open `stream` (nonzero, not open): otherwise it is answered and false.
@@ -107,6 +110,7 @@ class Server : public StreamSink {
   bool flush_posted_ = false;
   bool handshaken_ = false;
   std::map<uint32_t, std::unique_ptr<ExecStream>> streams_;
+  std::map<uint32_t, std::unique_ptr<TcpStream>> tcp_streams_;
   // Requests whose answer waits for a timer (kIdentity with grow_root), by stream.
   std::map<uint32_t, EventLoop::TimerId> pending_requests_;
   // Outlive sessions; null without options_.exec_log_dir.

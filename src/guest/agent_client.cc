@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "proto/identity.h"
+#include "proto/tcp.h"
 
 namespace hutch::guest {
 
@@ -400,6 +401,39 @@ asio::awaitable<Result<>> AgentClient::signalProcess(std::string id, int signo,
   auto answer = co_await request(FrameType::kSignalProcess, payload, timeout);
   if (!answer) co_return fail(answer.error());
   co_return ok();
+}
+
+}  // namespace hutch::guest
+
+namespace hutch::guest {
+
+asio::awaitable<Result<std::shared_ptr<TcpStream>>> AgentClient::connect(
+    uint16_t port, std::string address, std::chrono::milliseconds timeout) {
+  auto self = shared_from_this();
+  if (!open_) co_return fail(closedError());
+  if (!hello_ack_) co_return fail(Errc::kFailedPrecondition, "Call handshake() before connect()");
+  if (!hello_ack_->hasCapability("tcp")) {
+    co_return fail(Errc::kUnsupported,
+                   "This box's agent cannot forward ports (no \"tcp\" capability); rebuild its "
+                   "image with a newer hutch-agent");
+  }
+  const proto::ConnectRequest request{port, std::move(address)};
+  if (auto valid = proto::validate(request); !valid) co_return fail(valid.error());
+  const uint32_t stream = allocateStream();
+  std::shared_ptr<TcpStream> tcp(new TcpStream(self, stream));
+  streams_[stream] = tcp;
+  send(FrameType::kConnect, stream, proto::encodeMessage(request));
+  const auto deadline = Clock::now() + timeout;
+  while (!tcp->connected_ && !tcp->ended_ && Clock::now() < deadline) {
+    co_await tcp->changed_.waitUntil(deadline);
+  }
+  // Connected: what happened since (data, end of file, even a reset) is for read() to report.
+  if (tcp->connected_) co_return tcp;
+  if (tcp->error_) co_return fail(*tcp->error_);
+  tcp->close();
+  co_return fail(Errc::kTimeout, "Connecting to port " + std::to_string(port) +
+                                     " in the box took longer than " +
+                                     std::to_string(timeout.count()) + " ms");
 }
 
 }  // namespace hutch::guest

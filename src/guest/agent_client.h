@@ -33,6 +33,7 @@
 #include "guest/handshake_scanner.h"
 #include "guest/identity.h"
 #include "guest/stream_handler.h"
+#include "guest/tcp_stream.h"
 #include "proto/frame.h"
 #include "proto/identity.h"
 #include "proto/messages.h"
@@ -83,6 +84,15 @@ class AgentClient : public std::enable_shared_from_this<AgentClient> {
   boost::asio::awaitable<Result<proto::IdentityResult>> applyIdentity(
       const Identity& identity, std::chrono::milliseconds timeout);
 
+  // Connects to a TCP port inside the box (address: an IP literal or "localhost"); returns once
+  // the connection is up. kUnavailable when it is refused ("Connection refused on
+  // 127.0.0.1:8080 ...") or fails, kTimeout (the agent gives up after 10 s; timeout bounds the
+  // wait here), kInvalidArgument for port 0 or a bad address, kUnsupported without the agent's
+  // "tcp" capability. Many connections may be open at once.
+  boost::asio::awaitable<Result<std::shared_ptr<TcpStream>>> connect(
+      uint16_t port, std::string address = "127.0.0.1",
+      std::chrono::milliseconds timeout = std::chrono::seconds(15));
+
   // The detached processes of the box: running ones and the last 100 that ended, oldest first.
   boost::asio::awaitable<Result<proto::ProcessList>> listProcesses(
       std::chrono::milliseconds timeout);
@@ -111,6 +121,7 @@ class AgentClient : public std::enable_shared_from_this<AgentClient> {
 
  private:
   friend class ExecSession;
+  friend class TcpStream;
 
   AgentClient(ByteChannel channel, AgentClientOptions options);
 

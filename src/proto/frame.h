@@ -41,7 +41,13 @@ enum class FrameType : uint8_t {
   kResult = 0x22,         // guest->host  JSON: the answer to the request that opened S
   kProcesses = 0x23,      // host->guest  {} -> ProcessList: the detached processes ("detach")
   kSignalProcess = 0x24,  // host->guest  JSON SignalProcess: signal one by id ("detach")
-  kError = 0x7f,          // either way   JSON {"code":"not_found","message":"..."}; 0 = connection
+  // TCP streams ("tcp"): kConnect opens S; data flows both ways under the kWindow credits.
+  kConnect = 0x30,    // host->guest  JSON ConnectRequest {"port":N,"address":"127.0.0.1"}
+  kConnected = 0x31,  // guest->host  {}: the connection is up (else kError ends S)
+  kData = 0x32,       // either way   bytes, at most 64 KiB, counted against the window
+  kEof = 0x33,        // either way   empty: the sender will send no more data (half-close)
+  kClose = 0x34,      // host->guest: abort (reset); guest->host: {} the last frame of S
+  kError = 0x7f,      // either way   JSON {"code":"not_found","message":"..."}; 0 = connection
 };
 
 bool isKnownFrameType(uint8_t type);
