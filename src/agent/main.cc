@@ -4,6 +4,10 @@
 //                                       virtio-serial port named hutch.agent
 //   hutch-agent --listen SOCKET_PATH    on a host, for tests: no init duties, serve each
 //                                       connection to the unix socket as a session
+//     [--root DIR]                      the box's files the agent manages (identity files,
+//                                       /var/log/hutch, ...) are taken under DIR; the clock,
+//                                       hostname, RNG and disk operations are only recorded in
+//                                       DIR/system.log (never the host's own)
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -21,6 +25,7 @@
 #include "agent/init/power.h"
 #include "agent/init/reaper.h"
 #include "agent/init/signal_fd.h"
+#include "agent/init/system_control.h"
 #include "agent/log.h"
 #include "agent/server.h"
 
@@ -28,14 +33,20 @@ namespace hutch::agent {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: hutch-agent [--listen SOCKET_PATH] [--port-name NAME]\n"
+    "usage: hutch-agent [--listen SOCKET_PATH [--root DIR]] [--port-name NAME]\n"
     "  Without --listen the agent must be PID 1 (the box's init) and serves the virtio-serial\n"
     "  port NAME (default hutch.agent). --listen serves a unix socket instead, skipping every\n"
-    "  PID-1 duty (for tests on a host).\n";
+    "  PID-1 duty (for tests on a host). --root gives a --listen agent a pretend box under DIR:\n"
+    "  identity files, logs of detached processes and services are there, and clock, hostname\n"
+    "  and RNG changes are recorded in DIR/system.log instead of being made.\n";
+
+// Logs of detached processes in a box.
+constexpr const char* kExecLogDir = "/var/log/hutch/exec";
 
 struct Options {
   std::string listen_path;
   std::string port_name = "hutch.agent";
+  std::string root;
 };
 
 // 0, 1 and 2 must be open: otherwise a pipe could land on them and be clobbered in a child.
@@ -74,6 +85,7 @@ int serve(const Options& options) {
   }
 
   // Declared before use in the callbacks below; the server outlives the loop's run().
+  std::unique_ptr<SystemControl> system;
   std::unique_ptr<Server> server;
   auto shutdown = [&] {
     if (as_pid1) powerOff();  // never returns
@@ -84,6 +96,15 @@ int serve(const Options& options) {
   ServerOptions server_options;
   server_options.agent_version = HUTCH_VERSION;
   server_options.on_poweroff = shutdown;
+  if (as_pid1) {
+    system = realSystemControl();
+    server_options.exec_log_dir = kExecLogDir;
+  } else if (!options.root.empty()) {
+    system = recordingSystemControl(options.root);
+    server_options.identity_files = IdentityFiles::under(options.root);
+    server_options.exec_log_dir = options.root + kExecLogDir;
+  }
+  server_options.system = system.get();
   server = std::make_unique<Server>(loop, *source, server_options);
 
   auto watched = loop.add(signals->get(), EPOLLIN, [&](uint32_t) {
@@ -120,8 +141,12 @@ int main(int argc, char** argv) {
   Options options;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if ((arg == "--listen" || arg == "--port-name") && i + 1 < argc) {
-      (arg == "--listen" ? options.listen_path : options.port_name) = argv[++i];
+    if (arg == "--listen" && i + 1 < argc) {
+      options.listen_path = argv[++i];
+    } else if (arg == "--port-name" && i + 1 < argc) {
+      options.port_name = argv[++i];
+    } else if (arg == "--root" && i + 1 < argc) {
+      options.root = argv[++i];
     } else if (arg == "--version") {
       std::printf("hutch-agent %s\n", HUTCH_VERSION);
       return 0;
@@ -139,6 +164,10 @@ int main(int argc, char** argv) {
   ::signal(SIGPIPE, SIG_IGN);  // a closed pipe or socket is an EPIPE, handled where it happens
 
   const bool as_pid1 = options.listen_path.empty();
+  if (as_pid1 && !options.root.empty() && ::getpid() != 1) {
+    std::fprintf(stderr, "hutch-agent: --root needs --listen\n%s", kUsage);
+    return 2;
+  }
   if (as_pid1) {
     if (::getpid() != 1) {
       std::fprintf(stderr,

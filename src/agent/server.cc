@@ -10,7 +10,10 @@
 #include "agent/exec/spawn_spec.h"
 #include "agent/exec/user_db.h"
 #include "agent/log.h"
+#include "proto/identity.h"
 #include "proto/messages.h"
+#include "proto/processes.h"
+#include "proto/tcp.h"
 
 namespace hutch::agent {
 
@@ -25,10 +28,28 @@ std::string typeName(FrameType type) {
   return buf;
 }
 
+// Exactly one complete, valid kHello frame: what a host writes first on a new connection. A
+// guest read never mixes two host writes on a virtio-serial port, so after a restore from a
+// snapshot (or a reconnect the guest did not notice) the new host's kHello arrives as one read
+// of its own, even when the decoder still holds the unfinished frame of the previous host.
+bool isLoneHello(std::string_view bytes) {
+  if (bytes.size() < proto::kHeaderSize || bytes.size() > proto::kHeaderSize + 4096) return false;
+  proto::FrameDecoder decoder;
+  decoder.feed(bytes);
+  auto frame = decoder.next();
+  if (!frame || !frame->has_value() || decoder.buffered() != 0) return false;
+  return (*frame)->type == FrameType::kHello && (*frame)->stream == 0 &&
+         proto::decodeMessage<proto::Hello>((*frame)->payload).has_value();
+}
+
 }  // namespace
 
 Server::Server(EventLoop& loop, ChannelSource& source, ServerOptions options)
-    : loop_(loop), source_(source), options_(std::move(options)) {}
+    : loop_(loop), source_(source), options_(std::move(options)) {
+  if (!options_.exec_log_dir.empty()) {
+    detached_ = std::make_unique<DetachedProcesses>(options_.exec_log_dir);
+  }
+}
 
 Server::~Server() {
   closeAllStreams();
@@ -84,6 +105,11 @@ void Server::readChannel() {
   }
   if (n == 0) return disconnect("end of stream");
 
+  if (decoder_.buffered() > 0 && isLoneHello(std::string_view(buffer, static_cast<size_t>(n)))) {
+    logWarning("A new host said hello while " + std::to_string(decoder_.buffered()) +
+               " bytes of an unfinished frame were waiting: dropping them");
+    decoder_ = proto::FrameDecoder();
+  }
   decoder_.feed(std::span<const char>(buffer, static_cast<size_t>(n)));
   while (channel_) {
     auto next = decoder_.next();
@@ -164,12 +190,19 @@ void Server::resetSession() {
 
 void Server::closeAllStreams() {
   streams_.clear();
+  tcp_streams_.clear();
+  for (auto& [id, timer] : pending_requests_) loop_.cancelTimer(timer);
+  pending_requests_.clear();
 }
 
 void Server::streamFinished(uint32_t stream) {
   loop_.post([this, stream] {
-    auto it = streams_.find(stream);
-    if (it != streams_.end() && it->second->finished()) streams_.erase(it);
+    if (auto it = streams_.find(stream); it != streams_.end() && it->second->finished()) {
+      streams_.erase(it);
+    }
+    if (auto it = tcp_streams_.find(stream); it != tcp_streams_.end() && it->second->finished()) {
+      tcp_streams_.erase(it);
+    }
   });
 }
 
@@ -180,6 +213,7 @@ void Server::onChildExited(pid_t pid, int wait_status) {
       return;
     }
   }
+  if (detached_) detached_->onExited(pid, wait_status);
 }
 
 void Server::handleHello(const Frame& frame) {
@@ -197,24 +231,49 @@ void Server::handleHello(const Frame& frame) {
   // resent duplicate arrives before the host opens any stream, so this costs nothing.
   closeAllStreams();
   handshaken_ = true;
-  proto::HelloAck ack{proto::kProtocolVersion,
-                      options_.agent_version,
-                      {"exec", "signal", "window", "poweroff", "tty"}};
+  proto::HelloAck ack{proto::kProtocolVersion, options_.agent_version, capabilities()};
   sendFrame(FrameType::kHelloAck, 0, proto::encodeMessage(ack));
+}
+
+std::vector<std::string> Server::capabilities() const {
+  std::vector<std::string> names = {"exec", "signal", "window", "poweroff", "tty"};
+  if (options_.system) names.emplace_back("identity");
+  if (detached_) names.emplace_back("detach");
+  names.emplace_back("tcp");
+  return names;
+}
+
+bool Server::openStream(const Frame& frame) {
+  const uint32_t id = frame.stream;
+  if (id == 0) {
+    connectionError(Error(Errc::kProtocol, "Frame type " + typeName(frame.type) + " on stream 0"));
+    return false;
+  }
+  if (auto it = streams_.find(id); it != streams_.end()) {
+    if (it->second->finished()) {
+      streams_.erase(it);
+    } else {
+      sendError(id,
+                Error(Errc::kAlreadyExists, "Stream " + std::to_string(id) + " is already open"));
+      return false;
+    }
+  }
+  if (auto it = tcp_streams_.find(id); it != tcp_streams_.end() && it->second->finished()) {
+    tcp_streams_.erase(it);
+  }
+  if (pending_requests_.contains(id) || tcp_streams_.contains(id)) {
+    sendError(id, Error(Errc::kAlreadyExists, "Stream " + std::to_string(id) + " is already open"));
+    return false;
+  }
+  return true;
 }
 
 void Server::handleExec(const Frame& frame) {
   const uint32_t id = frame.stream;
-  if (id == 0) return connectionError(Error(Errc::kProtocol, "kExec on stream 0"));
-  if (auto it = streams_.find(id); it != streams_.end()) {
-    if (!it->second->finished()) {
-      return sendError(
-          id, Error(Errc::kAlreadyExists, "Stream " + std::to_string(id) + " is already open"));
-    }
-    streams_.erase(it);
-  }
+  if (!openStream(frame)) return;
   auto request = proto::decodeMessage<proto::ExecRequest>(frame.payload);
   if (!request) return sendError(id, request.error());
+  if (request->detach) return handleDetachedExec(id, *request);
   auto spec = makeSpawnSpec(*request, UserDb::load(options_.passwd_path, options_.group_path));
   if (!spec) return sendError(id, spec.error());
   auto process = spawnProcess(*spec);
@@ -225,6 +284,113 @@ void Server::handleExec(const Frame& frame) {
   auto stream = std::make_unique<ExecStream>(loop_, *this, id, std::move(*process));
   stream->start();
   streams_[id] = std::move(stream);
+}
+
+void Server::handleDetachedExec(uint32_t id, const proto::ExecRequest& request) {
+  if (!detached_) {
+    return sendError(id, Error(Errc::kUnsupported,
+                               "This agent does not run detached processes (a --listen agent "
+                               "needs --root)"));
+  }
+  auto spec = makeSpawnSpec(request, UserDb::load(options_.passwd_path, options_.group_path));
+  if (!spec) return sendError(id, spec.error());
+  auto info = detached_->start(*spec, request);
+  if (!info) return sendError(id, info.error());
+  // The last frame of the stream: the process is on its own from now on.
+  proto::Started started{info->pid, info->id, info->log};
+  sendFrame(FrameType::kStarted, id, proto::encodeMessage(started));
+}
+
+void Server::handleProcesses(const Frame& frame) {
+  const uint32_t id = frame.stream;
+  if (!openStream(frame)) return;
+  if (!detached_) return sendError(id, Error(Errc::kUnsupported, "No detached processes here"));
+  sendFrame(FrameType::kResult, id, proto::encodeMessage(detached_->list()));
+}
+
+void Server::handleSignalProcess(const Frame& frame) {
+  const uint32_t id = frame.stream;
+  if (!openStream(frame)) return;
+  if (!detached_) return sendError(id, Error(Errc::kUnsupported, "No detached processes here"));
+  auto request = proto::decodeMessage<proto::SignalProcess>(frame.payload);
+  if (!request) return sendError(id, request.error());
+  if (auto signalled = detached_->signal(*request); !signalled) {
+    return sendError(id, signalled.error());
+  }
+  sendFrame(FrameType::kResult, id, "{}");
+}
+
+void Server::handleConnect(const Frame& frame) {
+  const uint32_t id = frame.stream;
+  if (!openStream(frame)) return;
+  auto request = proto::decodeMessage<proto::ConnectRequest>(frame.payload);
+  if (!request) return sendError(id, request.error());
+  auto stream = std::make_unique<TcpStream>(loop_, *this, id);
+  if (auto connecting = stream->connect(*request); !connecting) {
+    return sendError(id, connecting.error());
+  }
+  tcp_streams_[id] = std::move(stream);
+}
+
+void Server::routeTcpFrame(const Frame& frame) {
+  // A stream that is not open is ignored: these frames can cross its last frame in flight.
+  auto it = tcp_streams_.find(frame.stream);
+  if (it == tcp_streams_.end() || it->second->finished()) return;
+  TcpStream& stream = *it->second;
+  if (frame.type == FrameType::kData) stream.onData(frame.payload);
+  if (frame.type == FrameType::kEof) stream.onEof();
+  if (frame.type == FrameType::kWindow) stream.onWindow(frame.payload);
+  if (frame.type == FrameType::kClose) stream.onClose();
+}
+
+void Server::handleIdentity(const Frame& frame) {
+  const uint32_t id = frame.stream;
+  if (!openStream(frame)) return;
+  if (!options_.system) {
+    return sendError(id, Error(Errc::kUnsupported,
+                               "This agent does not apply identities (a --listen agent needs "
+                               "--root)"));
+  }
+  auto identity = proto::decodeMessage<proto::Identity>(frame.payload);
+  if (!identity) return sendError(id, identity.error());
+  auto applied = applyIdentity(*identity, *options_.system, options_.identity_files);
+  if (identity->grow_root) {
+    std::optional<Error> earlier;
+    if (!applied) earlier = applied.error();
+    return growRootThenAnswer(id, std::move(earlier), EventLoop::Clock::now() + kGrowRootWait);
+  }
+  if (!applied) return sendError(id, applied.error());
+  logInfo("Applied a new identity" +
+          (identity->hostname.empty() ? std::string() : " (hostname " + identity->hostname + ")"));
+  sendFrame(FrameType::kResult, id, proto::encodeMessage(proto::IdentityResult{}));
+}
+
+void Server::growRootThenAnswer(uint32_t id, std::optional<Error> earlier,
+                                EventLoop::Clock::time_point deadline) {
+  pending_requests_.erase(id);
+  auto grown = options_.system->growRoot();
+  if (grown && !grown->grew() && EventLoop::Clock::now() < deadline) {
+    // The host resized the disk just before asking; the guest learns of it from a config
+    // interrupt a moment later.
+    pending_requests_[id] = loop_.addTimer(kGrowRootPoll, [this, id, earlier, deadline] {
+      growRootThenAnswer(id, earlier, deadline);
+    });
+    return;
+  }
+  if (!grown) {
+    Error error = grown.error();
+    if (earlier) error = Error(earlier->code(), earlier->describe() + "; " + error.describe());
+    return sendError(id, error);
+  }
+  if (earlier) return sendError(id, *earlier);
+  if (grown->grew()) {
+    logInfo("Applied a new identity; grew the root filesystem to " +
+            std::to_string(grown->blocks_after) + " blocks");
+  } else {
+    logWarning("Applied a new identity; the root disk did not grow beyond its filesystem");
+  }
+  sendFrame(FrameType::kResult, id,
+            proto::encodeMessage(proto::IdentityResult{grown->bytes(), grown->grew()}));
 }
 
 void Server::handleFrame(const Frame& frame) {
@@ -248,11 +414,21 @@ void Server::handleFrame(const Frame& frame) {
   }
   switch (frame.type) {
     case FrameType::kExec: return handleExec(frame);
+    case FrameType::kIdentity: return handleIdentity(frame);
+    case FrameType::kProcesses: return handleProcesses(frame);
+    case FrameType::kSignalProcess: return handleSignalProcess(frame);
+    case FrameType::kConnect: return handleConnect(frame);
+    case FrameType::kData:
+    case FrameType::kEof:
+    case FrameType::kClose: return routeTcpFrame(frame);
     case FrameType::kStdin:
     case FrameType::kStdinEof:
     case FrameType::kSignal:
     case FrameType::kWindow:
     case FrameType::kResize: {
+      if (frame.type == FrameType::kWindow && tcp_streams_.contains(frame.stream)) {
+        return routeTcpFrame(frame);
+      }
       // A stream that is not open is ignored: these frames can cross its last frame in flight.
       auto it = streams_.find(frame.stream);
       if (it == streams_.end() || it->second->finished()) return;

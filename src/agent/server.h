@@ -10,15 +10,22 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "agent/channel/channel_source.h"
 #include "agent/event_loop.h"
+#include "agent/exec/detached_processes.h"
 #include "agent/exec/exec_stream.h"
+#include "agent/init/identity.h"
+#include "agent/init/system_control.h"
+#include "agent/net/tcp_stream.h"
 #include "proto/frame.h"
 
 namespace hutch::agent {
@@ -28,7 +35,18 @@ struct ServerOptions {
   std::function<void()> on_poweroff;  // kPoweroff from the host
   std::string passwd_path = "/etc/passwd";
   std::string group_path = "/etc/group";
+  // kIdentity is served (and "identity" advertised) only with a SystemControl: as PID 1 the real
+  // one, in --listen tests a recording one with files under a temp root. Not owned.
+  SystemControl* system = nullptr;
+  IdentityFiles identity_files;
+  // Where detached processes' logs go; empty: no "detach" (a --listen agent without --root).
+  std::string exec_log_dir;
 };
+
+// kIdentity with grow_root: how long the agent waits for the enlarged disk to show, and how often
+// it looks.
+inline constexpr std::chrono::milliseconds kGrowRootWait{3000};
+inline constexpr std::chrono::milliseconds kGrowRootPoll{50};
 
 // Output waiting for the host beyond this pauses reading from the channel.
 inline constexpr size_t kPauseInputAt = 4u << 20;
@@ -64,6 +82,17 @@ class Server : public StreamSink {
   void handleFrame(const proto::Frame& frame);
   void handleHello(const proto::Frame& frame);
   void handleExec(const proto::Frame& frame);
+  void handleIdentity(const proto::Frame& frame);
+  void handleDetachedExec(uint32_t stream, const proto::ExecRequest& request);
+  void handleProcesses(const proto::Frame& frame);
+  void handleSignalProcess(const proto::Frame& frame);
+  void handleConnect(const proto::Frame& frame);
+  void routeTcpFrame(const proto::Frame& frame);
+  void growRootThenAnswer(uint32_t stream, std::optional<Error> earlier,
+                          EventLoop::Clock::time_point deadline);
+  // A request may open `stream` (nonzero, not open): otherwise it is answered and false.
+  bool openStream(const proto::Frame& frame);
+  std::vector<std::string> capabilities() const;
   void sendError(uint32_t stream, const Error& error);
   // kError on stream 0 and a session reset.
   void connectionError(const Error& error);
@@ -81,6 +110,11 @@ class Server : public StreamSink {
   bool flush_posted_ = false;
   bool handshaken_ = false;
   std::map<uint32_t, std::unique_ptr<ExecStream>> streams_;
+  std::map<uint32_t, std::unique_ptr<TcpStream>> tcp_streams_;
+  // Requests whose answer waits for a timer (kIdentity with grow_root), by stream.
+  std::map<uint32_t, EventLoop::TimerId> pending_requests_;
+  // Outlive sessions; null without options_.exec_log_dir.
+  std::unique_ptr<DetachedProcesses> detached_;
 };
 
 }  // namespace hutch::agent

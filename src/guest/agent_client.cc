@@ -1,13 +1,61 @@
 #include "guest/agent_client.h"
 
+#include <time.h>
+
 #include <algorithm>
 #include <vector>
+
+#include "proto/identity.h"
+#include "proto/tcp.h"
 
 namespace hutch::guest {
 
 namespace asio = boost::asio;
 using proto::Frame;
 using proto::FrameType;
+
+namespace {
+
+// A request stream: one kResult or kError answers it.
+class PendingRequest : public StreamHandler {
+ public:
+  explicit PendingRequest(asio::any_io_executor executor) : changed(std::move(executor)) {}
+
+  void onStreamFrame(const Frame& frame) override {
+    if (answer) return;
+    if (frame.type == FrameType::kResult) {
+      answer = frame.payload;
+    } else if (frame.type == FrameType::kError) {
+      auto message = proto::decodeMessage<proto::ErrorMessage>(frame.payload);
+      answer = fail(message ? message->toError()
+                            : Error(Errc::kProtocol, "The agent sent a malformed error"));
+    } else {
+      answer = fail(Errc::kProtocol, "The agent answered a request with frame type " +
+                                         std::to_string(static_cast<int>(frame.type)));
+    }
+    changed.notify();
+  }
+  void onStreamClosed(const Error& error) override {
+    if (answer) return;
+    answer = fail(
+        error.code() == Errc::kCancelled
+            ? error
+            : Error(Errc::kUnavailable, "Lost the connection to the agent: " + error.message()));
+    changed.notify();
+  }
+  bool streamFinished() const override { return answer.has_value(); }
+
+  std::optional<Result<std::string>> answer;
+  AsyncEvent changed;
+};
+
+int64_t realtimeNs() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+}  // namespace
 
 std::shared_ptr<AgentClient> AgentClient::create(ByteChannel channel, AgentClientOptions options) {
   std::shared_ptr<AgentClient> client(new AgentClient(std::move(channel), std::move(options)));
@@ -40,7 +88,13 @@ void AgentClient::send(FrameType type, uint32_t stream, std::string_view payload
 }
 
 void AgentClient::forget(uint32_t stream) {
-  sessions_.erase(stream);
+  streams_.erase(stream);
+}
+
+uint32_t AgentClient::allocateStream() {
+  const uint32_t stream = next_stream_++;
+  if (next_stream_ == 0) next_stream_ = 1;
+  return stream;
 }
 
 asio::awaitable<void> AgentClient::writeLoop() {
@@ -108,15 +162,17 @@ asio::awaitable<void> AgentClient::readLoop() {
 
 void AgentClient::route(const Frame& frame) {
   if (frame.stream == 0) return routeConnectionFrame(frame);
-  auto it = sessions_.find(frame.stream);
-  if (it == sessions_.end()) return;  // a stream we gave up on; its late frames are dropped
-  auto session = it->second.lock();
-  if (!session) {
-    sessions_.erase(it);
+  // A stream we gave up on (or never opened: leftovers of an earlier host's session after a
+  // restore); its frames are dropped.
+  auto it = streams_.find(frame.stream);
+  if (it == streams_.end()) return;
+  auto handler = it->second.lock();
+  if (!handler) {
+    streams_.erase(it);
     return;
   }
-  session->onFrame(frame);
-  if (session->finished()) sessions_.erase(frame.stream);
+  handler->onStreamFrame(frame);
+  if (handler->streamFinished()) streams_.erase(frame.stream);
 }
 
 void AgentClient::routeConnectionFrame(const Frame& frame) {
@@ -174,10 +230,10 @@ void AgentClient::shutdown(const Error& reason) {
   channel_.close(ec);
   out_.clear();
   // Copy first: a session's handler may forget() itself.
-  auto sessions = std::move(sessions_);
-  sessions_.clear();
-  for (auto& [id, weak] : sessions) {
-    if (auto session = weak.lock()) session->onClosed(reason);
+  auto streams = std::move(streams_);
+  streams_.clear();
+  for (auto& [id, weak] : streams) {
+    if (auto handler = weak.lock()) handler->onStreamClosed(reason);
   }
   changed_.notify();
   output_ready_.notify();
@@ -228,11 +284,16 @@ asio::awaitable<Result<std::shared_ptr<ExecSession>>> AgentClient::exec(
                    "rebuild its image with a newer hutch-agent, or run without a tty");
   }
 
-  const uint32_t stream = next_stream_++;
-  if (next_stream_ == 0) next_stream_ = 1;
+  if (request.detach && !hello_ack_->hasCapability("detach")) {
+    co_return fail(Errc::kUnsupported,
+                   "This box's agent cannot run detached processes (no \"detach\" capability); "
+                   "rebuild its image with a newer hutch-agent");
+  }
+
+  const uint32_t stream = allocateStream();
   std::shared_ptr<ExecSession> session(
-      new ExecSession(self, stream, request.pipe_stdin, request.tty));
-  sessions_[stream] = session;
+      new ExecSession(self, stream, request.pipe_stdin, request.tty, request.detach));
+  streams_[stream] = session;
   send(FrameType::kExec, stream, proto::encodeMessage(request));
   while (!session->started_ && !session->start_error_) co_await session->changed_.wait();
   if (session->start_error_) co_return fail(*session->start_error_);
@@ -263,6 +324,116 @@ asio::awaitable<Result<>> AgentClient::poweroff(std::chrono::milliseconds timeou
   while (open_ && Clock::now() < deadline) co_await changed_.waitUntil(deadline);
   if (open_) co_return fail(Errc::kTimeout, "The box did not power off in time");
   co_return ok();
+}
+
+}  // namespace hutch::guest
+
+namespace hutch::guest {
+
+asio::awaitable<Result<std::string>> AgentClient::request(FrameType type, std::string payload,
+                                                          std::chrono::milliseconds timeout) {
+  auto self = shared_from_this();
+  if (!open_) co_return fail(closedError());
+  if (!hello_ack_) co_return fail(Errc::kFailedPrecondition, "Call handshake() first");
+  const uint32_t stream = allocateStream();
+  auto pending = std::make_shared<PendingRequest>(executor_);
+  streams_[stream] = pending;
+  send(type, stream, payload);
+  const auto deadline = Clock::now() + timeout;
+  while (!pending->answer && Clock::now() < deadline) co_await pending->changed.waitUntil(deadline);
+  if (!pending->answer) {
+    forget(stream);  // a late answer is dropped
+    co_return fail(Errc::kTimeout,
+                   "The agent did not answer within " + std::to_string(timeout.count()) + " ms");
+  }
+  co_return std::move(*pending->answer);
+}
+
+asio::awaitable<Result<proto::IdentityResult>> AgentClient::applyIdentity(
+    const Identity& identity, std::chrono::milliseconds timeout) {
+  auto self = shared_from_this();
+  if (!open_) co_return fail(closedError());
+  if (!hello_ack_) co_return fail(Errc::kFailedPrecondition, "Call handshake() first");
+  if (!hello_ack_->hasCapability("identity")) {
+    co_return fail(Errc::kUnsupported,
+                   "This box's agent cannot take a new identity (no \"identity\" capability); "
+                   "rebuild its image with a newer hutch-agent");
+  }
+  proto::Identity message;
+  message.hostname = identity.hostname;
+  message.machine_id = identity.machine_id;
+  message.seed = identity.seed;
+  message.grow_root = identity.grow_root;
+  if (identity.set_clock) message.time_ns = realtimeNs();
+  if (auto valid = proto::validate(message); !valid) co_return fail(valid.error());
+  std::string payload = proto::encodeMessage(message);
+  const auto answer = co_await request(FrameType::kIdentity, payload, timeout);
+  if (!answer) co_return fail(answer.error().withContext("Applying the box's identity"));
+  co_return proto::decodeMessage<proto::IdentityResult>(*answer);
+}
+
+}  // namespace hutch::guest
+
+namespace hutch::guest {
+
+asio::awaitable<Result<proto::ProcessList>> AgentClient::listProcesses(
+    std::chrono::milliseconds timeout) {
+  auto self = shared_from_this();
+  if (hello_ack_ && !hello_ack_->hasCapability("detach")) {
+    co_return fail(Errc::kUnsupported, "This box's agent has no detached processes");
+  }
+  const std::string payload = "{}";
+  auto answer = co_await request(FrameType::kProcesses, payload, timeout);
+  if (!answer) co_return fail(answer.error());
+  co_return proto::decodeMessage<proto::ProcessList>(*answer);
+}
+
+asio::awaitable<Result<>> AgentClient::signalProcess(std::string id, int signo,
+                                                     std::chrono::milliseconds timeout) {
+  auto self = shared_from_this();
+  if (signo < 1 || signo > 64) {
+    co_return fail(Errc::kInvalidArgument, "Signal " + std::to_string(signo) + " is not 1-64");
+  }
+  if (hello_ack_ && !hello_ack_->hasCapability("detach")) {
+    co_return fail(Errc::kUnsupported, "This box's agent has no detached processes");
+  }
+  const std::string payload = proto::encodeMessage(proto::SignalProcess{std::move(id), signo});
+  auto answer = co_await request(FrameType::kSignalProcess, payload, timeout);
+  if (!answer) co_return fail(answer.error());
+  co_return ok();
+}
+
+}  // namespace hutch::guest
+
+namespace hutch::guest {
+
+asio::awaitable<Result<std::shared_ptr<TcpStream>>> AgentClient::connect(
+    uint16_t port, std::string address, std::chrono::milliseconds timeout) {
+  auto self = shared_from_this();
+  if (!open_) co_return fail(closedError());
+  if (!hello_ack_) co_return fail(Errc::kFailedPrecondition, "Call handshake() before connect()");
+  if (!hello_ack_->hasCapability("tcp")) {
+    co_return fail(Errc::kUnsupported,
+                   "This box's agent cannot forward ports (no \"tcp\" capability); rebuild its "
+                   "image with a newer hutch-agent");
+  }
+  const proto::ConnectRequest request{port, std::move(address)};
+  if (auto valid = proto::validate(request); !valid) co_return fail(valid.error());
+  const uint32_t stream = allocateStream();
+  std::shared_ptr<TcpStream> tcp(new TcpStream(self, stream));
+  streams_[stream] = tcp;
+  send(FrameType::kConnect, stream, proto::encodeMessage(request));
+  const auto deadline = Clock::now() + timeout;
+  while (!tcp->connected_ && !tcp->ended_ && Clock::now() < deadline) {
+    co_await tcp->changed_.waitUntil(deadline);
+  }
+  // Connected: what happened since (data, end of file, even a reset) is for read() to report.
+  if (tcp->connected_) co_return tcp;
+  if (tcp->error_) co_return fail(*tcp->error_);
+  tcp->close();
+  co_return fail(Errc::kTimeout, "Connecting to port " + std::to_string(port) +
+                                     " in the box took longer than " +
+                                     std::to_string(timeout.count()) + " ms");
 }
 
 }  // namespace hutch::guest

@@ -31,8 +31,13 @@
 #include "guest/byte_channel.h"
 #include "guest/exec_session.h"
 #include "guest/handshake_scanner.h"
+#include "guest/identity.h"
+#include "guest/stream_handler.h"
+#include "guest/tcp_stream.h"
 #include "proto/frame.h"
+#include "proto/identity.h"
 #include "proto/messages.h"
+#include "proto/processes.h"
 
 namespace hutch::guest {
 
@@ -63,8 +68,39 @@ class AgentClient : public std::enable_shared_from_this<AgentClient> {
 
   // Starts a process; returns once the agent reports it started (kStarted) or refused it: a
   // missing command, cwd or user is kNotFound, a bad request kInvalidArgument, tty with an agent
-  // that lacks the "tty" capability kUnsupported.
+  // that lacks the "tty" capability kUnsupported. With request.detach the process runs on its
+  // own (outliving this connection, output to a log file in the box): the returned session is
+  // already finished and carries pid(), detachedId() and logPath(); kUnsupported without the
+  // agent's "detach" capability.
   boost::asio::awaitable<Result<std::shared_ptr<ExecSession>>> exec(proto::ExecRequest request);
+
+  // Gives a box restored from a snapshot its own identity (docs/protocol.md, "Identity"): the
+  // host's clock (when identity.set_clock, read as the request is sent), a new RNG seed,
+  // machine id and hostname; with identity.grow_root the root filesystem is grown onto the disk
+  // the host has just enlarged (the agent waits up to 3 s for the guest to see the new size).
+  // Send it right after handshake(). kUnsupported without the agent's "identity" capability,
+  // kInvalidArgument for bad values (nothing is sent), kTimeout, or the agent's error (e.g.
+  // kInternal if a file could not be written; the other parts are applied regardless).
+  boost::asio::awaitable<Result<proto::IdentityResult>> applyIdentity(
+      const Identity& identity, std::chrono::milliseconds timeout);
+
+  // Connects to a TCP port inside the box (address: an IP literal or "localhost"); returns once
+  // the connection is up. kUnavailable when it is refused ("Connection refused on
+  // 127.0.0.1:8080 ...") or fails, kTimeout (the agent gives up after 10 s; timeout bounds the
+  // wait here), kInvalidArgument for port 0 or a bad address, kUnsupported without the agent's
+  // "tcp" capability. Many connections may be open at once.
+  boost::asio::awaitable<Result<std::shared_ptr<TcpStream>>> connect(
+      uint16_t port, std::string address = "127.0.0.1",
+      std::chrono::milliseconds timeout = std::chrono::seconds(15));
+
+  // The detached processes of the box: running ones and the last 100 that ended, oldest first.
+  boost::asio::awaitable<Result<proto::ProcessList>> listProcesses(
+      std::chrono::milliseconds timeout);
+
+  // Sends signo (1-64) to the process group of detached process `id`. kNotFound (no such id),
+  // kFailedPrecondition (it has ended), kInvalidArgument (bad signal).
+  boost::asio::awaitable<Result<>> signalProcess(std::string id, int signo,
+                                                 std::chrono::milliseconds timeout);
 
   // A round trip through the agent's loop (after the handshake).
   boost::asio::awaitable<Result<>> ping(std::chrono::milliseconds timeout);
@@ -85,6 +121,7 @@ class AgentClient : public std::enable_shared_from_this<AgentClient> {
 
  private:
   friend class ExecSession;
+  friend class TcpStream;
 
   AgentClient(ByteChannel channel, AgentClientOptions options);
 
@@ -93,6 +130,12 @@ class AgentClient : public std::enable_shared_from_this<AgentClient> {
   void route(const proto::Frame& frame);
   void routeConnectionFrame(const proto::Frame& frame);
   void shutdown(const Error& reason);
+
+  // A request on a fresh stream (kIdentity, ...): the payload of the agent's kResult, or its
+  // kError as an error; kTimeout if there is no answer in time (a late one is dropped).
+  boost::asio::awaitable<Result<std::string>> request(proto::FrameType type, std::string payload,
+                                                      std::chrono::milliseconds timeout);
+  uint32_t allocateStream();
 
   // Used by ExecSession.
   void send(proto::FrameType type, uint32_t stream, std::string_view payload);
@@ -117,7 +160,7 @@ class AgentClient : public std::enable_shared_from_this<AgentClient> {
   uint64_t pongs_received_ = 0;
 
   uint32_t next_stream_ = 1;
-  std::unordered_map<uint32_t, std::weak_ptr<ExecSession>> sessions_;
+  std::unordered_map<uint32_t, std::weak_ptr<StreamHandler>> streams_;
 };
 
 }  // namespace hutch::guest

@@ -13,16 +13,7 @@
 
 #include "agent/testing/agent_process.h"
 #include "guest/asio.h"
-
-// ASSERT_* for coroutine bodies: gtest's fatal assertions `return`, which a coroutine cannot.
-#define CO_FATAL_FAILURE_(message) \
-  co_return GTEST_MESSAGE_(message, ::testing::TestPartResult::kFatalFailure)
-#define CO_ASSERT_TRUE(c) GTEST_TEST_BOOLEAN_(c, #c, false, true, CO_FATAL_FAILURE_)
-#define CO_ASSERT_FALSE(c) GTEST_TEST_BOOLEAN_(!(c), #c, true, false, CO_FATAL_FAILURE_)
-#define CO_ASSERT_EQ(a, b) \
-  GTEST_PRED_FORMAT2_(::testing::internal::EqHelper::Compare, a, b, CO_FATAL_FAILURE_)
-#define CO_ASSERT_GT(a, b) \
-  GTEST_PRED_FORMAT2_(::testing::internal::CmpHelperGT, a, b, CO_FATAL_FAILURE_)
+#include "guest/testing/client_test_support.h"
 
 namespace hutch::guest {
 namespace {
@@ -30,133 +21,7 @@ namespace {
 namespace asio = boost::asio;
 using agent::testing::AgentProcess;
 using namespace std::chrono_literals;
-
-// Only a guard against hangs: no test asserts on how long anything takes.
-constexpr auto kHangGuard = 120s;
-
-struct Collected {
-  std::string out;
-  std::string err;
-  std::optional<proto::ExitStatus> exit;
-  std::optional<Error> error;
-};
-
-asio::awaitable<Collected> collect(std::shared_ptr<ExecSession> session) {
-  Collected c;
-  while (true) {
-    auto event = co_await session->next();
-    if (!event) {
-      c.error = event.error();
-      co_return c;
-    }
-    switch (event->kind) {
-      case ExecEvent::Kind::kStdout: c.out += event->data; break;
-      case ExecEvent::Kind::kStderr: c.err += event->data; break;
-      case ExecEvent::Kind::kExit: c.exit = event->exit_status; co_return c;
-    }
-  }
-}
-
-proto::ExecRequest command(std::vector<std::string> argv, bool pipe_stdin = false) {
-  proto::ExecRequest request;
-  request.argv = std::move(argv);
-  request.pipe_stdin = pipe_stdin;
-  return request;
-}
-
-// The pid of a child of parent whose command is name, if there is one now (else 0).
-int findChild(int parent, const std::string& name) {
-  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    const std::string pid = entry.path().filename();
-    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream stat(entry.path() / "stat");
-    std::string line;
-    std::getline(stat, line);
-    const size_t open = line.find('(');
-    const size_t close = line.rfind(')');
-    if (open == std::string::npos || close == std::string::npos) continue;
-    std::istringstream rest(line.substr(close + 2));
-    std::string state;
-    int ppid = 0;
-    rest >> state >> ppid;
-    if (ppid == parent && line.substr(open + 1, close - open - 1) == name) return std::stoi(pid);
-  }
-  return 0;
-}
-
-// Waits (letting the client's loops run) until findChild finds one; 0 after the hang guard.
-asio::awaitable<int> waitForChild(int parent, std::string name) {
-  asio::steady_timer timer(co_await asio::this_coro::executor);
-  const auto deadline = std::chrono::steady_clock::now() + kHangGuard;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (const int pid = findChild(parent, name); pid != 0) co_return pid;
-    timer.expires_after(10ms);
-    co_await timer.async_wait(asio::use_awaitable);
-  }
-  co_return 0;
-}
-
-std::string readFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-class AgentClientTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    auto agent = AgentProcess::start();
-    ASSERT_TRUE(agent) << agent.error().describe();
-    agent_ = std::move(*agent);
-  }
-
-  void TearDown() override {
-    for (auto& client : clients_) client->close();
-    clients_.clear();
-    io_.restart();
-    io_.run_for(10s);  // lets the closed clients' loops finish
-  }
-
-  // Runs body on the test's io_context until it completes.
-  void run(std::function<asio::awaitable<void>()> body) {
-    bool done = false;
-    asio::co_spawn(
-        io_,
-        [&]() -> asio::awaitable<void> {
-          co_await body();
-          done = true;
-        },
-        asio::detached);
-    const auto guard = std::chrono::steady_clock::now() + kHangGuard;
-    io_.restart();
-    while (!done && std::chrono::steady_clock::now() < guard) io_.run_one_for(1s);
-    ASSERT_TRUE(done) << "the test body did not finish (hang guard)";
-  }
-
-  // A connected, handshaken client to the agent.
-  asio::awaitable<std::shared_ptr<AgentClient>> connect() {
-    auto channel = co_await connectUnix(io_.get_executor(), agent_->socketPath(),
-                                        std::chrono::steady_clock::now() + 30s);
-    EXPECT_TRUE(channel) << channel.error().describe();
-    if (!channel) co_return nullptr;
-    auto client = AgentClient::create(std::move(*channel));
-    clients_.push_back(client);
-    auto ack = co_await client->handshake(30s);
-    EXPECT_TRUE(ack) << ack.error().describe();
-    co_return client;
-  }
-
-  asio::awaitable<Collected> runCommand(AgentClient& client, proto::ExecRequest request) {
-    auto session = co_await client.exec(std::move(request));
-    if (!session) co_return Collected{"", "", std::nullopt, session.error()};
-    co_return co_await collect(*session);
-  }
-
-  asio::io_context io_;
-  std::unique_ptr<AgentProcess> agent_;
-  std::vector<std::shared_ptr<AgentClient>> clients_;
-};
+using namespace testing;
 
 TEST_F(AgentClientTest, HandshakeReportsTheAgent) {
   run([&]() -> asio::awaitable<void> {
@@ -609,11 +474,14 @@ TEST_F(AgentClientTest, ConnectUnixTimesOut) {
 // answers every kHello twice and every kPing; counts the kHellos it saw.
 class FakeAgent {
  public:
-  // preamble: bytes sent as soon as the host connects (leftovers of an earlier session).
-  FakeAgent(asio::io_context& io, std::string path, int silent_hellos, std::string preamble = "")
+  // preamble: bytes sent as soon as the host connects (leftovers of an earlier session);
+  // after_ack: bytes sent right after the first answer to kHello.
+  FakeAgent(asio::io_context& io, std::string path, int silent_hellos, std::string preamble = "",
+            std::string after_ack = "")
       : acceptor_(io, asio::local::stream_protocol::endpoint(path)),
         silent_hellos_(silent_hellos),
-        preamble_(std::move(preamble)) {}
+        preamble_(std::move(preamble)),
+        after_ack_(std::move(after_ack)) {}
 
   asio::awaitable<void> serve() {
     auto socket = co_await acceptor_.async_accept(asio::use_awaitable);
@@ -639,6 +507,8 @@ class FakeAgent {
                                                 proto::HelloAck{1, "fake", {"exec"}}),
                                reply);
           }
+          reply += after_ack_;
+          after_ack_.clear();
         }
         if ((*frame)->type == proto::FrameType::kPing) {
           proto::encodeFrame(proto::Frame{proto::FrameType::kPong, 0, (*frame)->payload}, reply);
@@ -657,6 +527,7 @@ class FakeAgent {
   asio::local::stream_protocol::acceptor acceptor_;
   int silent_hellos_;
   std::string preamble_;
+  std::string after_ack_;
   int hellos_ = 0;
 };
 
@@ -705,6 +576,141 @@ TEST_F(AgentClientTest, HandshakeSkipsLeftoversOfAnEarlierSession) {
     EXPECT_TRUE(co_await client->ping(30s));
     EXPECT_TRUE(client->isOpen());
   });
+}
+
+// After a restore from a snapshot the agent may still push frames of the snapshot's host: output
+// and exits of streams this host never opened, half frames, before (and, for streams that were
+// busy, right after) its answer. The handshake skips them and later frames for unknown streams
+// are dropped.
+TEST_F(AgentClientTest, StaleFramesOfAnotherHostAreIgnored) {
+  std::string stale;
+  proto::encodeFrame(proto::Frame{proto::FrameType::kStarted, 4, R"({"pid":77})"}, stale);
+  proto::encodeFrame(proto::Frame{proto::FrameType::kStdout, 4, "old output"}, stale);
+  proto::encodeFrame(proto::makeFrame(proto::FrameType::kExit, 4, proto::ExitStatus::exited(0)),
+                     stale);
+  proto::encodeFrame(proto::Frame{proto::FrameType::kResult, 2, "{}"}, stale);
+  proto::encodeFrame(proto::Frame{proto::FrameType::kPong, 0, "999"}, stale);
+  proto::encodeFrame(proto::Frame{proto::FrameType::kWindow, 4, proto::encodeWindow(5)}, stale);
+  // An answer-shaped frame whose payload is not a valid acknowledgement is not the answer.
+  proto::encodeFrame(proto::Frame{proto::FrameType::kHelloAck, 0, R"({"version":1})"}, stale);
+  stale += std::string("\x00\x01\x00\x00\x14\x00\x00\x00\x04\x00\x00\x00trunc", 17);
+  std::string after;
+  proto::encodeFrame(proto::Frame{proto::FrameType::kStderr, 1, "not ours"}, after);
+  proto::encodeFrame(proto::makeFrame(proto::FrameType::kExit, 1, proto::ExitStatus::exited(1)),
+                     after);
+  proto::encodeFrame(
+      proto::makeFrame(proto::FrameType::kError, 9, proto::ErrorMessage{"protocol", "old stream"}),
+      after);
+  const std::string path = agent_->dir() + "/restored.sock";
+  FakeAgent fake(io_, path, /*silent_hellos=*/0, stale, after);
+  asio::co_spawn(io_, fake.serve(), asio::detached);
+  run([&]() -> asio::awaitable<void> {
+    auto channel =
+        co_await connectUnix(io_.get_executor(), path, std::chrono::steady_clock::now() + 30s);
+    CO_ASSERT_TRUE(channel);
+    auto client = AgentClient::create(std::move(*channel));
+    clients_.push_back(client);
+    auto ack = co_await client->handshake(60s);
+    CO_ASSERT_TRUE(ack) << ack.error().describe();
+    EXPECT_EQ(ack->agent, "fake");
+    // The stale pong did not answer this ping for it; the connection is in step and open.
+    EXPECT_TRUE(co_await client->ping(30s));
+    EXPECT_TRUE(co_await client->ping(30s));
+    EXPECT_TRUE(client->isOpen());
+  });
+}
+
+TEST_F(AgentClientTest, IdentityIsAppliedByTheAgent) {
+  const std::string root = restartAgentWithRoot();
+  std::ofstream(root + "/etc/hosts") << "127.0.0.1\tlocalhost\n127.0.1.1\ttemplate\n";
+  run([&]() -> asio::awaitable<void> {
+    auto client = co_await connect();
+    CO_ASSERT_TRUE(client);
+    EXPECT_TRUE(client->helloAck()->hasCapability("identity"));
+    Identity identity = makeIdentity("my_box");
+    const auto before = std::chrono::system_clock::now();
+    auto applied = co_await client->applyIdentity(identity, 30s);
+    CO_ASSERT_TRUE(applied) << applied.error().describe();
+    EXPECT_EQ(*applied, proto::IdentityResult{});
+    EXPECT_EQ(readFile(root + "/etc/hostname"), "my-box\n");
+    EXPECT_EQ(readFile(root + "/etc/hosts"), "127.0.0.1\tlocalhost\n127.0.1.1\tmy-box\n");
+    EXPECT_EQ(readFile(root + "/etc/machine-id"), identity.machine_id + "\n");
+    // The clock was stamped when the request was sent.
+    std::istringstream log(readFile(root + "/system.log"));
+    std::string word;
+    int64_t ns = 0;
+    log >> word >> ns;
+    EXPECT_EQ(word, "clock");
+    const int64_t before_ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(before.time_since_epoch()).count();
+    EXPECT_GE(ns, before_ns);
+    EXPECT_LT(ns, before_ns + int64_t{60} * 1'000'000'000);
+    log >> word;
+    EXPECT_EQ(word, "seed");
+    log >> word;
+    EXPECT_EQ(word, identity.seed);
+
+    // grow_root: the "disk" grows a moment later.
+    Identity grow;
+    grow.set_clock = false;
+    grow.grow_root = true;
+    std::ofstream(root + "/disk-grown") << "";
+    auto grown = co_await client->applyIdentity(grow, 30s);
+    CO_ASSERT_TRUE(grown) << grown.error().describe();
+    EXPECT_TRUE(grown->root_grown);
+    EXPECT_EQ(grown->root_bytes, 512u * 4096);
+
+    // Bad values are refused before anything is sent; the agent's own refusals come back.
+    Identity bad;
+    bad.machine_id = "XYZ";
+    auto refused = co_await client->applyIdentity(bad, 30s);
+    CO_ASSERT_FALSE(refused);
+    EXPECT_EQ(refused.error().code(), Errc::kInvalidArgument);
+    std::filesystem::remove_all(root + "/etc");
+    Identity unwritable;
+    unwritable.hostname = "x";
+    unwritable.set_clock = false;
+    auto failed = co_await client->applyIdentity(unwritable, 30s);
+    CO_ASSERT_FALSE(failed);
+    EXPECT_NE(failed.error().message().find("/etc/hostname"), std::string::npos)
+        << failed.error().message();
+    EXPECT_TRUE(co_await client->ping(30s));
+  });
+}
+
+TEST_F(AgentClientTest, IdentityNeedsTheAgentsCapability) {
+  run([&]() -> asio::awaitable<void> {
+    auto client = co_await connect();  // a --listen agent without --root
+    CO_ASSERT_TRUE(client);
+    const Identity identity = makeIdentity("b");
+    auto applied = co_await client->applyIdentity(identity, 30s);
+    CO_ASSERT_FALSE(applied);
+    EXPECT_EQ(applied.error().code(), Errc::kUnsupported);
+  });
+}
+
+TEST(IdentityTest, FreshIdentitiesAreRandomAndValid) {
+  const Identity a = makeIdentity("web_1");
+  const Identity b = makeIdentity("web_1");
+  EXPECT_EQ(a.hostname, "web-1");
+  EXPECT_TRUE(proto::isValidMachineId(a.machine_id)) << a.machine_id;
+  EXPECT_EQ(a.machine_id[12], '4');  // UUID version 4
+  EXPECT_EQ(a.seed.size(), 96u);
+  EXPECT_NE(a.machine_id, b.machine_id);
+  EXPECT_NE(a.seed, b.seed);
+  EXPECT_TRUE(a.set_clock);
+  EXPECT_FALSE(a.grow_root);
+  proto::Identity wire{a.hostname, a.machine_id, 1, a.seed, false};
+  EXPECT_TRUE(proto::validate(wire));
+}
+
+TEST(IdentityTest, HostnamesForBoxNames) {
+  EXPECT_EQ(hostnameFor("web"), "web");
+  EXPECT_EQ(hostnameFor("a.b_c"), "a.b-c");
+  EXPECT_EQ(hostnameFor("_x"), "x");
+  EXPECT_EQ(hostnameFor("..."), "box");
+  EXPECT_EQ(hostnameFor(std::string(80, 'a')).size(), 64u);
+  EXPECT_TRUE(proto::isValidHostname(hostnameFor("-._weird name!")));
 }
 
 TEST_F(AgentClientTest, TtyNeedsTheAgentsCapability) {

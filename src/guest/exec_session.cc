@@ -24,11 +24,12 @@ constexpr size_t kMaxStdinFrame = size_t{64} * 1024;
 }  // namespace
 
 ExecSession::ExecSession(std::shared_ptr<AgentClient> client, uint32_t stream, bool pipe_stdin,
-                         bool tty)
+                         bool tty, bool detached)
     : client_(std::move(client)),
       stream_(stream),
       pipe_stdin_(pipe_stdin),
       tty_(tty),
+      detached_(detached),
       changed_(client_->executor()) {}
 
 ExecSession::~ExecSession() {
@@ -49,7 +50,7 @@ void ExecSession::finishWith(std::optional<Error> error) {
   changed_.notify();
 }
 
-void ExecSession::onClosed(const Error& error) {
+void ExecSession::onStreamClosed(const Error& error) {
   if (finished_) return;
   finishWith(
       error.code() == Errc::kCancelled
@@ -57,7 +58,7 @@ void ExecSession::onClosed(const Error& error) {
           : Error(Errc::kUnavailable, "Lost the connection to the agent: " + error.message()));
 }
 
-void ExecSession::onFrame(const Frame& frame) {
+void ExecSession::onStreamFrame(const Frame& frame) {
   if (finished_) return;
   switch (frame.type) {
     case FrameType::kStarted: {
@@ -65,6 +66,12 @@ void ExecSession::onFrame(const Frame& frame) {
       if (!started) return finishWith(started.error());
       started_ = true;
       pid_ = started->pid;
+      if (detached_) {
+        // The agent's last frame on this stream: the process is on its own.
+        detached_id_ = started->id;
+        log_path_ = started->log;
+        return finishWith(std::nullopt);
+      }
       changed_.notify();
       return;
     }
@@ -131,6 +138,10 @@ asio::awaitable<Result<ExecEvent>> ExecSession::next() {
       co_return event;
     }
     if (error_) co_return fail(*error_);
+    if (detached_) {
+      co_return fail(Errc::kFailedPrecondition,
+                     "A detached process has no events; its output is in " + log_path_);
+    }
     if (exit_returned_) {
       co_return fail(Errc::kFailedPrecondition, "The process has exited; there are no more events");
     }

@@ -16,6 +16,7 @@
 #include "base/result.h"
 #include "guest/asio.h"
 #include "guest/async_event.h"
+#include "guest/stream_handler.h"
 #include "proto/frame.h"
 #include "proto/messages.h"
 
@@ -31,14 +32,20 @@ struct ExecEvent {
   proto::ExitStatus exit_status;  // kExit: the last event of the session
 };
 
-class ExecSession {
+class ExecSession : public StreamHandler {
  public:
-  ~ExecSession();
+  ~ExecSession() override;
   ExecSession(const ExecSession&) = delete;
   ExecSession& operator=(const ExecSession&) = delete;
 
   uint32_t streamId() const { return stream_; }
   int pid() const { return pid_; }
+  // A detached process (ExecRequest::detach): the id the agent gave it and its log file in the
+  // box. Such a session is finished as soon as it is returned: it has no events (next() is
+  // kFailedPrecondition), and dropping it does not touch the process.
+  bool detached() const { return detached_; }
+  const std::string& detachedId() const { return detached_id_; }
+  const std::string& logPath() const { return log_path_; }
   // The agent has sent the last frame of the stream (the exit status or an error).
   bool finished() const { return finished_; }
 
@@ -69,11 +76,13 @@ class ExecSession {
  private:
   friend class AgentClient;
 
-  ExecSession(std::shared_ptr<AgentClient> client, uint32_t stream, bool pipe_stdin, bool tty);
+  ExecSession(std::shared_ptr<AgentClient> client, uint32_t stream, bool pipe_stdin, bool tty,
+              bool detached = false);
 
-  // Called by the client's read loop.
-  void onFrame(const proto::Frame& frame);
-  void onClosed(const Error& error);
+  // StreamHandler, called by the client's read loop.
+  void onStreamFrame(const proto::Frame& frame) override;
+  void onStreamClosed(const Error& error) override;
+  bool streamFinished() const override { return finished_; }
   void finishWith(std::optional<Error> error);
   Result<> checkUsable() const;
 
@@ -81,6 +90,9 @@ class ExecSession {
   const uint32_t stream_;
   const bool pipe_stdin_;
   const bool tty_;
+  const bool detached_;
+  std::string detached_id_;
+  std::string log_path_;
   AsyncEvent changed_;
 
   bool started_ = false;

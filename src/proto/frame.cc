@@ -39,6 +39,15 @@ bool isKnownFrameType(uint8_t type) {
     case FrameType::kWindow:
     case FrameType::kResize:
     case FrameType::kPoweroff:
+    case FrameType::kIdentity:
+    case FrameType::kResult:
+    case FrameType::kProcesses:
+    case FrameType::kSignalProcess:
+    case FrameType::kConnect:
+    case FrameType::kConnected:
+    case FrameType::kData:
+    case FrameType::kEof:
+    case FrameType::kClose:
     case FrameType::kError: return true;
   }
   return false;

@@ -35,7 +35,19 @@ enum class FrameType : uint8_t {
   kWindow = 0x18,    // either way   4-byte LE credit increment for the stream's data
   kResize = 0x19,    // host->guest  JSON {"rows":N,"cols":N}: a tty stream's window size
   kPoweroff = 0x20,  // host->guest  empty: sync, unmount, power off
-  kError = 0x7f,     // either way   JSON {"code":"not_found","message":"..."}; 0 = connection
+  // Requests: the host opens a fresh stream S with one of these; the agent answers on S with
+  // exactly one kResult or kError, which closes S. Each needs the capability named beside it.
+  kIdentity = 0x21,       // host->guest  JSON Identity ("identity")
+  kResult = 0x22,         // guest->host  JSON: the answer to the request that opened S
+  kProcesses = 0x23,      // host->guest  {} -> ProcessList: the detached processes ("detach")
+  kSignalProcess = 0x24,  // host->guest  JSON SignalProcess: signal one by id ("detach")
+  // TCP streams ("tcp"): kConnect opens S; data flows both ways under the kWindow credits.
+  kConnect = 0x30,    // host->guest  JSON ConnectRequest {"port":N,"address":"127.0.0.1"}
+  kConnected = 0x31,  // guest->host  {}: the connection is up (else kError ends S)
+  kData = 0x32,       // either way   bytes, at most 64 KiB, counted against the window
+  kEof = 0x33,        // either way   empty: the sender will send no more data (half-close)
+  kClose = 0x34,      // host->guest: abort (reset); guest->host: {} the last frame of S
+  kError = 0x7f,      // either way   JSON {"code":"not_found","message":"..."}; 0 = connection
 };
 
 bool isKnownFrameType(uint8_t type);

@@ -1,116 +1,29 @@
 #include "proto/messages.h"
 
 #include <limits>
-#include <nlohmann/json.hpp>
 #include <string>
+
+#include "proto/json_fields.h"
 
 namespace hutch::proto {
 namespace {
 
-using Json = nlohmann::json;
+using detail::dump;
+using detail::hasNul;
+using detail::Json;
+using detail::parseObject;
+using detail::readBool;
+using detail::readInt;
+using detail::readString;
+using detail::readStringList;
 
 // A terminal dimension in character cells (struct winsize holds unsigned shorts).
 constexpr int64_t kMaxCells = std::numeric_limits<uint16_t>::max();
-
-// Never throws: strings that are not valid UTF-8 are written with U+FFFD replacements.
-std::string dump(const Json& j) {
-  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
-}
-
-Result<Json> parseObject(std::string_view payload, std::string_view what) {
-  Json j = Json::parse(payload.begin(), payload.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return fail(Errc::kProtocol, "Malformed JSON in " + std::string(what));
-  if (!j.is_object()) {
-    return fail(Errc::kProtocol, std::string(what) + " must be a JSON object");
-  }
-  return j;
-}
-
-// Field readers: `required` false means a missing field leaves `out` unchanged.
-Result<> readString(const Json& j, const char* key, bool required, std::string& out) {
-  auto it = j.find(key);
-  if (it == j.end()) {
-    if (required) return fail(Errc::kProtocol, std::string("Missing field \"") + key + "\"");
-    return ok();
-  }
-  if (!it->is_string()) {
-    return fail(Errc::kProtocol, std::string("Field \"") + key + "\" must be a string");
-  }
-  out = it->get_ref<const std::string&>();
-  return ok();
-}
-
-Result<> readBool(const Json& j, const char* key, bool required, bool& out) {
-  auto it = j.find(key);
-  if (it == j.end()) {
-    if (required) return fail(Errc::kProtocol, std::string("Missing field \"") + key + "\"");
-    return ok();
-  }
-  if (!it->is_boolean()) {
-    return fail(Errc::kProtocol, std::string("Field \"") + key + "\" must be a boolean");
-  }
-  out = it->get<bool>();
-  return ok();
-}
-
-Result<> readInt(const Json& j, const char* key, bool required, int64_t min, int64_t max,
-                 std::optional<int64_t>& out) {
-  auto it = j.find(key);
-  if (it == j.end()) {
-    if (required) return fail(Errc::kProtocol, std::string("Missing field \"") + key + "\"");
-    return ok();
-  }
-  if (!it->is_number_integer()) {
-    return fail(Errc::kProtocol, std::string("Field \"") + key + "\" must be an integer");
-  }
-  int64_t value = 0;
-  if (it->is_number_unsigned()) {
-    const uint64_t u = it->get<uint64_t>();
-    if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-      return fail(Errc::kProtocol, std::string("Field \"") + key + "\" is out of range");
-    }
-    value = static_cast<int64_t>(u);
-  } else {
-    value = it->get<int64_t>();
-  }
-  if (value < min || value > max) {
-    return fail(Errc::kProtocol, std::string("Field \"") + key + "\" is out of range");
-  }
-  out = value;
-  return ok();
-}
-
-Result<> readStringList(const Json& j, const char* key, bool required,
-                        std::vector<std::string>& out) {
-  auto it = j.find(key);
-  if (it == j.end()) {
-    if (required) return fail(Errc::kProtocol, std::string("Missing field \"") + key + "\"");
-    return ok();
-  }
-  if (!it->is_array()) {
-    return fail(Errc::kProtocol, std::string("Field \"") + key + "\" must be an array of strings");
-  }
-  std::vector<std::string> values;
-  values.reserve(it->size());
-  for (const Json& item : *it) {
-    if (!item.is_string()) {
-      return fail(Errc::kProtocol,
-                  std::string("Field \"") + key + "\" must be an array of strings");
-    }
-    values.push_back(item.get<std::string>());
-  }
-  out = std::move(values);
-  return ok();
-}
 
 Result<uint32_t> readVersion(const Json& j) {
   std::optional<int64_t> version;
   HUTCH_TRY_VOID(readInt(j, "version", true, 0, std::numeric_limits<uint32_t>::max(), version));
   return static_cast<uint32_t>(*version);
-}
-
-bool hasNul(std::string_view s) {
-  return s.find('\0') != std::string_view::npos;
 }
 
 }  // namespace
@@ -150,6 +63,11 @@ Result<> validate(const ExecRequest& request) {
     return fail(Errc::kInvalidArgument, "The cwd \"" + request.cwd + "\" must be absolute");
   }
   if (hasNul(request.user)) return fail(Errc::kInvalidArgument, "The user contains a NUL byte");
+  if (request.detach && (request.pipe_stdin || request.tty || request.login_shell)) {
+    return fail(Errc::kInvalidArgument,
+                "A detached process has no stdin and no terminal (drop stdin, tty and "
+                "login_shell, or do not detach)");
+  }
   return ok();
 }
 
@@ -191,11 +109,15 @@ std::string encodeMessage(const ExecRequest& message) {
   if (message.rows != 0) j["rows"] = message.rows;
   if (message.cols != 0) j["cols"] = message.cols;
   if (message.login_shell) j["login_shell"] = true;
+  if (message.detach) j["detach"] = true;
   return dump(j);
 }
 
 std::string encodeMessage(const Started& message) {
-  return dump({{"pid", message.pid}});
+  Json j = {{"pid", message.pid}};
+  if (!message.id.empty()) j["id"] = message.id;
+  if (!message.log.empty()) j["log"] = message.log;
+  return dump(j);
 }
 
 std::string encodeMessage(const ExitStatus& message) {
@@ -247,6 +169,7 @@ Result<ExecRequest> decodeMessage<ExecRequest>(std::string_view payload) {
   HUTCH_TRY_VOID(readBool(j, "stdin", false, request.pipe_stdin));
   HUTCH_TRY_VOID(readBool(j, "tty", false, request.tty));
   HUTCH_TRY_VOID(readBool(j, "login_shell", false, request.login_shell));
+  HUTCH_TRY_VOID(readBool(j, "detach", false, request.detach));
   std::optional<int64_t> rows;
   std::optional<int64_t> cols;
   HUTCH_TRY_VOID(readInt(j, "rows", false, 0, kMaxCells, rows));
@@ -262,7 +185,11 @@ Result<Started> decodeMessage<Started>(std::string_view payload) {
   HUTCH_TRY(Json j, parseObject(payload, "started"));
   std::optional<int64_t> pid;
   HUTCH_TRY_VOID(readInt(j, "pid", true, 1, std::numeric_limits<int>::max(), pid));
-  return Started{static_cast<int>(*pid)};
+  Started started;
+  started.pid = static_cast<int>(*pid);
+  HUTCH_TRY_VOID(readString(j, "id", false, started.id));
+  HUTCH_TRY_VOID(readString(j, "log", false, started.log));
+  return started;
 }
 
 template <>

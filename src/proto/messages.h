@@ -49,6 +49,11 @@ struct ExecRequest {
   uint16_t cols = 0;
   // Run the user's login shell (/bin/bash -l if present, else /bin/sh -l); argv must be empty.
   bool login_shell = false;
+  // A detached process (needs the "detach" capability): its own session, stdin /dev/null,
+  // stdout and stderr appended to a log file in the box; the agent answers kStarted with its id
+  // and log path, which also ends the stream. It outlives the session. Not with stdin, tty or
+  // login_shell.
+  bool detach = false;
 
   bool operator==(const ExecRequest&) const = default;
 };
@@ -60,6 +65,9 @@ Result<> validate(const ExecRequest& request);
 // kStarted, guest->host.
 struct Started {
   int pid = 0;
+  // A detached process only: the id the agent gave it and its log file.
+  std::string id;
+  std::string log;
 
   bool operator==(const Started&) const = default;
 };

@@ -227,6 +227,12 @@ Result<SpawnedProcess> spawnOnTerminal(const SpawnSpec& spec) {
 
 }  // namespace
 
+Result<pid_t> spawnDetached(const SpawnSpec& spec, int output_fd) {
+  UniqueFd null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  if (!null) return fail(sysError("Cannot open /dev/null", errno));
+  return forkChild(spec, null.get(), output_fd, output_fd);
+}
+
 Result<SpawnedProcess> spawnProcess(const SpawnSpec& spec) {
   if (spec.tty) return spawnOnTerminal(spec);
   HUTCH_TRY(Pipe out, makePipe());

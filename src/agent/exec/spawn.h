@@ -30,4 +30,8 @@ struct SpawnedProcess {
 // and reset to their defaults in the child.
 Result<SpawnedProcess> spawnProcess(const SpawnSpec& spec);
 
+// A process with stdin /dev/null and stdout and stderr on output_fd (spec.pipe_stdin and
+// spec.tty must be false); returns its pid (also its process group and session).
+Result<pid_t> spawnDetached(const SpawnSpec& spec, int output_fd);
+
 }  // namespace hutch::agent

@@ -3,10 +3,13 @@
 #include <fcntl.h>
 #include <linux/fs.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 
 #include "base/unique_fd.h"
 
@@ -45,7 +48,7 @@ Result<Ext4Geometry> parseExt4Superblock(const std::string& sb) {
   return g;
 }
 
-Result<uint64_t> growRootFilesystem(const std::string& device, const std::string& mount_point) {
+Result<RootGrowth> growRootFilesystem(const std::string& device, const std::string& mount_point) {
   UniqueFd dev(::open(device.c_str(), O_RDONLY | O_CLOEXEC));
   if (!dev) return fail(sysError("Cannot open " + device, errno));
   uint64_t device_bytes = 0;
@@ -58,14 +61,28 @@ Result<uint64_t> growRootFilesystem(const std::string& device, const std::string
     return fail(sysError("Cannot read the superblock of " + device, errno));
   }
   HUTCH_TRY(Ext4Geometry g, parseExt4Superblock(sb));
+  RootGrowth growth{g.block_size, g.blocks, g.blocks};
   uint64_t target = device_bytes / g.block_size;
-  if (target <= g.blocks) return uint64_t{0};
+  if (target <= g.blocks) return growth;
   UniqueFd root(::open(mount_point.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!root) return fail(sysError("Cannot open " + mount_point, errno));
   if (::ioctl(root.get(), EXT4_IOC_RESIZE_FS, &target) != 0) {
     return fail(sysError("Cannot grow the root filesystem", errno));
   }
-  return target;
+  growth.blocks_after = target;
+  return growth;
+}
+
+std::string deviceOf(const std::string& mount_point, const std::string& fallback) {
+  struct stat st {};
+  if (::stat(mount_point.c_str(), &st) != 0) return fallback;
+  std::ifstream uevent("/sys/dev/block/" + std::to_string(major(st.st_dev)) + ":" +
+                       std::to_string(minor(st.st_dev)) + "/uevent");
+  std::string line;
+  while (std::getline(uevent, line)) {
+    if (line.rfind("DEVNAME=", 0) == 0 && line.size() > 8) return "/dev/" + line.substr(8);
+  }
+  return fallback;
 }
 
 }  // namespace hutch::agent

@@ -17,9 +17,22 @@ struct Ext4Geometry {
 // Parses the ext4 superblock (the 1024 bytes at offset 1024 of the device).
 Result<Ext4Geometry> parseExt4Superblock(const std::string& superblock);
 
+struct RootGrowth {
+  uint64_t block_size = 0;
+  uint64_t blocks_before = 0;
+  uint64_t blocks_after = 0;  // == blocks_before when the disk was not larger
+
+  bool grew() const { return blocks_after > blocks_before; }
+  uint64_t bytes() const { return blocks_after * block_size; }
+};
+
 // Resizes the filesystem mounted at `mount_point` on `device` to the device's size, if larger.
-// Returns the new size in blocks (0 if nothing changed).
-Result<uint64_t> growRootFilesystem(const std::string& device = "/dev/vda",
-                                    const std::string& mount_point = "/");
+Result<RootGrowth> growRootFilesystem(const std::string& device = "/dev/vda",
+                                      const std::string& mount_point = "/");
+
+// The block device holding the filesystem mounted at `mount_point` ("/dev/vda"), found through
+// /sys/dev/block/MAJOR:MINOR/uevent; `fallback` if that cannot be read.
+std::string deviceOf(const std::string& mount_point = "/",
+                     const std::string& fallback = "/dev/vda");
 
 }  // namespace hutch::agent

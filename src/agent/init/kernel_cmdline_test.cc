@@ -30,8 +30,10 @@ TEST(IdentityTest, HostnameValidation) {
   EXPECT_FALSE(isValidHostname("-x"));
   EXPECT_FALSE(isValidHostname("a b"));
   EXPECT_FALSE(isValidHostname(std::string(65, 'a')));
-  EXPECT_EQ(applyHostname("hutch.hostname=bad/name").error().code(), Errc::kInvalidArgument);
-  EXPECT_TRUE(applyHostname("no hostname here"));
+  auto system = recordingSystemControl("/nonexistent");
+  EXPECT_EQ(applyHostname("hutch.hostname=bad/name", *system).error().code(),
+            Errc::kInvalidArgument);
+  EXPECT_TRUE(applyHostname("no hostname here", *system));
 }
 
 }  // namespace

@@ -16,11 +16,14 @@ void setUpAsPid1() {
   ::umask(022);
   mountSystemFilesystems();
   if (auto up = bringUpLoopback(); !up) logWarning(up.error().describe());
-  if (auto named = applyHostname(readKernelCmdline()); !named) logWarning(named.error().describe());
-  if (auto grown = growRootFilesystem(); !grown) {
+  auto system = realSystemControl();
+  if (auto named = applyHostname(readKernelCmdline(), *system); !named) {
+    logWarning(named.error().describe());
+  }
+  if (auto grown = growRootFilesystem(deviceOf("/")); !grown) {
     logWarning(grown.error().describe());
-  } else if (*grown != 0) {
-    logInfo("Grew the root filesystem to " + std::to_string(*grown) + " blocks");
+  } else if (grown->grew()) {
+    logInfo("Grew the root filesystem to " + std::to_string(grown->blocks_after) + " blocks");
   }
   // Ctrl-Alt-Del arrives as SIGINT (handled as a power-off) instead of an immediate reboot.
   ::reboot(RB_DISABLE_CAD);

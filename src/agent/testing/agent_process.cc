@@ -26,18 +26,24 @@ Result<std::unique_ptr<AgentProcess>> AgentProcess::prepare() {
   return agent;
 }
 
-Result<std::unique_ptr<AgentProcess>> AgentProcess::start() {
+Result<std::unique_ptr<AgentProcess>> AgentProcess::start(std::vector<std::string> extra_args) {
   HUTCH_TRY(auto agent, prepare());
-  HUTCH_TRY_VOID(agent->launch());
+  HUTCH_TRY_VOID(agent->launch(std::move(extra_args)));
   return agent;
 }
 
-Result<> AgentProcess::launch() {
+Result<> AgentProcess::launch(std::vector<std::string> extra_args) {
+  std::vector<std::string> args = {HUTCH_AGENT_PATH, "--listen", socket_path_};
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
+  std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
+  for (auto& arg : args) argv.push_back(arg.data());
+  argv.push_back(nullptr);
   const pid_t pid = ::fork();
   if (pid < 0) return fail(sysError("Cannot fork", errno));
   if (pid == 0) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive a crashed test
-    ::execl(HUTCH_AGENT_PATH, HUTCH_AGENT_PATH, "--listen", socket_path_.c_str(), nullptr);
+    ::execv(HUTCH_AGENT_PATH, argv.data());
     ::_exit(127);
   }
   pid_ = pid;

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "base/result.h"
 #include "base/unique_fd.h"
@@ -15,8 +16,9 @@ namespace hutch::agent::testing {
 
 class AgentProcess {
  public:
-  // Starts the agent; does not wait for its socket (connect() retries).
-  static Result<std::unique_ptr<AgentProcess>> start();
+  // Starts the agent (with extra_args after --listen SOCKET); does not wait for its socket
+  // (connect() retries).
+  static Result<std::unique_ptr<AgentProcess>> start(std::vector<std::string> extra_args = {});
   // A temp directory and socket path, without starting the agent yet (see launch()).
   static Result<std::unique_ptr<AgentProcess>> prepare();
 
@@ -24,7 +26,7 @@ class AgentProcess {
   AgentProcess(const AgentProcess&) = delete;
   AgentProcess& operator=(const AgentProcess&) = delete;
 
-  Result<> launch();
+  Result<> launch(std::vector<std::string> extra_args = {});
 
   const std::string& dir() const { return dir_; }
   const std::string& socketPath() const { return socket_path_; }

@@ -1,0 +1,147 @@
+#include "guest/tcp_stream.h"
+
+#include <algorithm>
+
+#include "guest/agent_client.h"
+#include "proto/messages.h"
+#include "proto/tcp.h"
+
+namespace hutch::guest {
+
+namespace asio = boost::asio;
+using proto::Frame;
+using proto::FrameType;
+
+namespace {
+// Consumed data is granted back in batches of this size (as for exec output).
+constexpr uint64_t kGrantBatch = proto::kInitialWindow / 4;
+}  // namespace
+
+TcpStream::TcpStream(std::shared_ptr<AgentClient> client, uint32_t stream)
+    : client_(std::move(client)),
+      stream_(stream),
+      changed_(client_->executor()),
+      receive_window_(proto::kInitialWindow),
+      send_credit_(proto::kInitialWindow) {}
+
+TcpStream::~TcpStream() {
+  if (!ended_ && client_->isOpen()) client_->send(FrameType::kClose, stream_, {});
+  client_->forget(stream_);
+}
+
+void TcpStream::end(std::optional<Error> error) {
+  if (ended_) return;
+  ended_ = true;
+  if (error && !error_) error_ = std::move(error);
+  changed_.notify();
+}
+
+void TcpStream::onStreamClosed(const Error& error) {
+  end(error.code() == Errc::kCancelled
+          ? error
+          : Error(Errc::kUnavailable, "Lost the connection to the agent: " + error.message()));
+}
+
+void TcpStream::onStreamFrame(const Frame& frame) {
+  if (ended_) return;
+  switch (frame.type) {
+    case FrameType::kConnected:
+      connected_ = true;
+      changed_.notify();
+      return;
+    case FrameType::kData:
+      if (frame.payload.size() > receive_window_ || peer_eof_) {
+        client_->send(FrameType::kClose, stream_, {});
+        return end(Error(Errc::kProtocol, "The agent sent data beyond the window or after EOF"));
+      }
+      receive_window_ -= frame.payload.size();
+      data_.push_back(frame.payload);
+      changed_.notify();
+      return;
+    case FrameType::kEof:
+      peer_eof_ = true;
+      changed_.notify();
+      return;
+    case FrameType::kWindow: {
+      auto increment = proto::decodeWindow(frame.payload);
+      if (!increment) return end(increment.error());
+      send_credit_ += *increment;
+      changed_.notify();
+      return;
+    }
+    case FrameType::kClose: return end(std::nullopt);
+    case FrameType::kError: {
+      auto message = proto::decodeMessage<proto::ErrorMessage>(frame.payload);
+      return end(message ? message->toError()
+                         : Error(Errc::kProtocol, "The agent sent a malformed error"));
+    }
+    default:
+      return end(Error(Errc::kProtocol, "The agent sent frame type " +
+                                            std::to_string(static_cast<int>(frame.type)) +
+                                            " on a TCP stream"));
+  }
+}
+
+asio::awaitable<Result<std::string>> TcpStream::read() {
+  while (true) {
+    if (!data_.empty()) {
+      std::string bytes = std::move(data_.front());
+      data_.pop_front();
+      ungranted_ += bytes.size();
+      if (ungranted_ >= kGrantBatch && !ended_ && !peer_eof_) {
+        receive_window_ += ungranted_;
+        client_->send(FrameType::kWindow, stream_,
+                      proto::encodeWindow(static_cast<uint32_t>(ungranted_)));
+        ungranted_ = 0;
+      }
+      co_return bytes;
+    }
+    if (peer_eof_) co_return std::string();
+    if (error_) co_return fail(*error_);
+    if (ended_) co_return fail(Errc::kUnavailable, "The connection ended without end-of-file");
+    co_await changed_.wait();
+  }
+}
+
+asio::awaitable<Result<>> TcpStream::write(std::string_view bytes) {
+  if (write_shut_) co_return fail(Errc::kFailedPrecondition, "Writing was shut down");
+  size_t offset = 0;
+  while (offset < bytes.size()) {
+    if (error_) co_return fail(*error_);
+    if (ended_) co_return fail(Errc::kFailedPrecondition, "The connection has ended");
+    if (send_credit_ == 0) {
+      co_await changed_.wait();
+      continue;
+    }
+    const size_t chunk = static_cast<size_t>(
+        std::min<uint64_t>({bytes.size() - offset, send_credit_, proto::kMaxDataPayload}));
+    client_->send(FrameType::kData, stream_, bytes.substr(offset, chunk));
+    send_credit_ -= chunk;
+    offset += chunk;
+  }
+  co_return ok();
+}
+
+Result<> TcpStream::shutdownWrite() {
+  if (write_shut_) return ok();
+  write_shut_ = true;
+  if (!ended_) client_->send(FrameType::kEof, stream_, {});
+  return ok();
+}
+
+void TcpStream::close() {
+  if (ended_) return;
+  client_->send(FrameType::kClose, stream_, {});
+  client_->forget(stream_);
+  data_.clear();
+  peer_eof_ = false;
+  end(Error(Errc::kCancelled, "The connection was closed"));
+}
+
+asio::awaitable<Result<>> TcpStream::done() {
+  while (!ended_) co_await changed_.wait();
+  if (error_) co_return fail(*error_);
+  co_return ok();
+}
+
+}  // namespace hutch::guest
