@@ -87,9 +87,11 @@ Result<> enterJailAndExec(const JailSpec& spec, const std::vector<std::string>& 
   if (spec.seccomp) HUTCH_TRY_VOID(installSeccompFilter(spec.socket_families));
 
   std::vector<char*> args;
+  args.reserve(argv.size() + 1);
   for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
   args.push_back(nullptr);
   std::vector<char*> env;
+  env.reserve(spec.env.size() + 1);
   for (const std::string& var : spec.env) env.push_back(const_cast<char*>(var.c_str()));
   env.push_back(nullptr);
   ::execve(args.front(), args.data(), env.data());

@@ -12,6 +12,12 @@ namespace hutch::jail {
 
 namespace {
 
+// What SCMP_A0() builds, without the C compound literal. Arguments are compared as 64-bit values:
+// a socket family with garbage in the upper half is >= AF_MAX and so denied, not let through.
+scmp_arg_cmp arg0(scmp_compare op, uint64_t a, uint64_t b = 0) {
+  return scmp_arg_cmp{.arg = 0, .op = op, .datum_a = a, .datum_b = b};
+}
+
 struct ContextDeleter {
   void operator()(void* ctx) const { seccomp_release(ctx); }
 };
@@ -69,7 +75,7 @@ Result<> installSeccompFilter(const std::vector<std::string>& socket_families) {
                                            CLONE_NEWCGROUP};
   for (unsigned long flag : namespace_flags) {
     HUTCH_TRY_VOID(check(seccomp_rule_add(ctx.get(), SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
-                                          SCMP_A0(SCMP_CMP_MASKED_EQ, flag, flag)),
+                                          arg0(SCMP_CMP_MASKED_EQ, flag, flag)),
                          "deny clone with namespace flags"));
   }
   std::vector<int> allowed;
@@ -82,11 +88,11 @@ Result<> installSeccompFilter(const std::vector<std::string>& socket_families) {
     for (int family = 0; family < AF_MAX; ++family) {
       if (std::find(allowed.begin(), allowed.end(), family) != allowed.end()) continue;
       HUTCH_TRY_VOID(check(seccomp_rule_add(ctx.get(), SCMP_ACT_ERRNO(EAFNOSUPPORT), sys, 1,
-                                            SCMP_A0_32(SCMP_CMP_EQ, family)),
+                                            arg0(SCMP_CMP_EQ, static_cast<uint64_t>(family))),
                            "restrict socket families"));
     }
     HUTCH_TRY_VOID(check(seccomp_rule_add(ctx.get(), SCMP_ACT_ERRNO(EAFNOSUPPORT), sys, 1,
-                                          SCMP_A0_32(SCMP_CMP_GE, AF_MAX)),
+                                          arg0(SCMP_CMP_GE, AF_MAX)),
                          "restrict socket families"));
   }
   return check(seccomp_load(ctx.get()), "load the filter");

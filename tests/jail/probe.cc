@@ -153,6 +153,10 @@ void listDir(const std::string& path) {
   std::fflush(stdout);
 }
 
+pid_t toPid(const std::string& text) {
+  return static_cast<pid_t>(std::strtol(text.c_str(), nullptr, 10));
+}
+
 int run(const std::string& cmd, const std::string& arg) {
   std::string what = arg.empty() ? cmd : cmd + " " + arg;
   if (cmd == "read") {
@@ -201,11 +205,11 @@ int run(const std::string& cmd, const std::string& arg) {
     result(what, fd);
     if (fd >= 0) ::close(fd);
   } else if (cmd == "signal") {
-    result(what, ::kill(std::atoi(arg.c_str()), SIGKILL));
+    result(what, ::kill(toPid(arg), SIGKILL));
   } else if (cmd == "ptrace") {
-    result(what, ::ptrace(PTRACE_ATTACH, std::atoi(arg.c_str()), nullptr, nullptr));
+    result(what, ::ptrace(PTRACE_ATTACH, toPid(arg), nullptr, nullptr));
   } else if (cmd == "pidfd") {
-    result(what, ::syscall(SYS_pidfd_open, std::atoi(arg.c_str()), 0));
+    result(what, ::syscall(SYS_pidfd_open, toPid(arg), 0));
   } else if (cmd == "killall") {
     result(what, ::kill(-1, SIGKILL));
   } else if (cmd == "unshare") {
@@ -225,7 +229,7 @@ int run(const std::string& cmd, const std::string& arg) {
   } else if (cmd == "forkbomb") {
     forkbomb();
   } else if (cmd == "hog") {
-    hog(std::atol(arg.c_str()));
+    hog(std::strtol(arg.c_str(), nullptr, 10));
   } else if (cmd == "sleep") {
     std::printf("sleeping\n");
     std::fflush(stdout);

@@ -10,12 +10,17 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "harness.h"
+#include "jail/box_dir.h"
 #include "sys/proc_fs.h"
+#include "sys/run.h"
 #include "sys/spawn.h"
 
 namespace hutch::jail::test {
@@ -240,6 +245,84 @@ TEST_F(QemuJailTest, OomKilledQemuIsReportedWithThatReason) {
   ASSERT_TRUE(usage) << usage.error().describe();
   // What hutchd shows as the box's failure reason instead of "killed by signal 9".
   EXPECT_EQ(oomKillReason(*usage, "QEMU"), "QEMU was killed by the OOM killer (memory.max 12 MiB)");
+}
+
+// A real guest boot in the jail when an image is given (scripts/test.sh sets these): the kernel,
+// initrd and base disk read-only, the overlay over it in the box dir.
+TEST_F(QemuJailTest, BootsARealGuestUnderTcg) {
+  const char* kernel = std::getenv("HUTCH_TEST_KERNEL");
+  const char* initrd = std::getenv("HUTCH_TEST_INITRD");
+  const char* rootfs = std::getenv("HUTCH_TEST_ROOTFS");
+  if (kernel == nullptr || initrd == nullptr || rootfs == nullptr) {
+    GTEST_SKIP()
+        << "set HUTCH_TEST_KERNEL, HUTCH_TEST_INITRD and HUTCH_TEST_ROOTFS to boot a guest";
+  }
+  const char* expect_env = std::getenv("HUTCH_TEST_CONSOLE_EXPECT");
+  std::string expect = expect_env != nullptr ? expect_env : "hutch-agent";
+  fs::path box = boxDir("a");
+  fs::path overlay = box / "disk.qcow2";
+  fs::remove(overlay);
+  ASSERT_TRUE(sys::runCapture(
+      {"qemu-img", "create", "-q", "-f", "qcow2", "-b", rootfs, "-F", "raw", overlay.string()}));
+  JailSpec spec = specFor("a");  // gives the overlay to the box's uid
+  spec.paths.push_back({kernel, BindPath::Access::kReadOnly, false});
+  spec.paths.push_back({initrd, BindPath::Access::kReadOnly, false});
+  auto chain = qcow2BackingChain(overlay);
+  ASSERT_TRUE(chain) << chain.error().describe();
+  ASSERT_EQ(chain->size(), 1U);
+  for (const fs::path& layer : *chain) {
+    spec.paths.push_back({layer, BindPath::Access::kReadOnly, false});
+  }
+  spec.limits = CgroupLimits::forVm(1, 256, kVmmOverheadMib + 64);
+
+  uint64_t tsc_khz = 0;
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);) {
+    if (line.rfind("cpu MHz", 0) == 0) {
+      tsc_khz = static_cast<uint64_t>(std::stod(line.substr(line.find(':') + 1)) * 1000);
+      break;
+    }
+  }
+  std::vector<std::string> argv = qemuArgv(box, "tcg");
+  argv.erase(std::find(argv.begin(), argv.end(), "-S"));
+  for (std::string& arg : argv) {
+    if (arg == "64M") arg = "256M";
+    if (arg.rfind("memory-backend-file", 0) == 0) {
+      arg = "memory-backend-file,id=mem,size=256M,mem-path=" + (box / "memory").string() +
+            ",share=on";
+    }
+  }
+  std::string append = "console=ttyS0 root=/dev/vda rw quiet panic=-1 tsc=reliable";
+  if (tsc_khz != 0) append += " tsc_early_khz=" + std::to_string(tsc_khz);
+  argv.insert(argv.end(), {"-kernel", kernel, "-initrd", initrd, "-append", append, "-drive",
+                           "id=root,file=" + overlay.string() + ",format=qcow2,if=none", "-device",
+                           "virtio-blk-device,drive=root"});
+  auto started = std::chrono::steady_clock::now();
+  Running qemu = start(spec, argv);
+  Qmp qmp;
+  ASSERT_TRUE(qmp.connect(box / "qmp.sock", std::chrono::seconds(30)));
+  ASSERT_TRUE(qmp.execute("qmp_capabilities").contains("return"));
+  std::string console;
+  while (console.find(expect) == std::string::npos &&
+         std::chrono::steady_clock::now() - started < std::chrono::seconds(120)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::ifstream log(box / "console.log");
+    console.assign(std::istreambuf_iterator<char>(log), {});
+  }
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  EXPECT_NE(console.find(expect), std::string::npos) << console;
+  std::printf("jailed TCG boot: '%s' on the console after %.2f s\n", expect.c_str(), seconds);
+  EXPECT_EQ(qmp.execute("query-status")["return"]["status"], "running");
+  auto usage = spec.cgroup->usage();
+  ASSERT_TRUE(usage);
+  std::printf("jailed TCG boot: memory.current %llu MiB, peak %llu MiB, pids %llu\n",
+              static_cast<unsigned long long>(usage->memory_current >> 20),
+              static_cast<unsigned long long>(usage->memory_peak >> 20),
+              static_cast<unsigned long long>(usage->pids_current));
+  EXPECT_TRUE(qmp.execute("quit").contains("return"));
+  Finished done = wait(std::move(qemu));
+  EXPECT_TRUE(done.exited(0)) << "status " << done.status << ": " << done.err;
 }
 
 INSTANTIATE_TEST_SUITE_P(Accel, QemuAccelTest, ::testing::Values("tcg", "kvm"),
