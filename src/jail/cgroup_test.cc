@@ -256,5 +256,46 @@ TEST_F(FakeCgroupTest, CreateReplacesAnEmptyLeftoverAndRemoveIsIdempotent) {
   EXPECT_EQ(created.error().code(), Errc::kFailedPrecondition);
 }
 
+TEST_F(FakeCgroupTest, V2PrepareEnablesDelegatedControllersDownToHutchBoxes) {
+  fs::path base = root_ / "system.slice" / "hutchd.service";
+  fs::create_directories(base);
+  put(base / "cgroup.controllers", "cpuset cpu io memory pids\n");
+  put(base / "cgroup.subtree_control", "");
+  // The kernel makes a new cgroup's files; a plain directory needs them beforehand.
+  fs::create_directories(base / "hutch-boxes");
+  put(base / "hutch-boxes" / "cgroup.subtree_control", "");
+  std::string mountinfo = "1 0 0:1 / " + root_.string() + " rw - cgroup2 cgroup2 rw\n";
+  auto host = CgroupHost::fromText("0::/system.slice/hutchd.service\n", mountinfo);
+  ASSERT_TRUE(host) << host.error().describe();
+  EXPECT_EQ(host->baseDirs(), (std::vector<CgroupDir>{{"", base}}));
+  auto warnings = host->prepare();
+  ASSERT_TRUE(warnings) << warnings.error().describe();
+  EXPECT_TRUE(warnings->empty());
+  // Each controller is enabled on its own (a plain file keeps the last write): io comes last.
+  EXPECT_EQ(get(base / "cgroup.subtree_control"), "+io");
+  EXPECT_EQ(get(base / "hutch-boxes" / "cgroup.subtree_control"), "+io");
+
+  // A parent that does not delegate cpu and io: boxes still get memory and pids, with warnings.
+  put(base / "cgroup.controllers", "memory pids\n");
+  auto partial = host->prepare();
+  ASSERT_TRUE(partial);
+  ASSERT_EQ(partial->size(), 2U);
+  EXPECT_NE((*partial)[0].find("The cpu controller is not delegated"), std::string::npos);
+}
+
+TEST_F(FakeCgroupTest, V1PrepareMakesHutchBoxesInEachHierarchy) {
+  fs::create_directories(root_ / "memory" / "svc");
+  fs::create_directories(root_ / "pids");
+  std::string mountinfo = "1 0 0:1 / " + (root_ / "memory").string() +
+                          " rw - cgroup cgroup rw,memory\n" + "2 0 0:2 / " +
+                          (root_ / "pids").string() + " rw - cgroup cgroup rw,pids\n";
+  auto host = CgroupHost::fromText("4:memory:/svc\n2:pids:/\n", mountinfo);
+  ASSERT_TRUE(host) << host.error().describe();
+  ASSERT_TRUE(host->prepare());
+  EXPECT_TRUE(fs::is_directory(root_ / "memory" / "svc" / "hutch-boxes"));
+  EXPECT_TRUE(fs::is_directory(root_ / "pids" / "hutch-boxes"));
+  ASSERT_TRUE(host->prepare());  // again: nothing to do
+}
+
 }  // namespace
 }  // namespace hutch::jail

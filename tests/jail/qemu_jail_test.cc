@@ -218,11 +218,11 @@ TEST_F(QemuJailTest, SigtermStopsJailedQemu) {
   Running qemu = start(spec, qemuArgv(box, accel));
   Qmp qmp;
   ASSERT_TRUE(qmp.connect(box / "qmp.sock", std::chrono::seconds(30)));
-  // hutchd's stop/kill: SIGTERM (QEMU handles it, so it reaches the namespace's PID 1), SIGKILL.
+  // SIGTERM reaches the namespace's PID 1 because QEMU handles it (a default action would not).
   // The QMP greeting comes from QEMU's monitor thread, possibly before the main thread installed
   // its SIGTERM handler; an answered query-status means the main loop runs. (As PID 1 of its
-  // namespace, QEMU ignores a SIGTERM that arrives before it has a handler: hutchd must fall back
-  // to SIGKILL, as it does when a stop times out.)
+  // namespace, QEMU ignores a SIGTERM that arrives before it has a handler; hutchd stops QEMU with
+  // QMP quit, then SIGKILL, which always arrives.)
   ASSERT_TRUE(qmp.execute("qmp_capabilities").contains("return"));
   ASSERT_TRUE(qmp.execute("query-status").contains("return"));
   EXPECT_NE(std::stoull(procStatus(qemu.pid, "SigCgt"), nullptr, 16) & (1ULL << (SIGTERM - 1)), 0U);
