@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <iterator>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -292,6 +293,12 @@ Result<> JailSpec::validate() const {
   for (const BindPath& bind : paths) {
     HUTCH_TRY_VOID(checkAbsolute(bind.path, "Path"));
     if (bind.path == "/") return fail(Errc::kInvalidArgument, "The jail cannot show all of /");
+    std::string top = (*std::next(bind.path.begin())).string();
+    if (top == "dev" || top == "proc") {
+      return fail(Errc::kInvalidArgument, "Path '" + bind.path.string() +
+                                              "': the jail makes its own /" + top +
+                                              " (list devices under devices)");
+    }
   }
   for (const fs::path& device : devices) {
     HUTCH_TRY_VOID(checkAbsolute(device, "Device"));

@@ -106,6 +106,9 @@ TEST(JailSpecTest, BadInputGivesClearErrors) {
   EXPECT_NE(
       errorOf(R"({"version": 1, "uid": 5, "gid": 6, "env": ["NOVALUE"]})").find("is not KEY=VALUE"),
       std::string::npos);
+  EXPECT_NE(errorOf(R"({"version": 1, "uid": 5, "gid": 6, "paths": [{"path": "/dev/kvm"}]})")
+                .find("the jail makes its own /dev"),
+            std::string::npos);
   EXPECT_NE(errorOf(R"({"version": 1, "uid": 5, "gid": 6, "paths": [{"path": "/"}]})")
                 .find("cannot show all of /"),
             std::string::npos);
