@@ -29,10 +29,15 @@ struct SpawnOptions {
   // setsid(): own session and process group, so the child outlives our session and terminal.
   bool new_session = false;
   std::filesystem::path cwd;  // empty: inherit
+  // CLONE_NEW* flags: the child starts in new namespaces, made by clone(2) instead of fork(2).
+  // With CLONE_NEWPID the child is PID 1 of a new PID namespace and still our child under the
+  // returned pid (the jail uses this so that QEMU, exec'd in place, is what we wait for).
+  // Only namespace flags are accepted; 0 (the default) forks as before.
+  unsigned long clone_flags = 0;
 };
 
-// Forks and execs. Returns once exec succeeded; an exec failure (program missing, not
-// executable) is reported as an error, and that child is already reaped.
+// Forks (or clones, see clone_flags) and execs. Returns once exec succeeded; an exec failure
+// (program missing, not executable) is reported as an error, and that child is already reaped.
 // Signal mask and dispositions are reset to defaults in the child.
 Result<pid_t> spawn(const SpawnOptions& options);
 

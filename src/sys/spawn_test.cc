@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -111,6 +112,25 @@ TEST_F(SpawnTest, ExecFailureIsReportedAndReaped) {
   ASSERT_FALSE(pid);
   EXPECT_EQ(pid.error().sysErrno(), EACCES);
   EXPECT_EQ(::waitpid(-1, nullptr, WNOHANG), -1);  // no child left behind
+}
+
+TEST_F(SpawnTest, NewPidNamespaceChildIsPidOneAndStillOurChild) {
+  if (::geteuid() != 0) GTEST_SKIP() << "Needs root to create a PID namespace";
+  SpawnOptions options;
+  options.clone_flags = CLONE_NEWPID;
+  // $$ is the pid inside the namespace; the exit status reaches us under the returned pid.
+  EXPECT_EQ(run("echo $$; exit 7", options), "1\n");
+  ASSERT_TRUE(WIFEXITED(last_status_));
+  EXPECT_EQ(WEXITSTATUS(last_status_), 7);
+}
+
+TEST_F(SpawnTest, CloneFlagsAcceptOnlyNamespaces) {
+  SpawnOptions options;
+  options.argv = {"true"};
+  options.clone_flags = CLONE_VM;
+  auto pid = spawn(options);
+  ASSERT_FALSE(pid);
+  EXPECT_EQ(pid.error().code(), Errc::kInvalidArgument);
 }
 
 TEST(FindExecutableTest, SearchesPath) {

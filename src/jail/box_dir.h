@@ -1,0 +1,33 @@
+// Host-side preparation of what a jailed QEMU opens: its box directory and the backing files of
+// its disk. Called by hutchd (root) before each launch.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "jail/box_ids.h"
+
+namespace hutch::jail {
+
+// Gives `dir` and what is in it to the box's uid and gid (mode 0700 on the directory), so the
+// jailed QEMU can write its disk overlay, memory file and console log and create its sockets.
+// Names in `root_owned` (hutchd's own files: its log, which QEMU gets as an open descriptor, and
+// the pid file) are given back to root instead. Nothing is followed: a symlink, a hard-linked
+// file or a device node in the directory is an error (the box's uid could have planted it to
+// make root chown something else). Directories are handled recursively.
+// The directory's parents must be root-owned (see trustedSource): /var/lib/hutch/boxes is.
+//
+// Because the box's uid owns the directory, hutchd must treat its contents as untrusted too:
+// open files there with O_NOFOLLOW (qemu.log, console.log, the pid file's temporary), and keep
+// frozen layers (snapshots, template disks) outside box directories.
+Result<> prepareBoxDir(const std::filesystem::path& dir, BoxIds ids,
+                       const std::vector<std::string>& root_owned = {"qemu.log", "qemu.pid"});
+
+// The backing files below a qcow2 image, nearest first (an overlay's base, its base...), made
+// absolute. These are the read-only paths the jail must show besides the image itself. A raw
+// image or a qcow2 without a backing file gives an empty list.
+Result<std::vector<std::filesystem::path>> qcow2BackingChain(const std::filesystem::path& image);
+
+}  // namespace hutch::jail

@@ -1,0 +1,72 @@
+#include "jail/box_ids.h"
+
+#include <dirent.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstdlib>
+#include <string>
+
+#include "sys/files.h"
+
+namespace hutch::jail {
+
+Result<BoxIds> boxIds(uint32_t index, uint32_t base) {
+  if (index > kMaxBoxIndex) {
+    return fail(Errc::kInvalidArgument, "Box index " + std::to_string(index) +
+                                            " is out of range: use 0.." +
+                                            std::to_string(kMaxBoxIndex));
+  }
+  if (base < 65536 || uint64_t{base} + kMaxBoxIndex >= (uint64_t{1} << 31)) {
+    return fail(Errc::kInvalidArgument,
+                "Box id base " + std::to_string(base) + " must be in 65536..2^31-65536");
+  }
+  return BoxIds{static_cast<uid_t>(base + index), static_cast<gid_t>(base + index)};
+}
+
+Result<uint32_t> firstFreeIndex(const std::vector<uint32_t>& used) {
+  std::vector<uint32_t> sorted = used;
+  std::sort(sorted.begin(), sorted.end());
+  uint32_t candidate = 0;
+  for (uint32_t index : sorted) {
+    if (index == candidate) ++candidate;
+    if (index > candidate) break;
+  }
+  if (candidate > kMaxBoxIndex) {
+    return fail(Errc::kFailedPrecondition,
+                "All " + std::to_string(kMaxBoxIndex + 1) + " box ids are in use: remove a box");
+  }
+  return candidate;
+}
+
+Result<std::vector<pid_t>> processesWithUid(uid_t uid) {
+  DIR* dir = ::opendir("/proc");
+  if (dir == nullptr) return fail(sysError("Cannot list /proc", errno));
+  std::vector<pid_t> found;
+  while (const dirent* entry = ::readdir(dir)) {
+    pid_t pid = 0;
+    std::string_view name = entry->d_name;
+    auto [ptr, ec] = std::from_chars(name.data(), name.data() + name.size(), pid);
+    if (ec != std::errc() || ptr != name.data() + name.size()) continue;
+    auto status = sys::readFile("/proc/" + std::string(name) + "/status", 1 << 16);
+    if (!status) continue;  // exited meanwhile
+    size_t at = status->find("\nUid:");
+    if (at == std::string::npos) continue;
+    const char* p = status->c_str() + at + 5;
+    for (int i = 0; i < 3; ++i) {  // real, effective, saved
+      char* end = nullptr;
+      unsigned long value = std::strtoul(p, &end, 10);
+      if (end == p) break;
+      if (value == uid) {
+        found.push_back(pid);
+        break;
+      }
+      p = end;
+    }
+  }
+  ::closedir(dir);
+  return found;
+}
+
+}  // namespace hutch::jail

@@ -1,0 +1,137 @@
+// A cgroup per box, on cgroup v1 (one hierarchy per controller) and v2 (one unified tree).
+//
+// Box cgroups live below the daemon's own cgroup, never elsewhere:
+//   v1: <mount of each controller>/<hutchd's path in it>/hutch-boxes/<name>
+//   v2: <mount>/<base>/hutch-boxes/<name>, where <base> is hutchd's cgroup. v2 forbids processes
+//       in a cgroup that hands controllers to its children, so prepare() moves hutchd (and
+//       whatever shares its cgroup) into the leaf <base>/hutch-daemon; a restarted hutchd that
+//       finds itself in .../hutch-daemon uses the parent as <base> again.
+// hutchd calls CgroupHost::detect() and prepare() once at start, hands boxCgroup(name) to the
+// jail in the JailSpec, reads usage() for stats and oomKills() after QEMU died, and remove()s the
+// cgroup once QEMU is reaped. hutch-jail does create(), applyLimits() and join().
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/result.h"
+
+namespace hutch::jail {
+
+enum class CgroupVersion { kV1 = 1, kV2 = 2 };
+
+struct CgroupLimits {
+  uint64_t memory_max = 0;    // bytes; 0: unlimited. No swap beyond it.
+  uint64_t cpu_quota_us = 0;  // CPU time per period; 0: unlimited
+  uint64_t cpu_period_us = 100000;
+  uint64_t pids_max = 0;   // tasks (processes and threads); 0: unlimited
+  uint32_t io_weight = 0;  // 1..10000 on the v2 scale (default 100); 0: leave. Best effort.
+
+  // What a VM gets: guest RAM plus the VMM's own memory, `cpus` full CPUs, and room for QEMU's
+  // threads (one per vCPU, the main loop, RCU and up to 64 I/O workers).
+  static CgroupLimits forVm(unsigned cpus, uint64_t guest_memory_mib, uint64_t vmm_overhead_mib);
+  bool operator==(const CgroupLimits&) const = default;
+};
+
+// QEMU's memory besides guest RAM: measured ~100 MiB for a microvm, rounded up, plus the TCG
+// translation cache (tb-size) when the VM runs under TCG.
+inline constexpr uint64_t kVmmOverheadMib = 256;
+
+// One directory of a box's cgroup: v1 has one per hierarchy, v2 exactly one.
+struct CgroupDir {
+  std::string controllers;  // v1: the hierarchy's controllers ("memory", "cpu,cpuacct"); v2: ""
+  std::filesystem::path path;
+  bool operator==(const CgroupDir&) const = default;
+};
+
+struct CgroupUsage {
+  uint64_t memory_current = 0;  // bytes
+  uint64_t memory_peak = 0;     // bytes; 0 when the kernel does not say (v2 before 5.19)
+  uint64_t memory_max = 0;      // bytes; 0: unlimited
+  uint64_t cpu_usage_ns = 0;
+  uint64_t pids_current = 0;
+  uint64_t pids_max = 0;   // 0: unlimited
+  uint64_t oom_kills = 0;  // processes the OOM killer killed in this cgroup
+  bool operator==(const CgroupUsage&) const = default;
+};
+
+// "QEMU was killed by the OOM killer (memory.max 600 MiB)", or nullopt when no OOM kill happened.
+// hutchd uses it as the box's failure reason when QEMU died of SIGKILL.
+std::optional<std::string> oomKillReason(const CgroupUsage& usage, std::string_view program);
+
+// A box's cgroup: where it is. The operations touch the filesystem; they work on any directory
+// tree that has the cgroup files, which is how the v2 code is tested on this v1 host.
+struct BoxCgroup {
+  CgroupVersion version = CgroupVersion::kV2;
+  std::vector<CgroupDir> dirs;
+
+  // The directory holding `controller` ("memory", "cpu", "cpuacct", "pids", "blkio"/"io").
+  std::optional<std::filesystem::path> dirFor(std::string_view controller) const;
+
+  // Makes the directories. A leftover from an earlier run is removed first if it is empty
+  // (its counters, such as oom_kill, must not carry over); one with processes is an error.
+  Result<> create() const;
+  // Writes the limits. memory, cpu and pids are required (missing controller: an error that says
+  // how to delegate it); the io weight is best effort. Returns warnings for what was skipped.
+  Result<std::vector<std::string>> applyLimits(const CgroupLimits& limits) const;
+  // Moves the calling process into the cgroup (every hierarchy).
+  Result<> join() const;
+  Result<CgroupUsage> usage() const;
+  // The pids in the cgroup (empty once everything in it exited).
+  Result<std::vector<pid_t>> pids() const;
+  // Removes the directories once the processes are gone (waits up to ~1 s for the kernel to let
+  // go of exiting tasks). Missing directories are fine.
+  Result<> remove() const;
+
+  bool operator==(const BoxCgroup&) const = default;
+};
+
+// A cgroup hierarchy as mounted (/proc/self/mountinfo).
+struct CgroupMount {
+  CgroupVersion version = CgroupVersion::kV2;
+  std::filesystem::path mount_point;
+  std::string root;                      // the hierarchy path the mount shows ("/" usually)
+  std::vector<std::string> controllers;  // v1 only: from the super options
+  bool operator==(const CgroupMount&) const = default;
+};
+
+// A line of /proc/self/cgroup: "4:memory:/system.slice/hutchd.service", "0::/user.slice".
+struct ProcCgroup {
+  int hierarchy = 0;
+  std::vector<std::string> controllers;  // empty for v2 and for named hierarchies
+  std::string path;
+  bool operator==(const ProcCgroup&) const = default;
+};
+
+std::vector<CgroupMount> parseCgroupMounts(std::string_view mountinfo);
+Result<std::vector<ProcCgroup>> parseProcCgroup(std::string_view text);
+
+inline constexpr std::string_view kBoxesCgroup = "hutch-boxes";
+inline constexpr std::string_view kDaemonLeafCgroup = "hutch-daemon";
+
+class CgroupHost {
+ public:
+  // From this process's /proc/self/cgroup and /proc/self/mountinfo.
+  static Result<CgroupHost> detect();
+  static Result<CgroupHost> fromText(std::string_view proc_self_cgroup, std::string_view mountinfo);
+
+  CgroupVersion version() const { return version_; }
+  // The directory of the daemon's cgroup boxes go below, per hierarchy (v2: one).
+  const std::vector<CgroupDir>& baseDirs() const { return base_; }
+  // Once at daemon start, as root: creates hutch-boxes below each base and, on v2, enables the
+  // controllers down to it (moving the daemon into its leaf first if v2 requires it). Returns
+  // warnings (a controller the host does not delegate to us).
+  Result<std::vector<std::string>> prepare() const;
+  // Where box `name` (a box id; [A-Za-z0-9._-]) lives. Nothing is created.
+  Result<BoxCgroup> boxCgroup(std::string_view name) const;
+
+ private:
+  CgroupVersion version_ = CgroupVersion::kV2;
+  std::vector<CgroupDir> base_;
+};
+
+}  // namespace hutch::jail
