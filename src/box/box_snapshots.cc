@@ -8,10 +8,13 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <array>
 #include <set>
+#include <openssl/sha.h>
 
 #include "box/box_service.h"
 #include "event/offload.h"
+#include "guest/identity.h"
 #include "storage/overlay.h"
 #include "sys/files.h"
 
@@ -41,6 +44,16 @@ void removeQuietly(const fs::path& path) {
   if (ec) spdlog::warn("Cannot delete {}: {}", path.string(), ec.message());
 }
 
+// /etc/machine-id of a box: 32 hex digits derived from its id.
+std::string machineIdFor(const std::string& box_id) {
+  std::array<unsigned char, SHA256_DIGEST_LENGTH> digest{};
+  std::string input = "hutch-machine-id:" + box_id;
+  ::SHA256(reinterpret_cast<const unsigned char*>(input.data()), input.size(), digest.data());
+  std::string hex;
+  for (size_t i = 0; i < 16; ++i) hex += fmt::format("{:02x}", digest[i]);
+  return hex;
+}
+
 // Frozen files are never written again: make that visible.
 void freeze(const fs::path& path) {
   std::error_code ec;
@@ -52,9 +65,12 @@ void freeze(const fs::path& path) {
 
 asio::awaitable<Result<>> BoxService::applyIdentity(const Box& box, Runtime& runtime,
                                                     bool grow_root) {
-  (void)box;
-  (void)runtime;
-  (void)grow_root;
+  // A restored guest wakes up as the snapshot: its hostname, machine id, clock and RNG state.
+  guest::Identity identity = guest::makeIdentity(box.name);
+  identity.machine_id = machineIdFor(box.id);  // stable across rollbacks of one box
+  identity.grow_root = grow_root;
+  auto applied = co_await runtime.agent->applyIdentity(identity, std::chrono::seconds(10));
+  if (!applied) co_return fail(applied.error().withContext("Cannot give the box its identity"));
   co_return ok();
 }
 
