@@ -409,7 +409,7 @@ asio::awaitable<Result<>> BoxService::adopt(Box& box) {
   auto runtime = std::make_shared<Runtime>(loop_);
   HUTCH_CO_TRY(runtime->vm, co_await backend_.adopt(boxDir(box.id)));
   // An earlier hutchd may have died in the middle of a capture, with the VM paused.
-  HUTCH_CO_TRY_VOID(co_await runtime->vm->resume());
+  HUTCH_CO_TRY_VOID(co_await runtime->vm->settle());
   auto agent = co_await connectAgent(boxDir(box.id) / "agent.sock",
                                      std::chrono::steady_clock::now() + std::chrono::seconds(10));
   if (!agent) co_return fail(agent.error().withContext("The guest agent did not answer"));

@@ -24,6 +24,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
+constexpr const char* kReadyCheck = "/etc/hutch/ready";
+
 // Allocated bytes of a file, or of everything under a directory.
 uint64_t allocatedBytes(const fs::path& path) {
   struct stat st {};
@@ -93,8 +95,9 @@ asio::awaitable<Result<Snapshot>> BoxService::templateSnapshot(const storage::Te
     // Never restored: it goes, and a new one is made from a cold boot.
     note = fmt::format(" (made now: snapshot {} was refused: {})", existing->id, *why);
     spdlog::warn("Template snapshot {} refused: {}", existing->id, *why);
+    // Its files go once no box stands on its disk layer (collectGarbage).
     HUTCH_CO_TRY_VOID(store_.removeSnapshot(existing->id));
-    removeQuietly(existing->dir);
+    collectGarbage();
   }
   if (auto it = flights_.find(key); it != flights_.end()) {
     std::shared_ptr<Flight> flight = it->second;
@@ -120,9 +123,11 @@ asio::awaitable<Result<>> BoxService::runReadyCheck(guest::AgentClient& agent,
   std::string last = "never ran";
   while (std::chrono::steady_clock::now() < deadline) {
     proto::ExecRequest request;
-    request.argv = {"/bin/sh", "-c", command};
+    request.argv = {command};
     request.user = "root";
     auto session = co_await agent.exec(request);
+    // An image without the check is ready once its agent answers.
+    if (!session && session.error().code() == Errc::kNotFound) co_return ok();
     if (!session) co_return fail(session.error().withContext("Cannot run the ready check"));
     for (;;) {
       auto event = co_await (*session)->next();
@@ -201,12 +206,9 @@ asio::awaitable<Result<Snapshot>> BoxService::makeTemplateSnapshot(const storage
     Error error = agent.error().withContext("The template VM's agent did not answer");
     co_return co_await give_up(std::move(error));
   }
-  Result<> ready = ok();
-  if (auto check = sys::readFile(tmpl.dir / "ready", 4096); check && !check->empty()) {
-    std::string command = *check;
-    while (!command.empty() && command.back() == '\n') command.pop_back();
-    ready = co_await runReadyCheck(**agent, command);
-  }
+  // The image's own ready check (the docker template waits for dockerd to answer), so boxes
+  // restored from the snapshot have what the image promises already running.
+  auto ready = co_await runReadyCheck(**agent, kReadyCheck);
   // Named errors: GCC 12 destroys temporaries inside a co_await expression twice.
   if (!ready) {
     Error error = ready.error();
@@ -639,7 +641,15 @@ void BoxService::collectGarbage() {
   for (const auto& entry : fs::directory_iterator(config_.snapshots_dir, ec)) {
     std::string id = entry.path().filename().string();
     if (live_snapshots.contains(id)) continue;
-    if (live_layers.contains((entry.path() / "layer.qcow2").lexically_normal())) continue;
+    if (live_layers.contains((entry.path() / "layer.qcow2").lexically_normal())) {
+      // Boxes still stand on its disk layer (and running ones map its memory file, which
+      // unlinking does not disturb): keep only the layer.
+      std::error_code inner;
+      for (const auto& file : fs::directory_iterator(entry.path(), inner)) {
+        if (file.path().filename() != "layer.qcow2") removeQuietly(file.path());
+      }
+      continue;
+    }
     spdlog::info("Deleting snapshot directory {} (no record)", entry.path().string());
     removeQuietly(entry.path());
   }

@@ -40,6 +40,7 @@ class QemuVm : public Vm {
   asio::awaitable<Result<>> kill() override;
   asio::awaitable<Result<SaveStats>> saveState(std::filesystem::path state_file) override;
   asio::awaitable<Result<>> switchDisk(std::filesystem::path new_top) override;
+  asio::awaitable<Result<>> settle() override;
   // Loads a state file into a QEMU started with -incoming defer; the VM is paused afterwards.
   asio::awaitable<Result<>> loadState(std::filesystem::path state_file);
 
