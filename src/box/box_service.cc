@@ -16,7 +16,6 @@
 
 namespace hutch::box {
 
-
 BoxService::BoxService(asio::any_io_executor loop, asio::thread_pool& pool,
                        storage::BoxStore& store, const storage::TemplateStore& templates,
                        vmm::VmBackend& backend, ServiceConfig config)
@@ -52,8 +51,13 @@ asio::awaitable<Result<Box>> BoxService::create(BoxSpec spec) {
                                tmpl.name));
   }
 
+  std::string key =
+      templateSnapshotKey(tmpl.dir.string(), spec.config.cpus, spec.config.memory_mib);
+  std::optional<Pooled> pooled;
+  if (config_.use_snapshots && spec.config.disk_mib == 0) pooled = takePooled(key, spec.config);
+
   Box box;
-  box.id = randomId();
+  box.id = pooled ? pooled->id : randomId();
   box.name = spec.name.empty() ? "box-" + box.id.substr(0, 8) : spec.name;
   box.config = spec.config;
   box.state = BoxState::kCreating;
@@ -65,6 +69,12 @@ asio::awaitable<Result<Box>> BoxService::create(BoxSpec spec) {
 
   std::filesystem::path dir = boxDir(box.id);
   std::filesystem::create_directories(dir, ec);
+  if (pooled) {
+    box.boot = fmt::format("restored from template snapshot {} (warm pool)", pooled->snapshot_id);
+    auto made = co_await bootBox(box, nullptr, std::move(pooled->vm));
+    refillPool(key, tmpl, box.config);
+    co_return made;
+  }
   if (!ec && config_.use_snapshots && box.config.disk_mib == 0) {
     std::string note;
     auto snapshot = co_await templateSnapshot(tmpl, box.config, note);
@@ -75,10 +85,12 @@ asio::awaitable<Result<Box>> BoxService::create(BoxSpec spec) {
                            .disk_bytes = std::filesystem::file_size(tmpl.rootfs, ec),
                            .label = fmt::format("template snapshot {}", snapshot->id)};
       box.boot = fmt::format("restored from {}{}", source.label, note);
-      co_return co_await bootBox(box, &source);
+      auto made = co_await bootBox(box, &source);
+      refillPool(key, tmpl, box.config);
+      co_return made;
     }
-    box.boot = fmt::format("cold boot: no template snapshot ({}){}",
-                           snapshot.error().describe(), note);
+    box.boot =
+        fmt::format("cold boot: no template snapshot ({}){}", snapshot.error().describe(), note);
     spdlog::warn("box={} {}", box.id, box.boot);
   } else if (!config_.use_snapshots) {
     box.boot = "cold boot: snapshots are off (hutchd --no-snapshots)";
@@ -123,10 +135,11 @@ asio::awaitable<Result<Box>> BoxService::start(const std::string& key) {
   co_return co_await bootBox(box);
 }
 
-asio::awaitable<Result<Box>> BoxService::bootBox(Box& box, const RestoreSource* from) {
+asio::awaitable<Result<Box>> BoxService::bootBox(Box& box, const RestoreSource* from,
+                                                 std::unique_ptr<vmm::Vm> launched) {
   auto runtime = std::make_shared<Runtime>(loop_);
   runtimes_[box.id] = runtime;
-  auto booted = co_await boot(box, runtime, from);
+  auto booted = co_await boot(box, runtime, from, std::move(launched));
   if (runtime->removed) {
     co_return fail(Errc::kCancelled, fmt::format("Box {} was removed while starting", box.name));
   }
@@ -165,7 +178,8 @@ vmm::VmSpec BoxService::vmSpecFor(const Box& box) const {
 }
 
 asio::awaitable<Result<>> BoxService::boot(Box& box, std::shared_ptr<Runtime> runtime,
-                                           const RestoreSource* from) {
+                                           const RestoreSource* from,
+                                           std::unique_ptr<vmm::Vm> launched) {
   vmm::VmSpec spec = vmSpecFor(box);
   if (!std::filesystem::exists(spec.kernel)) {
     co_return fail(Errc::kFailedPrecondition,
@@ -173,8 +187,11 @@ asio::awaitable<Result<>> BoxService::boot(Box& box, std::shared_ptr<Runtime> ru
                                "cannot boot without its kernel",
                                box.image_dir));
   }
-  if (!from) pruneDiskFiles(box, box.disk);
-  if (from) {
+  const bool restored = from != nullptr || launched != nullptr;
+  if (!restored) pruneDiskFiles(box, box.disk);
+  if (launched) {
+    runtime->vm = std::move(launched);  // restored already, paused (the warm pool)
+  } else if (from) {
     // A fresh overlay on the frozen layer: whatever the box's disk held before is replaced.
     pruneDiskFiles(box, "");
     box.disk = "disk.qcow2";
@@ -192,11 +209,13 @@ asio::awaitable<Result<>> BoxService::boot(Box& box, std::shared_ptr<Runtime> ru
     spec.ram = from->memory_file.empty() ? vmm::GuestRam::kPrivate : vmm::GuestRam::kMappedFile;
     spec.memory_file = from->memory_file;
   }
-  HUTCH_CO_TRY(runtime->vm, co_await backend_.launch(spec));
+  if (!runtime->vm) {
+    HUTCH_CO_TRY(runtime->vm, co_await backend_.launch(spec));
+  }
   box.pid = runtime->vm->pid();
   HUTCH_CO_TRY_VOID(store_.update(box));
   asio::co_spawn(loop_, watch(box.id, runtime), asio::detached);
-  if (from) HUTCH_CO_TRY_VOID(co_await runtime->vm->resume());
+  if (restored) HUTCH_CO_TRY_VOID(co_await runtime->vm->resume());
 
   auto deadline = std::chrono::steady_clock::now() + config_.boot_timeout;
   auto agent = co_await connectAgent(spec.agentSocket(), deadline);
@@ -208,7 +227,7 @@ asio::awaitable<Result<>> BoxService::boot(Box& box, std::shared_ptr<Runtime> ru
         fmt::format("The guest agent did not answer within {} s", config_.boot_timeout.count())));
   }
   runtime->agent = std::move(*agent);
-  if (from) HUTCH_CO_TRY_VOID(co_await applyIdentity(box, *runtime, false));
+  if (restored) HUTCH_CO_TRY_VOID(co_await applyIdentity(box, *runtime, false));
   co_return ok();
 }
 
@@ -401,6 +420,7 @@ asio::awaitable<Result<>> BoxService::recoverAfterRestart() {
                    "hutchd restarted while the box was " + std::string(stateName(box.state))));
     }
   }
+  co_await removeOrphans();
   collectGarbage();
   co_return ok();
 }

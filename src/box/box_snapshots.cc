@@ -1,16 +1,16 @@
 // BoxService's snapshot operations: template snapshots, fork, checkpoints and rollback, space
 // accounting and garbage collection. See docs/snapshots.md for the design and its measurements.
 #include <fmt/format.h>
+#include <openssl/sha.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
+#include <array>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <array>
 #include <set>
-#include <openssl/sha.h>
 
 #include "box/box_service.h"
 #include "event/offload.h"
@@ -56,11 +56,17 @@ std::string machineIdFor(const std::string& box_id) {
   return hex;
 }
 
+// A pooled VM that can no longer be handed out. (Parameters, not lambda captures: a coroutine
+// lambda's captures die with the lambda object, before the coroutine ends.)
+asio::awaitable<void> discardPooled(std::shared_ptr<vmm::Vm> vm, fs::path dir) {
+  co_await vm->kill();
+  removeQuietly(dir);
+}
+
 // Frozen files are never written again: make that visible.
 void freeze(const fs::path& path) {
   std::error_code ec;
-  fs::permissions(path, fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read,
-                  ec);
+  fs::permissions(path, fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read, ec);
 }
 
 }  // namespace
@@ -263,6 +269,108 @@ asio::awaitable<Result<Snapshot>> BoxService::makeTemplateSnapshot(const storage
   co_return snap;
 }
 
+// ---- the warm pool ----
+
+std::optional<BoxService::Pooled> BoxService::takePooled(const std::string& key,
+                                                         const BoxConfig& config) {
+  auto it = warm_.find(key);
+  if (it == warm_.end()) return std::nullopt;
+  auto current = store_.findTemplateSnapshot(key);
+  while (!it->second.empty()) {
+    Pooled entry = std::move(it->second.back());
+    it->second.pop_back();
+    bool usable = current && *current && (*current)->id == entry.snapshot_id && !entry.vm->exited();
+    if (usable) {
+      // Checked again: the snapshot may have been refused since (its manifest changed).
+      auto manifest = readManifest((*current)->dir);
+      usable = manifest && !incompatibility(*manifest, config_.env, config.cpus, config.memory_mib);
+    }
+    if (usable) return entry;
+    std::string id = entry.id;
+    std::shared_ptr<vmm::Vm> vm = std::move(entry.vm);
+    fs::path dir = boxDir(id);
+    asio::co_spawn(loop_, discardPooled(vm, dir), asio::detached);
+  }
+  return std::nullopt;
+}
+
+void BoxService::refillPool(const std::string& key, const storage::Template& tmpl,
+                            const BoxConfig& config) {
+  if (config_.pool_size == 0 || filling_.contains(key)) return;
+  if (warm_[key].size() >= config_.pool_size) return;
+  filling_.insert(key);
+  asio::co_spawn(loop_, fillPool(key, tmpl, config), asio::detached);
+}
+
+asio::awaitable<void> BoxService::fillPool(std::string key, storage::Template tmpl,
+                                           BoxConfig config) {
+  while (warm_[key].size() < config_.pool_size) {
+    auto snapshot = store_.findTemplateSnapshot(key);
+    if (!snapshot || !*snapshot) break;
+    Snapshot snap = **snapshot;
+    Box box;
+    box.id = randomId();
+    box.name = "pool-" + box.id;
+    box.config = config;
+    box.image_dir = tmpl.dir.string();
+    vmm::VmSpec spec = vmSpecFor(box);
+    std::error_code ec;
+    fs::create_directories(boxDir(box.id), ec);
+    fs::path layer = snap.layer;
+    fs::path disk = spec.disk;
+    uint64_t bytes = fs::file_size(tmpl.rootfs, ec);
+    auto make_overlay = [layer, disk, bytes] {
+      return storage::createLayerOverlay(layer, disk, bytes);
+    };
+    auto overlay = co_await event::offload(pool_, std::move(make_overlay));
+    if (!overlay) {
+      spdlog::warn("Warm pool for {}: {}", tmpl.name, overlay.error().describe());
+      removeQuietly(boxDir(box.id));
+      break;
+    }
+    spec.incoming_state = snap.dir / "state";
+    spec.ram = vmm::GuestRam::kMappedFile;
+    spec.memory_file = snap.dir / "memory";
+    auto vm = co_await backend_.launch(spec);
+    if (!vm) {
+      spdlog::warn("Warm pool for {}: {}", tmpl.name, vm.error().describe());
+      removeQuietly(boxDir(box.id));
+      break;
+    }
+    spdlog::debug("Warm pool for {}: box {} ready (paused)", tmpl.name, box.id);
+    warm_[key].push_back(Pooled{box.id, snap.id, std::move(*vm)});
+  }
+  filling_.erase(key);
+}
+
+asio::awaitable<void> BoxService::drainPool() {
+  auto warm = std::move(warm_);
+  warm_.clear();
+  for (auto& [key, entries] : warm) {
+    for (Pooled& entry : entries) {
+      co_await entry.vm->kill();
+      removeQuietly(boxDir(entry.id));
+    }
+  }
+}
+
+asio::awaitable<void> BoxService::removeOrphans() {
+  auto boxes = store_.list();
+  if (!boxes) co_return;
+  std::set<std::string> known;
+  for (const Box& box : *boxes) known.insert(box.id);
+  std::error_code ec;
+  std::vector<fs::path> orphans;
+  for (const auto& entry : fs::directory_iterator(config_.boxes_dir, ec)) {
+    if (!known.contains(entry.path().filename().string())) orphans.push_back(entry.path());
+  }
+  for (const fs::path& dir : orphans) {
+    if (auto vm = co_await backend_.adopt(dir); vm) co_await (*vm)->kill();
+    spdlog::info("Removing {} (no box record: a warm pool VM of an earlier hutchd)", dir.string());
+    removeQuietly(dir);
+  }
+}
+
 // ---- captures of running boxes ----
 
 Result<std::pair<Box, std::shared_ptr<BoxService::Runtime>>> BoxService::runningBox(
@@ -270,9 +378,8 @@ Result<std::pair<Box, std::shared_ptr<BoxService::Runtime>>> BoxService::running
   HUTCH_TRY(Box box, store_.find(key));
   auto it = runtimes_.find(box.id);
   if (box.state != BoxState::kRunning || it == runtimes_.end() || !it->second->vm) {
-    return fail(Errc::kFailedPrecondition,
-                fmt::format("Box {} is {}; {} needs a running box", box.name,
-                            stateName(box.state), what));
+    return fail(Errc::kFailedPrecondition, fmt::format("Box {} is {}; {} needs a running box",
+                                                       box.name, stateName(box.state), what));
   }
   if (it->second->busy) {
     return fail(Errc::kFailedPrecondition,
@@ -371,8 +478,7 @@ void BoxService::recoverInterruptedCapture(Box& box) {
     // disk holds every write either way.
     std::string new_name = json.value("new", "");
     if (fs::exists(boxDir(box.id) / new_name, ec) && box.disk != new_name) {
-      spdlog::warn("box={} finishing an interrupted capture: its disk is now {}", box.id,
-                   new_name);
+      spdlog::warn("box={} finishing an interrupted capture: its disk is now {}", box.id, new_name);
       box.disk = new_name;
       if (auto stored = store_.update(box); !stored) {
         spdlog::error("box={} {}", box.id, stored.error().describe());
@@ -432,8 +538,7 @@ asio::awaitable<Result<Box>> BoxService::createFromCapture(const Box& parent, st
   co_return co_await bootBox(child, &source);
 }
 
-asio::awaitable<Result<std::vector<Box>>> BoxService::fork(const std::string& key,
-                                                           ForkSpec spec) {
+asio::awaitable<Result<std::vector<Box>>> BoxService::fork(const std::string& key, ForkSpec spec) {
   if (spec.count < 1 || spec.count > 64) {
     co_return fail(Errc::kInvalidArgument,
                    fmt::format("A fork makes 1 to 64 boxes, not {}", spec.count));
@@ -498,8 +603,7 @@ asio::awaitable<Result<std::vector<Box>>> BoxService::fork(const std::string& ke
   co_return result;
 }
 
-asio::awaitable<Result<Snapshot>> BoxService::checkpoint(const std::string& key,
-                                                         std::string name) {
+asio::awaitable<Result<Snapshot>> BoxService::checkpoint(const std::string& key, std::string name) {
   HUTCH_CO_TRY(auto found, runningBox(key, "a checkpoint"));
   auto [box, runtime] = std::move(found);
   Snapshot snap;
@@ -527,8 +631,7 @@ asio::awaitable<Result<Snapshot>> BoxService::checkpoint(const std::string& key,
   }
   snap.layer = captured->layer;
   snap.size_bytes = allocatedBytes(snap.dir) + allocatedBytes(snap.layer);
-  HUTCH_CO_TRY(SnapshotManifest manifest,
-               manifestFor(box, SnapshotKind::kCheckpoint, *captured));
+  HUTCH_CO_TRY(SnapshotManifest manifest, manifestFor(box, SnapshotKind::kCheckpoint, *captured));
   HUTCH_CO_TRY_VOID(writeManifest(snap.dir, manifest));
   HUTCH_CO_TRY_VOID(store_.insertSnapshot(snap));
   spdlog::info("box={} checkpoint {} in {} ms ({} MiB)", box.id, snap.name,
@@ -553,20 +656,18 @@ asio::awaitable<Result<>> BoxService::removeCheckpoint(const std::string& key,
   co_return ok();
 }
 
-asio::awaitable<Result<Box>> BoxService::rollback(const std::string& key,
-                                                  const std::string& name) {
+asio::awaitable<Result<Box>> BoxService::rollback(const std::string& key, const std::string& name) {
   HUTCH_CO_TRY(Box box, store_.find(key));
   HUTCH_CO_TRY(Snapshot snap, store_.findCheckpoint(box.id, name));
   auto manifest = readManifest(snap.dir);
   if (!manifest) {
-    co_return fail(Errc::kFailedPrecondition,
-                   fmt::format("Checkpoint {} cannot be restored: {}", snap.name,
-                               manifest.error().describe()));
+    co_return fail(Errc::kFailedPrecondition, fmt::format("Checkpoint {} cannot be restored: {}",
+                                                          snap.name, manifest.error().describe()));
   }
   if (auto why = incompatibility(*manifest, config_.env, box.config.cpus, box.config.memory_mib)) {
-    co_return fail(Errc::kFailedPrecondition,
-                   fmt::format("Checkpoint {} cannot be restored on this host: {}", snap.name,
-                               *why));
+    co_return fail(
+        Errc::kFailedPrecondition,
+        fmt::format("Checkpoint {} cannot be restored on this host: {}", snap.name, *why));
   }
   if (box.state == BoxState::kCreating || box.state == BoxState::kStopping) {
     co_return fail(Errc::kFailedPrecondition,
@@ -673,9 +774,10 @@ Result<DiskUsage> BoxService::diskUsage() {
     usage.layers.count++;
     usage.layers.bytes += allocatedBytes(entry.path());
   }
-  for (const auto& entry : fs::directory_iterator(config_.boxes_dir, ec)) {
+  HUTCH_TRY(auto boxes, store_.list());
+  for (const Box& box : boxes) {
     usage.boxes.count++;
-    usage.boxes.bytes += allocatedBytes(entry.path());
+    usage.boxes.bytes += allocatedBytes(boxDir(box.id));
   }
   std::set<fs::path> builds;
   for (const std::string& name : templates_.names()) {

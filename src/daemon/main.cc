@@ -15,12 +15,12 @@
 #include "api/handlers.h"
 #include "api/http_server.h"
 #include "box/box_service.h"
+#include "box/snapshot.h"
 #include "storage/box_store.h"
 #include "storage/templates.h"
 #include "sys/files.h"
 #include "vmm/accel.h"
 #include "vmm/qemu/qemu_backend.h"
-#include "box/snapshot.h"
 
 namespace {
 
@@ -53,6 +53,10 @@ int run(int argc, char** argv) {
   app.add_option("--agent", agent, "hutch-agent binary put into built images")
       ->capture_default_str();
   app.add_option("--image-cache", image_cache, "Image build cache (env HUTCH_CACHE_DIR)")
+      ->capture_default_str();
+  unsigned pool_size = 2;
+  app.add_option("--pool-size", pool_size,
+                 "Restored, paused boxes kept ready per template (0: none)")
       ->capture_default_str();
   bool no_snapshots = false;
   app.add_flag("--no-snapshots", no_snapshots,
@@ -107,6 +111,7 @@ int run(int argc, char** argv) {
   config.snapshots_dir = state / "snapshots";
   config.layers_dir = state / "layers";
   config.use_snapshots = !no_snapshots;
+  config.pool_size = pool_size;
   auto qemu_version = hutch::vmm::qemu::qemuVersion(backend.binary());
   if (!qemu_version) {
     spdlog::error("{}", qemu_version.error().describe());
@@ -153,8 +158,14 @@ int run(int argc, char** argv) {
   signals.async_wait([&](const boost::system::error_code&, int sig) {
     spdlog::info("signal {}: shutting down (boxes keep running)", sig);
     server.stop();
-    service.detachAll();
-    loop.stop();
+    boost::asio::co_spawn(
+        loop,
+        [&]() -> boost::asio::awaitable<void> {
+          co_await service.drainPool();
+          service.detachAll();
+          loop.stop();
+        },
+        boost::asio::detached);
   });
   loop.run();
   pool.join();

@@ -97,8 +97,7 @@ TEST_F(SnapshotTest, EveryCreateRestoresTheTemplateSnapshotWithItsOwnIdentity) {
 
 TEST_F(SnapshotTest, ForkCopiesProcessesAndUnsavedFilesAndWritesDoNotLeak) {
   run("parent");
-  ASSERT_EQ(out("parent", std::string("echo unsaved > ~/draft.txt; ") + kStartMarker),
-            "started\n");
+  ASSERT_EQ(out("parent", std::string("echo unsaved > ~/draft.txt; ") + kStartMarker), "started\n");
   auto fork = d().hutch({"fork", "parent", "-n", "2", "--json"});
   ASSERT_EQ(fork.exit_code, 0) << fork.err;
   auto children = nlohmann::json::parse(fork.out);

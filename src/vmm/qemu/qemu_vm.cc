@@ -141,7 +141,8 @@ asio::awaitable<Result<>> QemuVm::passFd(const std::string& name, int fd) {
 
 // Both ends of a snapshot must agree: RAM in a shared memory file stays out of the stream.
 asio::awaitable<Result<>> QemuVm::ignoreSharedRam() {
-  Json caps = {{"capabilities", Json::array({{{"capability", "x-ignore-shared"}, {"state", true}}})}};
+  Json caps = {
+      {"capabilities", Json::array({{{"capability", "x-ignore-shared"}, {"state", true}}})}};
   auto r = co_await command("migrate-set-capabilities", std::move(caps));
   if (!r) co_return fail(r.error());
   co_return ok();
@@ -219,8 +220,7 @@ asio::awaitable<Result<>> QemuVm::settle() {
     auto info = co_await command("query-migrate");
     if (!info) co_return fail(info.error().withContext("Cannot settle the VM"));
     std::string status = info->value("status", "none");
-    if (status == "none" || status == "completed" || status == "failed" ||
-        status == "cancelled") {
+    if (status == "none" || status == "completed" || status == "failed" || status == "cancelled") {
       break;
     }
     if (i == 0) {
