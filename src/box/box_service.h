@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,8 @@ class BoxService {
   // running.
   Result<std::shared_ptr<guest::AgentClient>> agentFor(const std::string& key);
   Result<std::filesystem::path> consoleLog(const std::string& key);
+  // What a running box's VMM uses of the host (its cgroup): memory, CPU time, tasks.
+  Result<vmm::ResourceUsage> usage(const std::string& key);
   const std::string& defaultUser() const { return config_.default_user; }
 
   // Captures a running box (paused for the capture, then resumed) and starts spec.count new boxes
@@ -130,6 +133,10 @@ class BoxService {
   asio::awaitable<Result<>> boot(Box& box, std::shared_ptr<Runtime> runtime,
                                  const RestoreSource* from);
   vmm::VmSpec vmSpecFor(const Box& box) const;
+  // fnmatch patterns of the files a disk may stand on (VmSpec::backing_files).
+  std::vector<std::string> backingFilesFor(const std::filesystem::path& image_dir) const;
+  // The lowest uid index (jail::boxIds) no box and no template VM holds.
+  Result<uint32_t> freeUidIndex();
   asio::awaitable<Result<>> applyIdentity(const Box& box, Runtime& runtime, bool grow_root);
   // The template snapshot a new box of `config` restores from: a compatible one, or one made
   // now by booting the template cold. `note` says why an older one was not used.
@@ -163,6 +170,7 @@ class BoxService {
   ServiceConfig config_;
   std::map<std::string, std::shared_ptr<Runtime>> runtimes_;
   std::map<std::string, std::shared_ptr<Flight>> flights_;  // by template snapshot key
+  std::set<uint32_t> template_uid_indices_;  // held by template VMs while they run
 };
 
 }  // namespace hutch::box

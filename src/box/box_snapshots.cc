@@ -54,11 +54,10 @@ std::string machineIdFor(const std::string& box_id) {
   return hex;
 }
 
-// Frozen files are never written again: make that visible.
+// Frozen files are never written again: root's and 0444, so that every box's uid can read them
+// and none can change them (a box's QEMU wrote them as the box's uid). Not followed.
 void freeze(const fs::path& path) {
-  std::error_code ec;
-  fs::permissions(path, fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read,
-                  ec);
+  if (auto frozen = sys::freezeFile(path); !frozen) spdlog::warn("{}", frozen.error().describe());
 }
 
 }  // namespace
@@ -183,6 +182,20 @@ asio::awaitable<Result<Snapshot>> BoxService::makeTemplateSnapshot(const storage
   spec.ram = vmm::GuestRam::kSharedFile;
   spec.memory_file = snap.dir / "memory";
   spec.guest_params["hostname"] = "hutch-template";
+  spec.backing_files = backingFilesFor(tmpl.dir);
+  // The template VM gets a uid of its own for as long as it runs.
+  auto index = freeUidIndex();
+  if (!index) {
+    cleanup();
+    co_return fail(index.error());
+  }
+  spec.uid_index = *index;
+  template_uid_indices_.insert(*index);
+  struct Release {
+    std::set<uint32_t>& held;
+    uint32_t index;
+    ~Release() { held.erase(index); }
+  } release{template_uid_indices_, *index};
 
   auto vm = co_await backend_.launch(spec);
   if (!vm) {
@@ -324,10 +337,9 @@ asio::awaitable<Result<BoxService::Capture>> BoxService::capture(Box& box, Runti
     co_await resume();
     co_return fail(std::move(error));
   };
-  fs::create_hard_link(old_top, cap.layer, ec);
-  if (ec) {
-    Error error(Errc::kInternal, fmt::format("Cannot link {} to {}: {}", old_top.string(),
-                                             cap.layer.string(), ec.message()));
+  // Not followed: the box's uid owns its directory and could have put a symlink there.
+  if (auto linked = sys::linkFile(old_top, cap.layer); !linked) {
+    Error error = linked.error();
     co_return co_await undo(std::move(error));
   }
   nlohmann::json record{{"old", box.disk}, {"new", new_name}, {"layer", cap.layer.string()}};
@@ -368,7 +380,9 @@ void BoxService::recoverInterruptedCapture(Box& box) {
     // The new top stands on the frozen layer whether or not QEMU switched to it: with it the
     // disk holds every write either way.
     std::string new_name = json.value("new", "");
-    if (fs::exists(boxDir(box.id) / new_name, ec) && box.disk != new_name) {
+    // The journal is in the box's directory, which the box's uid owns: a name, never a path.
+    bool plain = new_name.starts_with("disk-") && new_name.find('/') == std::string::npos;
+    if (plain && fs::exists(boxDir(box.id) / new_name, ec) && box.disk != new_name) {
       spdlog::warn("box={} finishing an interrupted capture: its disk is now {}", box.id,
                    new_name);
       box.disk = new_name;

@@ -2,6 +2,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -15,12 +16,13 @@
 #include "api/handlers.h"
 #include "api/http_server.h"
 #include "box/box_service.h"
+#include "box/snapshot.h"
+#include "jail/cgroup.h"
 #include "storage/box_store.h"
 #include "storage/templates.h"
 #include "sys/files.h"
 #include "vmm/accel.h"
 #include "vmm/qemu/qemu_backend.h"
-#include "box/snapshot.h"
 
 namespace {
 
@@ -54,6 +56,12 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--image-cache", image_cache, "Image build cache (env HUTCH_CACHE_DIR)")
       ->capture_default_str();
+  std::string jail = HUTCH_JAIL_PATH;
+  bool no_jail = false;
+  app.add_option("--jail", jail, "The hutch-jail helper every QEMU is started through")
+      ->capture_default_str();
+  app.add_flag("--no-jail", no_jail,
+               "Run QEMU unjailed, as root (debugging only: see docs/security.md)");
   bool no_snapshots = false;
   app.add_flag("--no-snapshots", no_snapshots,
                "Boot every box cold instead of restoring its template's snapshot");
@@ -98,9 +106,36 @@ int run(int argc, char** argv) {
   }
   hutch::storage::TemplateStore templates(state / "templates");
 
+  hutch::vmm::qemu::QemuBackendOptions backend_options;
+  if (no_jail) {
+    spdlog::warn("--no-jail: QEMU runs as root with hutchd's view of the host");
+  } else {
+    // Each box's QEMU gets its own uid, namespaces, cgroup and seccomp filters (hutch-jail).
+    if (::access(jail.c_str(), X_OK) != 0) {
+      spdlog::error("Cannot run the jail helper {}: install hutch-jail or pass --jail PATH",
+                    jail);
+      return 69;
+    }
+    auto cgroups = hutch::jail::CgroupHost::detect();
+    if (!cgroups) {
+      spdlog::error("{}", cgroups.error().describe());
+      return 69;
+    }
+    auto warnings = cgroups->prepare();
+    if (!warnings) {
+      spdlog::error("{}", warnings.error().describe());
+      return 69;
+    }
+    for (const std::string& warning : *warnings) spdlog::warn("cgroups: {}", warning);
+    spdlog::info("jail: {} (cgroup v{} below {})", jail, static_cast<int>(cgroups->version()),
+                 cgroups->baseDirs().empty() ? std::string("?")
+                                             : cgroups->baseDirs().front().path.string());
+    backend_options.jail = hutch::vmm::qemu::QemuJailOptions{.helper = jail, .cgroups = *cgroups};
+  }
+
   boost::asio::io_context loop(1);
   boost::asio::thread_pool pool(2);
-  hutch::vmm::qemu::QemuBackend backend(loop.get_executor(), qemu);
+  hutch::vmm::qemu::QemuBackend backend(loop.get_executor(), qemu, backend_options);
   hutch::box::ServiceConfig config{state / "boxes", *accel, hutch::vmm::hostTscKhz(),
                                    std::chrono::seconds(boot_timeout)};
   config.default_user = default_user;

@@ -69,6 +69,8 @@ TEST(QemuArgvTest, TcgSpec) {
       "chardev:console",
       "-qmp",
       "unix:/var/lib/hutch/boxes/box-1/qmp.sock,server=on,wait=off",
+      "-sandbox",
+      "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
   };
   EXPECT_EQ(argv, want);
 }
