@@ -12,6 +12,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <algorithm>
 #include <charconv>
 #include <ctime>
 
@@ -380,13 +381,15 @@ asio::awaitable<Result<std::unique_ptr<QemuVm>>> QemuBackend::adoptQemu(
     co_return fail(Errc::kNotFound, "No QEMU runs for " + run_dir.string() + ": pid " +
                                         std::to_string(*pid) + " exited meanwhile");
   }
-  // A jailed QEMU runs as the owner of its run dir (prepareBoxDir) in the cgroup named after it.
+  // A jailed QEMU runs as the owner of its run dir (prepareBoxDir), in the cgroup named after
+  // its VM id (its -name).
   std::optional<VmJail> vm_jail;
   struct stat st {};
   if (options_.jail && ::stat(run_dir.c_str(), &st) == 0 && st.st_uid != 0) {
     vm_jail = VmJail{jail::BoxIds{st.st_uid, st.st_gid}, std::nullopt};
-    if (auto cgroup = options_.jail->cgroups.boxCgroup(run_dir.filename().string())) {
-      vm_jail->cgroup = *cgroup;
+    auto name = std::find(cmdline->begin(), cmdline->end(), "-name");
+    if (name != cmdline->end() && name + 1 != cmdline->end()) {
+      if (auto cgroup = options_.jail->cgroups.boxCgroup(*(name + 1))) vm_jail->cgroup = *cgroup;
     }
   }
   auto vm = std::make_unique<QemuVm>(executor_, *pid, std::move(*pidfd), run_dir, options_.vm,
