@@ -17,6 +17,7 @@
 #include "api/http_server.h"
 #include "box/box_service.h"
 #include "box/snapshot.h"
+#include "jail/box_ids.h"
 #include "jail/cgroup.h"
 #include "storage/box_store.h"
 #include "storage/templates.h"
@@ -58,10 +59,14 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   std::string jail = HUTCH_JAIL_PATH;
   bool no_jail = false;
+  uint32_t uid_base = hutch::jail::kDefaultIdBase;
   app.add_option("--jail", jail, "The hutch-jail helper every QEMU is started through")
       ->capture_default_str();
   app.add_flag("--no-jail", no_jail,
                "Run QEMU unjailed, as root (debugging only: see docs/security.md)");
+  app.add_option("--uid-base", uid_base,
+                 "First uid (and gid) of the boxes' VMMs: box N runs as uid-base + N")
+      ->capture_default_str();
   bool no_snapshots = false;
   app.add_flag("--no-snapshots", no_snapshots,
                "Boot every box cold instead of restoring its template's snapshot");
@@ -127,10 +132,16 @@ int run(int argc, char** argv) {
       return 69;
     }
     for (const std::string& warning : *warnings) spdlog::warn("cgroups: {}", warning);
-    spdlog::info("jail: {} (cgroup v{} below {})", jail, static_cast<int>(cgroups->version()),
+    spdlog::info("jail: {} (uids from {}, cgroup v{} below {})", jail, uid_base,
+                 static_cast<int>(cgroups->version()),
                  cgroups->baseDirs().empty() ? std::string("?")
                                              : cgroups->baseDirs().front().path.string());
-    backend_options.jail = hutch::vmm::qemu::QemuJailOptions{.helper = jail, .cgroups = *cgroups};
+    if (auto first = hutch::jail::boxIds(0, uid_base); !first) {
+      spdlog::error("--uid-base: {}", first.error().describe());
+      return 64;
+    }
+    backend_options.jail = hutch::vmm::qemu::QemuJailOptions{
+        .helper = jail, .cgroups = *cgroups, .id_base = uid_base};
   }
 
   boost::asio::io_context loop(1);

@@ -255,7 +255,7 @@ Result<QemuBackend::Started> QemuBackend::startProcess(const VmSpec& spec) const
     if (!spec.uid_index) {
       return fail(Errc::kInvalidArgument, "VM " + spec.id + " has no uid index to be jailed with");
     }
-    auto ids = jail::boxIds(*spec.uid_index);
+    auto ids = jail::boxIds(*spec.uid_index, options_.jail->id_base);
     if (!ids) return fail(ids.error().withContext(context));
     // qemu.log (our descriptor) and qemu.pid stay root's.
     if (auto given = jail::prepareBoxDir(spec.run_dir, *ids); !given) {

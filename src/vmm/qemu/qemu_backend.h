@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "jail/box_ids.h"
 #include "jail/cgroup.h"
 #include "jail/jail_spec.h"
 #include "vmm/backend.h"
@@ -24,6 +25,9 @@ struct QemuJailOptions {
   // beside the helper.
   std::filesystem::path ram_preload;
   jail::CgroupHost cgroups;  // detected and prepared by the daemon
+  // VM uids and gids are id_base + VmSpec::uid_index (jail::boxIds). One hutchd per host uses
+  // the default; test daemons sharing a host take ranges of their own.
+  uint32_t id_base = jail::kDefaultIdBase;
 };
 
 struct QemuBackendOptions {
