@@ -135,18 +135,17 @@ awaitable<Reply> boxStats(box::BoxService& service, RequestContext& ctx) {
   if (!b) co_return errorResponse(b.error());
   auto usage = service.usage(b->id);
   if (!usage) co_return errorResponse(usage.error());
-  co_return jsonResponse(
-      http::status::ok,
-      json{{"id", b->id},
-           {"name", b->name},
-           {"uid", usage->uid},
-           {"memory",
-            {{"bytes", usage->memory_bytes},
-             {"peak_bytes", usage->memory_peak_bytes},
-             {"max_bytes", usage->memory_max_bytes}}},
-           {"cpu_ns", usage->cpu_ns},
-           {"pids", {{"current", usage->pids}, {"max", usage->pids_max}}},
-           {"oom_kills", usage->oom_kills}});
+  json memory = {{"bytes", usage->memory_bytes},
+                 {"peak_bytes", usage->memory_peak_bytes},
+                 {"max_bytes", usage->memory_max_bytes}};
+  json body = {{"id", b->id},
+               {"name", b->name},
+               {"uid", usage->uid},
+               {"memory", memory},
+               {"cpu_ns", usage->cpu_ns},
+               {"pids", {{"current", usage->pids}, {"max", usage->pids_max}}},
+               {"oom_kills", usage->oom_kills}};
+  co_return jsonResponse(http::status::ok, body);
 }
 
 awaitable<Reply> info(const DaemonInfo& info, RequestContext&) {

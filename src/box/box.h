@@ -51,11 +51,11 @@ struct Box {
   // freezes it as a layer and moves the box's writes to a new file.
   std::string disk = "disk.qcow2";
   int64_t pid = 0;         // VMM process id while running
-  // The box's own uid and gid on the host are derived from this (jail::boxIds); unique among
-  // boxes, taken at creation, freed with the box. -1: none yet.
-  int64_t uid_index = -1;
   int64_t created_at = 0;  // unix seconds
   int64_t updated_at = 0;
+  // The box's own uid and gid on the host are derived from this (jail::boxIds); unique among
+  // boxes, taken at its first boot, freed with the box. -1: none yet.
+  int64_t uid_index = -1;
 
   bool operator==(const Box&) const = default;
 };

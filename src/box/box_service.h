@@ -170,7 +170,8 @@ class BoxService {
   ServiceConfig config_;
   std::map<std::string, std::shared_ptr<Runtime>> runtimes_;
   std::map<std::string, std::shared_ptr<Flight>> flights_;  // by template snapshot key
-  std::set<uint32_t> template_uid_indices_;  // held by template VMs while they run
+  // uid indices (jail::boxIds) held by template VMs while they run.
+  std::set<uint32_t> template_uid_indices_;
 };
 
 }  // namespace hutch::box

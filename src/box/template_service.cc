@@ -168,9 +168,8 @@ boost::asio::awaitable<Result<nlohmann::json>> TemplateService::createFromBox(st
     std::filesystem::create_directories(tmp, ec);
     if (ec) return fail(Errc::kInternal, "Cannot create " + tmp.string() + ": " + ec.message());
     // Flattened: the new template does not depend on the box or on its parent's base image.
-    HUTCH_TRY_VOID(sys::runCapture(
-        {"qemu-img", "convert", "-f", "qcow2", "-O", "raw", disk.string(),
-         (tmp / "rootfs.img").string()}));
+    HUTCH_TRY_VOID(sys::runCapture({"qemu-img", "convert", "-f", "qcow2", "-O", "raw",
+                                    disk.string(), (tmp / "rootfs.img").string()}));
     HUTCH_TRY_VOID(linkOrCopy(from / "vmlinux", tmp / "vmlinux"));
     HUTCH_TRY_VOID(linkOrCopy(from / "initrd.img", tmp / "initrd.img"));
     std::ofstream(tmp / "manifest.json") << manifest.dump(2) << "\n";

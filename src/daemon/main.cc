@@ -117,8 +117,7 @@ int run(int argc, char** argv) {
   } else {
     // Each box's QEMU gets its own uid, namespaces, cgroup and seccomp filters (hutch-jail).
     if (::access(jail.c_str(), X_OK) != 0) {
-      spdlog::error("Cannot run the jail helper {}: install hutch-jail or pass --jail PATH",
-                    jail);
+      spdlog::error("Cannot run the jail helper {}: install hutch-jail or pass --jail PATH", jail);
       return 69;
     }
     auto cgroups = hutch::jail::CgroupHost::detect();
@@ -132,16 +131,16 @@ int run(int argc, char** argv) {
       return 69;
     }
     for (const std::string& warning : *warnings) spdlog::warn("cgroups: {}", warning);
-    spdlog::info("jail: {} (uids from {}, cgroup v{} below {})", jail, uid_base,
-                 static_cast<int>(cgroups->version()),
-                 cgroups->baseDirs().empty() ? std::string("?")
-                                             : cgroups->baseDirs().front().path.string());
+    spdlog::info(
+        "jail: {} (uids from {}, cgroup v{} below {})", jail, uid_base,
+        static_cast<int>(cgroups->version()),
+        cgroups->baseDirs().empty() ? std::string("?") : cgroups->baseDirs().front().path.string());
     if (auto first = hutch::jail::boxIds(0, uid_base); !first) {
       spdlog::error("--uid-base: {}", first.error().describe());
       return 64;
     }
-    backend_options.jail = hutch::vmm::qemu::QemuJailOptions{
-        .helper = jail, .cgroups = *cgroups, .id_base = uid_base};
+    backend_options.jail =
+        hutch::vmm::qemu::QemuJailOptions{.helper = jail, .cgroups = *cgroups, .id_base = uid_base};
   }
 
   boost::asio::io_context loop(1);

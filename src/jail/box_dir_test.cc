@@ -113,9 +113,8 @@ TEST_F(BoxDirTest, BackingFilesMustBeHutchLayers) {
   fs::create_symlink(root_ / "layers" / "a1.qcow2", box_ / "link.qcow2");
   std::vector<std::string> allowed = {globLiteral(root_ / "layers") + "/*.qcow2",
                                       globLiteral(root_ / "box") + "/snapshots/state"};
-  auto good = checkBackingFiles({root_ / "layers" / "a1.qcow2", box_ / "snapshots" / "state",
-                                 box_ / "link.qcow2"},
-                                allowed);
+  auto good = checkBackingFiles(
+      {root_ / "layers" / "a1.qcow2", box_ / "snapshots" / "state", box_ / "link.qcow2"}, allowed);
   ASSERT_TRUE(good) << good.error().describe();
   EXPECT_EQ(good->back(), root_ / "layers" / "a1.qcow2");  // resolved
   for (const fs::path& bad : {fs::path("/etc/shadow"), root_ / "layers" / "notes.txt",

@@ -2,12 +2,12 @@
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <fstream>
 #include <iterator>
 #include <thread>
-#include <unistd.h>
 
 namespace hutch::jail {
 namespace {

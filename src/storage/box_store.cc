@@ -150,8 +150,8 @@ Result<> BoxStore::migrate() {
 
 Result<> BoxStore::insert(const box::Box& b) {
   HUTCH_TRY(Statement st,
-            db_.prepare(fmt::format("INSERT INTO boxes ({}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                                    kColumns)));
+            db_.prepare(fmt::format(
+                "INSERT INTO boxes ({}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", kColumns)));
   bindRow(st, b);
   auto r = st.run();
   if (!r && r.error().code() == Errc::kAlreadyExists) {
@@ -163,11 +163,13 @@ Result<> BoxStore::insert(const box::Box& b) {
 }
 
 Result<> BoxStore::update(const box::Box& b) {
-  HUTCH_TRY(Statement st, db_.prepare("UPDATE boxes SET id=?1, name=?2, template=?3, cpus=?4, "
-                                      "memory_mib=?5, state=?6, reason=?7, accel=?8, pid=?9, "
-                                      "created_at=?10, updated_at=?11, disk_mib=?12, image_dir=?13, boot=?14, disk=?15, "
-                                      "uid_index=?16 "
-                                      "WHERE id=?1"));
+  HUTCH_TRY(Statement st,
+            db_.prepare(
+                "UPDATE boxes SET id=?1, name=?2, template=?3, cpus=?4, "
+                "memory_mib=?5, state=?6, reason=?7, accel=?8, pid=?9, "
+                "created_at=?10, updated_at=?11, disk_mib=?12, image_dir=?13, boot=?14, disk=?15, "
+                "uid_index=?16 "
+                "WHERE id=?1"));
   bindRow(st, b);
   HUTCH_TRY_VOID(st.run());
   if (db_.changes() == 0) return fail(Errc::kNotFound, fmt::format("No box with id {}", b.id));
@@ -251,8 +253,9 @@ Result<std::vector<uint32_t>> BoxStore::uidIndices() {
 namespace hutch::storage {
 
 Result<> BoxStore::insertSnapshot(const box::Snapshot& s) {
-  HUTCH_TRY(Statement st, db_.prepare(fmt::format(
-                              "INSERT INTO snapshots ({}) VALUES (?,?,?,?,?,?,?,?,?)", kSnapshotColumns)));
+  HUTCH_TRY(Statement st,
+            db_.prepare(fmt::format("INSERT INTO snapshots ({}) VALUES (?,?,?,?,?,?,?,?,?)",
+                                    kSnapshotColumns)));
   st.bind(1, s.id)
       .bind(2, box::snapshotKindName(s.kind))
       .bind(3, s.box_id)
@@ -279,8 +282,9 @@ Result<> BoxStore::removeSnapshot(const std::string& id) {
 }
 
 Result<std::vector<box::Snapshot>> BoxStore::listSnapshots() {
-  HUTCH_TRY(Statement st, db_.prepare(fmt::format(
-                              "SELECT {} FROM snapshots ORDER BY created_at, id", kSnapshotColumns)));
+  HUTCH_TRY(Statement st,
+            db_.prepare(
+                fmt::format("SELECT {} FROM snapshots ORDER BY created_at, id", kSnapshotColumns)));
   return readSnapshots(st);
 }
 
@@ -293,8 +297,7 @@ Result<std::vector<box::Snapshot>> BoxStore::checkpoints(const std::string& box_
   return readSnapshots(st);
 }
 
-Result<box::Snapshot> BoxStore::findCheckpoint(const std::string& box_id,
-                                               const std::string& name) {
+Result<box::Snapshot> BoxStore::findCheckpoint(const std::string& box_id, const std::string& name) {
   HUTCH_TRY(Statement st,
             db_.prepare(fmt::format("SELECT {} FROM snapshots WHERE kind='checkpoint' AND "
                                     "box_id=?1 AND (name=?2 OR id=?2)",

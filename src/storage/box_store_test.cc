@@ -105,8 +105,9 @@ TEST(BoxStoreTest, MigrationGivesOlderBoxesTheirOwnUidIndex) {
     // Back to schema v3, as an older hutchd left it.
     auto db = Database::open(path.string());
     ASSERT_TRUE(db);
-    ASSERT_TRUE(db->exec("DROP INDEX box_uid_index; ALTER TABLE boxes DROP COLUMN uid_index; "
-                         "PRAGMA user_version = 3;"));
+    ASSERT_TRUE(
+        db->exec("DROP INDEX box_uid_index; ALTER TABLE boxes DROP COLUMN uid_index; "
+                 "PRAGMA user_version = 3;"));
   }
   auto store = BoxStore::open(path.string());
   ASSERT_TRUE(store) << store.error().describe();

@@ -95,7 +95,8 @@ Result<> writeFileAtomic(const std::filesystem::path& path, std::string_view con
   // directory) is removed, never written through.
   constexpr int kFlags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
   int raw = ::open(tmp.c_str(), kFlags, mode);
-  if (raw < 0 && errno == EEXIST && ::unlink(tmp.c_str()) == 0) raw = ::open(tmp.c_str(), kFlags, mode);
+  if (raw < 0 && errno == EEXIST && ::unlink(tmp.c_str()) == 0)
+    raw = ::open(tmp.c_str(), kFlags, mode);
   if (raw < 0) return fail(sysError("Cannot create " + tmp.string(), errno));
   UniqueFd fd(raw);
   auto written = writeAll(fd.get(), content, tmp);
@@ -111,8 +112,8 @@ Result<> writeFileAtomic(const std::filesystem::path& path, std::string_view con
 }
 
 Result<UniqueFd> openForAppend(const std::filesystem::path& path, mode_t mode) {
-  int fd =
-      ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, mode);
+  int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK,
+                  mode);
   if (fd < 0) return fail(sysError("Cannot open " + path.string() + " for appending", errno));
   UniqueFd owned(fd);
   HUTCH_TRY_VOID(checkRegular(owned.get(), path));

@@ -88,7 +88,8 @@ TEST_F(FilesTest, AFifoIsRefusedWithoutBlocking) {
 TEST_F(FilesTest, LinkFileLinksOnlyRegularFiles) {
   ASSERT_TRUE(writeFileAtomic(dir_ / "disk.qcow2", "layer"));
   ASSERT_TRUE(linkFile(dir_ / "disk.qcow2", dir_ / "layer.qcow2"));
-  struct stat a {}, b {};
+  struct stat a {
+  }, b{};
   ASSERT_EQ(::stat((dir_ / "disk.qcow2").c_str(), &a), 0);
   ASSERT_EQ(::stat((dir_ / "layer.qcow2").c_str(), &b), 0);
   EXPECT_EQ(a.st_ino, b.st_ino);

@@ -45,7 +45,7 @@ struct ResourceUsage {
   uint64_t pids = 0;               // tasks (QEMU's threads)
   uint64_t pids_max = 0;           // 0: unlimited
   uint64_t oom_kills = 0;
-  int64_t uid = -1;                // the VMM's uid; -1 unknown
+  int64_t uid = -1;  // the VMM's uid; -1 unknown
   bool operator==(const ResourceUsage&) const = default;
 };
 

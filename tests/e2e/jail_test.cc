@@ -266,9 +266,8 @@ TEST_F(JailTest, ABoxWhoseQemuIsOomKilledIsFailedWithThatReason) {
   }
   ASSERT_EQ(firstLine(limit_file), std::to_string((usage + (48 << 20)) / 4096 * 4096));
   // 200 MiB into the guest's tmpfs: far past the 48 MiB of room.
-  auto hog = d().hutch(
-      {"exec", "-u", "root", "hog", "--", "dd", "if=/dev/zero", "of=/dev/shm/fill", "bs=1M",
-       "count=200"});
+  auto hog = d().hutch({"exec", "-u", "root", "hog", "--", "dd", "if=/dev/zero", "of=/dev/shm/fill",
+                        "bs=1M", "count=200"});
   EXPECT_NE(hog.exit_code, 0);
   nlohmann::json failed = d().waitForState("hog", "failed");
   EXPECT_EQ(failed["state"], "failed");

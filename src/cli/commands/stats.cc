@@ -28,14 +28,13 @@ int cmdStats(const ApiClient& client, const Output& out, const std::vector<std::
     const auto& memory = (*got)["memory"];
     const auto& pids = (*got)["pids"];
     uint64_t max = memory.value("max_bytes", uint64_t{0});
-    rows.push_back({got->value("name", name), std::to_string(got->value("uid", int64_t{-1})),
-                    mib(memory.value("bytes", uint64_t{0})) + " / " +
-                        (max == 0 ? std::string("-") : mib(max)),
-                    mib(memory.value("peak_bytes", uint64_t{0})),
-                    fmt::format("{:.1f}s", static_cast<double>(got->value("cpu_ns", uint64_t{0})) / 1e9),
-                    fmt::format("{} / {}", pids.value("current", uint64_t{0}),
-                                pids.value("max", uint64_t{0})),
-                    std::to_string(got->value("oom_kills", uint64_t{0}))});
+    rows.push_back(
+        {got->value("name", name), std::to_string(got->value("uid", int64_t{-1})),
+         mib(memory.value("bytes", uint64_t{0})) + " / " + (max == 0 ? std::string("-") : mib(max)),
+         mib(memory.value("peak_bytes", uint64_t{0})),
+         fmt::format("{:.1f}s", static_cast<double>(got->value("cpu_ns", uint64_t{0})) / 1e9),
+         fmt::format("{} / {}", pids.value("current", uint64_t{0}), pids.value("max", uint64_t{0})),
+         std::to_string(got->value("oom_kills", uint64_t{0}))});
     all.push_back(*got);
   }
   if (out.json) {

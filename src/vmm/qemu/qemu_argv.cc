@@ -118,8 +118,9 @@ void QmpSocket::appendTo(Argv& argv) const {
 }
 
 void SandboxOption::appendTo(Argv& argv) const {
-  argv.insert(argv.end(),
-              {"-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"});
+  argv.insert(
+      argv.end(),
+      {"-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"});
 }
 
 QemuArgv QemuArgv::forSpec(const VmSpec& spec, std::filesystem::path binary) {

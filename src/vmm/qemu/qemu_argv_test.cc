@@ -135,7 +135,7 @@ TEST(QemuArgvTest, RestoreWaitsPausedForTheStream) {
   EXPECT_EQ(std::find(boot.begin(), boot.end(), "-incoming"), boot.end());
   spec.incoming_state = "/snap/t1/state";
   Argv restore = QemuArgv::forSpec(spec, "qemu").render();
-  Argv tail(restore.end() - 3, restore.end());
+  Argv tail(restore.end() - 5, restore.end() - 2);  // before -sandbox
   EXPECT_EQ(tail, (Argv{"-S", "-incoming", "defer"}));
 }
 

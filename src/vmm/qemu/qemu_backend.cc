@@ -1,18 +1,17 @@
 #include "vmm/qemu/qemu_backend.h"
 
+#include <fmt/format.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <fmt/format.h>
-
+#include <algorithm>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <algorithm>
 #include <charconv>
 #include <ctime>
 

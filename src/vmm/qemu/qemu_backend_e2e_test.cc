@@ -425,7 +425,8 @@ class JailedQemuBackendE2eTest : public QemuBackendE2eTest {
     EXPECT_EQ(std::filesystem::exists(root / "dev/kvm"), kvm);
     EXPECT_EQ(co_await vm.queryStatus(), Result<std::string>("running"));
     auto kvm_state = co_await vm.qmp()->execute("query-kvm", nullptr, 5s);
-    EXPECT_TRUE(kvm_state && (*kvm_state)["enabled"] == kvm) << (kvm_state ? kvm_state->dump() : "");
+    EXPECT_TRUE(kvm_state && (*kvm_state)["enabled"] == kvm)
+        << (kvm_state ? kvm_state->dump() : "");
     auto usage = vm.usage();
     EXPECT_TRUE(usage) << usage.error().describe();
     if (usage) {
@@ -497,7 +498,8 @@ TEST_F(JailedQemuBackendE2eTest, LaunchUnderKvm) {
     return at == std::string::npos ? message : message.substr(at, message.find('\n', at) - at);
   };
   EXPECT_EQ(qemuWords(jailed_error), qemuWords(plain_error));
-  GTEST_SKIP() << "QEMU cannot run a KVM guest on this host, jailed or not: " << qemuWords(plain_error);
+  GTEST_SKIP() << "QEMU cannot run a KVM guest on this host, jailed or not: "
+               << qemuWords(plain_error);
 }
 
 TEST_F(JailedQemuBackendE2eTest, ABackingFileOutsideTheAllowedPlacesIsRefused) {

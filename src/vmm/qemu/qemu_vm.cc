@@ -173,7 +173,8 @@ asio::awaitable<Result<>> QemuVm::passFd(const std::string& name, int fd) {
 
 // Both ends of a snapshot must agree: RAM in a shared memory file stays out of the stream.
 asio::awaitable<Result<>> QemuVm::ignoreSharedRam() {
-  Json caps = {{"capabilities", Json::array({{{"capability", "x-ignore-shared"}, {"state", true}}})}};
+  Json caps = {
+      {"capabilities", Json::array({{{"capability", "x-ignore-shared"}, {"state", true}}})}};
   auto r = co_await command("migrate-set-capabilities", std::move(caps));
   if (!r) co_return fail(r.error());
   co_return ok();
@@ -184,7 +185,8 @@ asio::awaitable<Result<SaveStats>> QemuVm::saveState(std::filesystem::path state
   std::string context = "Cannot save the VM's state to " + state_file.string();
   // A template VM's state file is in its run dir, which the VM's uid owns: never write through
   // a name it may have planted.
-  if (::unlink(state_file.c_str()) != 0 && errno != ENOENT) co_return fail(sysError(context, errno));
+  if (::unlink(state_file.c_str()) != 0 && errno != ENOENT)
+    co_return fail(sysError(context, errno));
   UniqueFd fd(
       ::open(state_file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!fd) co_return fail(sysError(context, errno));
