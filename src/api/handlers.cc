@@ -11,12 +11,11 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/http/write.hpp>
 #include <csignal>
-#include <fstream>
-#include <sstream>
 
 #include "api/json_model.h"
 #include "proto/frame.h"
 #include "proto/messages.h"
+#include "sys/files.h"
 
 namespace hutch::api {
 
@@ -120,14 +119,33 @@ awaitable<Reply> diskUsage(box::BoxService& service, RequestContext&) {
 awaitable<Reply> boxLogs(box::BoxService& service, RequestContext& ctx) {
   auto path = service.consoleLog(param(ctx, "box"));
   if (!path) co_return errorResponse(path.error());
-  std::ifstream in(*path, std::ios::binary);
-  std::ostringstream text;
-  if (in) text << in.rdbuf();
+  // The box's uid owns its directory: never follow a link or open a FIFO there.
+  constexpr size_t kMaxLog = 64 << 20;
+  auto text = sys::readTail(*path, kMaxLog);
   Response res{http::status::ok, 11};
   res.set(http::field::content_type, "text/plain; charset=utf-8");
-  res.body() = text.str();
+  res.body() = text ? std::move(*text) : std::string();
   res.prepare_payload();
   co_return res;
+}
+
+// GET /v1/boxes/{box}/stats: what the box's VMM uses of the host (its cgroup).
+awaitable<Reply> boxStats(box::BoxService& service, RequestContext& ctx) {
+  auto b = service.get(param(ctx, "box"));
+  if (!b) co_return errorResponse(b.error());
+  auto usage = service.usage(b->id);
+  if (!usage) co_return errorResponse(usage.error());
+  json memory = {{"bytes", usage->memory_bytes},
+                 {"peak_bytes", usage->memory_peak_bytes},
+                 {"max_bytes", usage->memory_max_bytes}};
+  json body = {{"id", b->id},
+               {"name", b->name},
+               {"uid", usage->uid},
+               {"memory", memory},
+               {"cpu_ns", usage->cpu_ns},
+               {"pids", {{"current", usage->pids}, {"max", usage->pids_max}}},
+               {"oom_kills", usage->oom_kills}};
+  co_return jsonResponse(http::status::ok, body);
 }
 
 awaitable<Reply> info(const DaemonInfo& info, RequestContext&) {
@@ -323,6 +341,7 @@ void registerRoutes(Router<Handler>& router, box::BoxService& service,
   router.add(verb::post, "/v1/boxes/{box}/start", bindService(startBox, service));
   router.add(verb::post, "/v1/boxes/{box}/stop", bindService(stopBox, service));
   router.add(verb::get, "/v1/boxes/{box}/logs", bindService(boxLogs, service));
+  router.add(verb::get, "/v1/boxes/{box}/stats", bindService(boxStats, service));
   router.add(verb::post, "/v1/boxes/{box}/fork", bindService(forkBox, service));
   router.add(verb::post, "/v1/boxes/{box}/checkpoints", bindService(createCheckpoint, service));
   router.add(verb::get, "/v1/boxes/{box}/checkpoints", bindService(listCheckpoints, service));

@@ -53,6 +53,9 @@ struct Box {
   int64_t pid = 0;         // VMM process id while running
   int64_t created_at = 0;  // unix seconds
   int64_t updated_at = 0;
+  // The box's own uid and gid on the host are derived from this (jail::boxIds); unique among
+  // boxes, taken at its first boot, freed with the box. -1: none yet.
+  int64_t uid_index = -1;
 
   bool operator==(const Box&) const = default;
 };

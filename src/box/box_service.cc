@@ -12,6 +12,8 @@
 #include <fstream>
 
 #include "event/offload.h"
+#include "jail/box_dir.h"
+#include "jail/box_ids.h"
 #include "storage/overlay.h"
 
 namespace hutch::box {
@@ -58,6 +60,7 @@ asio::awaitable<Result<Box>> BoxService::create(BoxSpec spec) {
 
   Box box;
   box.id = pooled ? pooled->id : randomId();
+  if (pooled) box.uid_index = pooled->uid_index;
   box.name = spec.name.empty() ? "box-" + box.id.substr(0, 8) : spec.name;
   box.config = spec.config;
   box.state = BoxState::kCreating;
@@ -170,6 +173,8 @@ vmm::VmSpec BoxService::vmSpecFor(const Box& box) const {
   spec.initrd = image / "initrd.img";
   spec.disk = dir / box.disk;
   spec.run_dir = dir;
+  if (box.uid_index >= 0) spec.uid_index = static_cast<uint32_t>(box.uid_index);
+  spec.backing_files = backingFilesFor(image);
   // Box names allow '_' and '.', hostnames only '-' between labels.
   std::string hostname = box.name;
   std::replace(hostname.begin(), hostname.end(), '_', '-');
@@ -177,9 +182,35 @@ vmm::VmSpec BoxService::vmSpecFor(const Box& box) const {
   return spec;
 }
 
+std::vector<std::string> BoxService::backingFilesFor(const std::filesystem::path& image_dir) const {
+  // A box's disk stands on frozen layers, a template snapshot's layer and a template's base.
+  auto literal = [](const std::filesystem::path& path) {
+    std::error_code ec;
+    std::filesystem::path real = std::filesystem::weakly_canonical(path, ec);
+    return jail::globLiteral(ec ? path : real);
+  };
+  std::vector<std::string> patterns{literal(image_dir) + "/rootfs.img"};
+  if (!config_.layers_dir.empty()) patterns.push_back(literal(config_.layers_dir) + "/*.qcow2");
+  if (!config_.snapshots_dir.empty()) {
+    patterns.push_back(literal(config_.snapshots_dir) + "/*/layer.qcow2");
+  }
+  return patterns;
+}
+
+Result<uint32_t> BoxService::freeUidIndex() {
+  HUTCH_TRY(std::vector<uint32_t> used, store_.uidIndices());
+  used.insert(used.end(), template_uid_indices_.begin(), template_uid_indices_.end());
+  return jail::firstFreeIndex(used);
+}
+
 asio::awaitable<Result<>> BoxService::boot(Box& box, std::shared_ptr<Runtime> runtime,
                                            const RestoreSource* from,
                                            std::unique_ptr<vmm::Vm> launched) {
+  if (box.uid_index < 0) {
+    // The box's own uid and gid for its VMM, kept until the box is removed.
+    HUTCH_CO_TRY(box.uid_index, freeUidIndex());
+    HUTCH_CO_TRY_VOID(store_.update(box));
+  }
   vmm::VmSpec spec = vmSpecFor(box);
   if (!std::filesystem::exists(spec.kernel)) {
     co_return fail(Errc::kFailedPrecondition,
@@ -373,6 +404,17 @@ Result<std::shared_ptr<guest::AgentClient>> BoxService::agentFor(const std::stri
                     box.state == BoxState::kFailed ? " (" + box.reason + ")" : ""));
   }
   return it->second->agent;
+}
+
+Result<vmm::ResourceUsage> BoxService::usage(const std::string& key) {
+  HUTCH_TRY(Box box, store_.find(key));
+  auto it = runtimes_.find(box.id);
+  if (box.state != BoxState::kRunning || it == runtimes_.end() || !it->second->vm) {
+    return fail(Errc::kFailedPrecondition,
+                fmt::format("Box {} is {}; only a running box uses resources", box.name,
+                            stateName(box.state)));
+  }
+  return it->second->vm->usage();
 }
 
 Result<std::filesystem::path> BoxService::consoleLog(const std::string& key) {

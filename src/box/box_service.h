@@ -71,6 +71,8 @@ class BoxService {
   // running.
   Result<std::shared_ptr<guest::AgentClient>> agentFor(const std::string& key);
   Result<std::filesystem::path> consoleLog(const std::string& key);
+  // What a running box's VMM uses of the host (its cgroup): memory, CPU time, tasks.
+  Result<vmm::ResourceUsage> usage(const std::string& key);
   const std::string& defaultUser() const { return config_.default_user; }
 
   // Captures a running box (paused for the capture, then resumed) and starts spec.count new boxes
@@ -134,6 +136,7 @@ class BoxService {
     std::string id;  // the box id it was made for (its directory)
     std::string snapshot_id;
     std::unique_ptr<vmm::Vm> vm;
+    uint32_t uid_index = 0;  // reserved in template_uid_indices_ while pooled
   };
 
   asio::awaitable<Result<Box>> bootBox(Box& box, const RestoreSource* from = nullptr,
@@ -147,6 +150,10 @@ class BoxService {
   // Box directories with no record: pool VMs of an earlier hutchd. Their QEMU is killed.
   asio::awaitable<void> removeOrphans();
   vmm::VmSpec vmSpecFor(const Box& box) const;
+  // fnmatch patterns of the files a disk may stand on (VmSpec::backing_files).
+  std::vector<std::string> backingFilesFor(const std::filesystem::path& image_dir) const;
+  // The lowest uid index (jail::boxIds) no box and no template VM holds.
+  Result<uint32_t> freeUidIndex();
   asio::awaitable<Result<>> applyIdentity(const Box& box, Runtime& runtime, bool grow_root);
   // The template snapshot a new box of `config` restores from: a compatible one, or one made
   // now by booting the template cold. `note` says why an older one was not used.
@@ -182,6 +189,8 @@ class BoxService {
   std::map<std::string, std::shared_ptr<Flight>> flights_;  // by template snapshot key
   std::map<std::string, std::vector<Pooled>> warm_;         // the warm pool, by snapshot key
   std::set<std::string> filling_;                           // keys being refilled
+  // uid indices (jail::boxIds) held by template VMs while they run.
+  std::set<uint32_t> template_uid_indices_;
 };
 
 }  // namespace hutch::box

@@ -63,10 +63,10 @@ asio::awaitable<void> discardPooled(std::shared_ptr<vmm::Vm> vm, fs::path dir) {
   removeQuietly(dir);
 }
 
-// Frozen files are never written again: make that visible.
+// Frozen files are never written again: root's and 0444, so that every box's uid can read them
+// and none can change them (a box's QEMU wrote them as the box's uid). Not followed.
 void freeze(const fs::path& path) {
-  std::error_code ec;
-  fs::permissions(path, fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read, ec);
+  if (auto frozen = sys::freezeFile(path); !frozen) spdlog::warn("{}", frozen.error().describe());
 }
 
 }  // namespace
@@ -194,6 +194,20 @@ asio::awaitable<Result<Snapshot>> BoxService::makeTemplateSnapshot(const storage
   spec.ram = vmm::GuestRam::kSharedFile;
   spec.memory_file = snap.dir / "memory";
   spec.guest_params["hostname"] = "hutch-template";
+  spec.backing_files = backingFilesFor(tmpl.dir);
+  // The template VM gets a uid of its own for as long as it runs.
+  auto index = freeUidIndex();
+  if (!index) {
+    cleanup();
+    co_return fail(index.error());
+  }
+  spec.uid_index = *index;
+  template_uid_indices_.insert(*index);
+  struct Release {
+    std::set<uint32_t>& held;
+    uint32_t index;
+    ~Release() { held.erase(index); }
+  } release{template_uid_indices_, *index};
 
   auto vm = co_await backend_.launch(spec);
   if (!vm) {
@@ -285,6 +299,7 @@ std::optional<BoxService::Pooled> BoxService::takePooled(const std::string& key,
       auto manifest = readManifest((*current)->dir);
       usable = manifest && !incompatibility(*manifest, config_.env, config.cpus, config.memory_mib);
     }
+    template_uid_indices_.erase(entry.uid_index);  // a box record holds it from now on
     if (usable) return entry;
     std::string id = entry.id;
     std::shared_ptr<vmm::Vm> vm = std::move(entry.vm);
@@ -313,6 +328,13 @@ asio::awaitable<void> BoxService::fillPool(std::string key, storage::Template tm
     box.name = "pool-" + box.id;
     box.config = config;
     box.image_dir = tmpl.dir.string();
+    auto index = freeUidIndex();
+    if (!index) {
+      spdlog::warn("Warm pool for {}: {}", tmpl.name, index.error().describe());
+      break;
+    }
+    box.uid_index = *index;
+    template_uid_indices_.insert(*index);
     vmm::VmSpec spec = vmSpecFor(box);
     std::error_code ec;
     fs::create_directories(boxDir(box.id), ec);
@@ -326,6 +348,7 @@ asio::awaitable<void> BoxService::fillPool(std::string key, storage::Template tm
     if (!overlay) {
       spdlog::warn("Warm pool for {}: {}", tmpl.name, overlay.error().describe());
       removeQuietly(boxDir(box.id));
+      template_uid_indices_.erase(*index);
       break;
     }
     spec.incoming_state = snap.dir / "state";
@@ -335,10 +358,11 @@ asio::awaitable<void> BoxService::fillPool(std::string key, storage::Template tm
     if (!vm) {
       spdlog::warn("Warm pool for {}: {}", tmpl.name, vm.error().describe());
       removeQuietly(boxDir(box.id));
+      template_uid_indices_.erase(*index);
       break;
     }
     spdlog::debug("Warm pool for {}: box {} ready (paused)", tmpl.name, box.id);
-    warm_[key].push_back(Pooled{box.id, snap.id, std::move(*vm)});
+    warm_[key].push_back(Pooled{box.id, snap.id, std::move(*vm), *index});
   }
   filling_.erase(key);
 }
@@ -348,6 +372,7 @@ asio::awaitable<void> BoxService::drainPool() {
   warm_.clear();
   for (auto& [key, entries] : warm) {
     for (Pooled& entry : entries) {
+      template_uid_indices_.erase(entry.uid_index);
       co_await entry.vm->kill();
       removeQuietly(boxDir(entry.id));
     }
@@ -433,10 +458,9 @@ asio::awaitable<Result<BoxService::Capture>> BoxService::capture(Box& box, Runti
     co_await resume();
     co_return fail(std::move(error));
   };
-  fs::create_hard_link(old_top, cap.layer, ec);
-  if (ec) {
-    Error error(Errc::kInternal, fmt::format("Cannot link {} to {}: {}", old_top.string(),
-                                             cap.layer.string(), ec.message()));
+  // Not followed: the box's uid owns its directory and could have put a symlink there.
+  if (auto linked = sys::linkFile(old_top, cap.layer); !linked) {
+    Error error = linked.error();
     co_return co_await undo(std::move(error));
   }
   nlohmann::json record{{"old", box.disk}, {"new", new_name}, {"layer", cap.layer.string()}};
@@ -477,8 +501,11 @@ void BoxService::recoverInterruptedCapture(Box& box) {
     // The new top stands on the frozen layer whether or not QEMU switched to it: with it the
     // disk holds every write either way.
     std::string new_name = json.value("new", "");
-    if (fs::exists(boxDir(box.id) / new_name, ec) && box.disk != new_name) {
-      spdlog::warn("box={} finishing an interrupted capture: its disk is now {}", box.id, new_name);
+    // The journal is in the box's directory, which the box's uid owns: a name, never a path.
+    bool plain = new_name.starts_with("disk-") && new_name.find('/') == std::string::npos;
+    if (plain && fs::exists(boxDir(box.id) / new_name, ec) && box.disk != new_name) {
+      spdlog::warn("box={} finishing an interrupted capture: its disk is now {}", box.id,
+                   new_name);
       box.disk = new_name;
       if (auto stored = store_.update(box); !stored) {
         spdlog::error("box={} {}", box.id, stored.error().describe());

@@ -8,6 +8,7 @@
 
 #include "box/box.h"
 #include "event/offload.h"
+#include "jail/box_dir.h"
 #include "sys/run.h"
 
 namespace hutch::box {
@@ -147,20 +148,35 @@ boost::asio::awaitable<Result<nlohmann::json>> TemplateService::createFromBox(st
       }
     }
   }
-  auto freeze = [from, disk, dir, manifest]() -> Result<> {
-    std::filesystem::path tmp = dir.string() + ".tmp";
+  // The box's QEMU wrote its disk: the disk must be a file, and stand only on hutch's layers and
+  // its template's base, or the flattened template could hold any file root can read.
+  std::error_code canonical_ec;
+  std::filesystem::path state =
+      std::filesystem::weakly_canonical(templates_.dir().parent_path(), canonical_ec);
+  std::vector<std::string> backing = {jail::globLiteral(state / "layers") + "/*.qcow2",
+                                      jail::globLiteral(state / "snapshots") + "/*/layer.qcow2",
+                                      jail::globLiteral(from / "rootfs.img")};
+  auto freeze = [from, disk, dir, manifest, backing]() -> Result<> {
     std::error_code ec;
+    if (!std::filesystem::is_regular_file(std::filesystem::symlink_status(disk, ec))) {
+      return fail(Errc::kFailedPrecondition, disk.string() + " is not a regular file");
+    }
+    HUTCH_TRY(auto chain, jail::qcow2BackingChain(disk));
+    HUTCH_TRY_VOID(jail::checkBackingFiles(chain, backing));
+    std::filesystem::path tmp = dir.string() + ".tmp";
     std::filesystem::remove_all(tmp, ec);
     std::filesystem::create_directories(tmp, ec);
     if (ec) return fail(Errc::kInternal, "Cannot create " + tmp.string() + ": " + ec.message());
     // Flattened: the new template does not depend on the box or on its parent's base image.
-    HUTCH_TRY_VOID(sys::runCapture(
-        {"qemu-img", "convert", "-O", "raw", disk.string(), (tmp / "rootfs.img").string()}));
+    HUTCH_TRY_VOID(sys::runCapture({"qemu-img", "convert", "-f", "qcow2", "-O", "raw",
+                                    disk.string(), (tmp / "rootfs.img").string()}));
     HUTCH_TRY_VOID(linkOrCopy(from / "vmlinux", tmp / "vmlinux"));
     HUTCH_TRY_VOID(linkOrCopy(from / "initrd.img", tmp / "initrd.img"));
     std::ofstream(tmp / "manifest.json") << manifest.dump(2) << "\n";
+    // Read-only, and readable by every box's uid (their QEMUs open it in their jails).
     std::filesystem::permissions(tmp / "rootfs.img", std::filesystem::perms::owner_read |
-                                                         std::filesystem::perms::group_read);
+                                                         std::filesystem::perms::group_read |
+                                                         std::filesystem::perms::others_read);
     std::filesystem::rename(tmp, dir, ec);
     if (ec) return fail(Errc::kInternal, "Cannot move " + tmp.string() + ": " + ec.message());
     return ok();

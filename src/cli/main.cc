@@ -60,6 +60,11 @@ int main(int argc, char** argv) {
   auto* inspect_cmd = app.add_subcommand("inspect", "Show boxes as JSON");
   inspect_cmd->add_option("box", inspect_boxes, "Box names or ids")->required();
 
+  std::vector<std::string> stats_boxes;
+  auto* stats_cmd = app.add_subcommand(
+      "stats", "Show what running boxes use of the host: memory, CPU time, tasks (their cgroups)");
+  stats_cmd->add_option("box", stats_boxes, "Box names or ids")->required();
+
   std::string logs_box;
   auto* logs_cmd = app.add_subcommand("logs", "Print a box's console log");
   logs_cmd->add_option("box", logs_box, "Box name or id")->required();
@@ -159,6 +164,7 @@ int main(int argc, char** argv) {
   if (ls_cmd->parsed()) return cmdList(client, out);
   if (inspect_cmd->parsed()) return cmdInspect(client, out, inspect_boxes);
   if (logs_cmd->parsed()) return cmdLogs(client, out, logs_box);
+  if (stats_cmd->parsed()) return cmdStats(client, out, stats_boxes);
   if (start_cmd->parsed()) return cmdStart(client, out, start_boxes);
   if (stop_cmd->parsed()) return cmdStop(client, out, stop_boxes);
   if (rm_cmd->parsed()) return cmdRemove(client, out, rm_boxes, force);

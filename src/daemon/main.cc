@@ -2,6 +2,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -16,6 +17,8 @@
 #include "api/http_server.h"
 #include "box/box_service.h"
 #include "box/snapshot.h"
+#include "jail/box_ids.h"
+#include "jail/cgroup.h"
 #include "storage/box_store.h"
 #include "storage/templates.h"
 #include "sys/files.h"
@@ -57,6 +60,16 @@ int run(int argc, char** argv) {
   unsigned pool_size = 2;
   app.add_option("--pool-size", pool_size,
                  "Restored, paused boxes kept ready per template (0: none)")
+      ->capture_default_str();
+  std::string jail = HUTCH_JAIL_PATH;
+  bool no_jail = false;
+  uint32_t uid_base = hutch::jail::kDefaultIdBase;
+  app.add_option("--jail", jail, "The hutch-jail helper every QEMU is started through")
+      ->capture_default_str();
+  app.add_flag("--no-jail", no_jail,
+               "Run QEMU unjailed, as root (debugging only: see docs/security.md)");
+  app.add_option("--uid-base", uid_base,
+                 "First uid (and gid) of the boxes' VMMs: box N runs as uid-base + N")
       ->capture_default_str();
   bool no_snapshots = false;
   app.add_flag("--no-snapshots", no_snapshots,
@@ -102,9 +115,41 @@ int run(int argc, char** argv) {
   }
   hutch::storage::TemplateStore templates(state / "templates");
 
+  hutch::vmm::qemu::QemuBackendOptions backend_options;
+  if (no_jail) {
+    spdlog::warn("--no-jail: QEMU runs as root with hutchd's view of the host");
+  } else {
+    // Each box's QEMU gets its own uid, namespaces, cgroup and seccomp filters (hutch-jail).
+    if (::access(jail.c_str(), X_OK) != 0) {
+      spdlog::error("Cannot run the jail helper {}: install hutch-jail or pass --jail PATH", jail);
+      return 69;
+    }
+    auto cgroups = hutch::jail::CgroupHost::detect();
+    if (!cgroups) {
+      spdlog::error("{}", cgroups.error().describe());
+      return 69;
+    }
+    auto warnings = cgroups->prepare();
+    if (!warnings) {
+      spdlog::error("{}", warnings.error().describe());
+      return 69;
+    }
+    for (const std::string& warning : *warnings) spdlog::warn("cgroups: {}", warning);
+    spdlog::info(
+        "jail: {} (uids from {}, cgroup v{} below {})", jail, uid_base,
+        static_cast<int>(cgroups->version()),
+        cgroups->baseDirs().empty() ? std::string("?") : cgroups->baseDirs().front().path.string());
+    if (auto first = hutch::jail::boxIds(0, uid_base); !first) {
+      spdlog::error("--uid-base: {}", first.error().describe());
+      return 64;
+    }
+    backend_options.jail =
+        hutch::vmm::qemu::QemuJailOptions{.helper = jail, .cgroups = *cgroups, .id_base = uid_base};
+  }
+
   boost::asio::io_context loop(1);
   boost::asio::thread_pool pool(2);
-  hutch::vmm::qemu::QemuBackend backend(loop.get_executor(), qemu);
+  hutch::vmm::qemu::QemuBackend backend(loop.get_executor(), qemu, backend_options);
   hutch::box::ServiceConfig config{state / "boxes", *accel, hutch::vmm::hostTscKhz(),
                                    std::chrono::seconds(boot_timeout)};
   config.default_user = default_user;

@@ -86,5 +86,54 @@ TEST_F(BoxDirTest, BackingChainOfQcow2Overlays) {
   EXPECT_FALSE(qcow2BackingChain(root_ / "missing.qcow2"));
 }
 
+TEST_F(BoxDirTest, ReclaimGivesEverythingBackToRootAndDropsPlantedLinks) {
+  if (::geteuid() != 0) GTEST_SKIP() << "Needs root to chown";
+  ASSERT_TRUE(prepareBoxDir(box_, ids_));
+  // What a box's uid may leave behind: links to host files and FIFOs.
+  fs::create_symlink("/etc/shadow", box_ / "console.log");
+  ASSERT_EQ(::mkfifo((box_ / "snapshots" / "fifo").c_str(), 0600), 0);
+  ASSERT_TRUE(reclaimBoxDir(box_)) << reclaimBoxDir(box_).error().describe();
+  EXPECT_EQ(statOf(box_).st_uid, 0U);
+  EXPECT_EQ(statOf(box_).st_mode & 07777, 0700U);
+  EXPECT_EQ(statOf(box_ / "disk.qcow2").st_uid, 0U);
+  EXPECT_EQ(statOf(box_ / "disk.qcow2").st_gid, 0U);
+  EXPECT_EQ(statOf(box_ / "snapshots" / "state").st_uid, 0U);
+  EXPECT_FALSE(fs::exists(fs::symlink_status(box_ / "console.log")));
+  EXPECT_FALSE(fs::exists(fs::symlink_status(box_ / "snapshots" / "fifo")));
+  EXPECT_EQ(statOf("/etc/shadow").st_uid, 0U);
+  // And the box gets it again at its next start.
+  ASSERT_TRUE(prepareBoxDir(box_, ids_));
+  EXPECT_EQ(statOf(box_ / "disk.qcow2").st_uid, ids_.uid);
+}
+
+TEST_F(BoxDirTest, BackingFilesMustBeHutchLayers) {
+  fs::create_directories(root_ / "layers");
+  std::ofstream(root_ / "layers" / "a1.qcow2") << "layer";
+  std::ofstream(root_ / "layers" / "notes.txt") << "x";
+  fs::create_symlink(root_ / "layers" / "a1.qcow2", box_ / "link.qcow2");
+  std::vector<std::string> allowed = {globLiteral(root_ / "layers") + "/*.qcow2",
+                                      globLiteral(root_ / "box") + "/snapshots/state"};
+  auto good = checkBackingFiles(
+      {root_ / "layers" / "a1.qcow2", box_ / "snapshots" / "state", box_ / "link.qcow2"}, allowed);
+  ASSERT_TRUE(good) << good.error().describe();
+  EXPECT_EQ(good->back(), root_ / "layers" / "a1.qcow2");  // resolved
+  for (const fs::path& bad : {fs::path("/etc/shadow"), root_ / "layers" / "notes.txt",
+                              box_ / "disk.qcow2", root_ / "layers" / ".." / "box" / "qemu.log"}) {
+    auto refused = checkBackingFiles({root_ / "layers" / "a1.qcow2", bad}, allowed);
+    ASSERT_FALSE(refused) << bad;
+    EXPECT_EQ(refused.error().code(), Errc::kFailedPrecondition);
+  }
+  // '*' does not cross directories.
+  fs::create_directories(root_ / "layers" / "sub");
+  std::ofstream(root_ / "layers" / "sub" / "b.qcow2") << "x";
+  EXPECT_FALSE(checkBackingFiles({root_ / "layers" / "sub" / "b.qcow2"}, allowed));
+  EXPECT_EQ(globLiteral("/var/lib/h[u]tch*/x?"), "/var/lib/h\\[u\\]tch\\*/x\\?");
+}
+
+TEST_F(BoxDirTest, BackingChainOfAFifoIsAnError) {
+  ASSERT_EQ(::mkfifo((box_ / "fifo.qcow2").c_str(), 0600), 0);
+  EXPECT_FALSE(qcow2BackingChain(box_ / "fifo.qcow2"));
+}
+
 }  // namespace
 }  // namespace hutch::jail

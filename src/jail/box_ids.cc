@@ -51,6 +51,14 @@ Result<std::vector<pid_t>> processesWithUid(uid_t uid) {
     if (ec != std::errc() || ptr != name.data() + name.size()) continue;
     auto status = sys::readFile("/proc/" + std::string(name) + "/status", 1 << 16);
     if (!status) continue;  // exited meanwhile
+    // A zombie runs nothing and cannot be signalled or traced: it shares nothing. (An adopted
+    // QEMU that exited lingers as one until whoever inherited it reaps it.)
+    if (size_t state = status->find("\nState:"); state != std::string::npos) {
+      size_t letter = status->find_first_not_of(" \t", state + 7);
+      if (letter != std::string::npos && (status->at(letter) == 'Z' || status->at(letter) == 'X')) {
+        continue;
+      }
+    }
     size_t at = status->find("\nUid:");
     if (at == std::string::npos) continue;
     const char* p = status->c_str() + at + 5;

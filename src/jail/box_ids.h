@@ -36,7 +36,7 @@ Result<BoxIds> boxIds(uint32_t index, uint32_t base = kDefaultIdBase);
 Result<uint32_t> firstFreeIndex(const std::vector<uint32_t>& used);
 
 // Whether any process on the host runs with `uid` as real, effective or saved uid (a scan of
-// /proc). hutch-jail refuses to start a box whose uid is still in use.
+// /proc), zombies aside. hutch-jail refuses to start a box whose uid is still in use.
 Result<std::vector<pid_t>> processesWithUid(uid_t uid);
 
 }  // namespace hutch::jail

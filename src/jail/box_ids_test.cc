@@ -1,7 +1,13 @@
 #include "jail/box_ids.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <iterator>
+#include <thread>
 
 namespace hutch::jail {
 namespace {
@@ -48,6 +54,23 @@ TEST(BoxIdsTest, FindsProcessesByUid) {
   auto nobody = processesWithUid(kDefaultIdBase + kMaxBoxIndex);
   ASSERT_TRUE(nobody);
   EXPECT_TRUE(nobody->empty());
+}
+
+TEST(BoxIdsTest, ZombiesDoNotCount) {
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) ::_exit(0);
+  // Not reaped yet: a zombie with our uid.
+  for (int i = 0; i < 200; ++i) {
+    std::ifstream status("/proc/" + std::to_string(child) + "/status");
+    std::string text((std::istreambuf_iterator<char>(status)), std::istreambuf_iterator<char>());
+    if (text.find("State:\tZ") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  auto mine = processesWithUid(::getuid());
+  ASSERT_TRUE(mine);
+  EXPECT_EQ(std::find(mine->begin(), mine->end(), child), mine->end());
+  ::waitpid(child, nullptr, 0);
 }
 
 }  // namespace

@@ -42,11 +42,16 @@ CREATE TABLE snapshots (
 );
 CREATE UNIQUE INDEX checkpoint_names ON snapshots (box_id, name) WHERE kind = 'checkpoint';
 CREATE INDEX template_snapshots ON snapshots (template_key) WHERE kind = 'template';)sql",
+    // v4: each box's own uid and gid (jail::boxIds). Boxes from before get 0, 1, 2... in order.
+    R"sql(
+ALTER TABLE boxes ADD COLUMN uid_index INTEGER NOT NULL DEFAULT -1;
+UPDATE boxes SET uid_index = (SELECT COUNT(*) FROM boxes AS older WHERE older.rowid < boxes.rowid);
+CREATE UNIQUE INDEX box_uid_index ON boxes (uid_index) WHERE uid_index >= 0;)sql",
 };
 
 constexpr const char* kColumns =
     "id, name, template, cpus, memory_mib, state, reason, accel, pid, created_at, updated_at, "
-    "disk_mib, image_dir, boot, disk";
+    "disk_mib, image_dir, boot, disk, uid_index";
 
 constexpr const char* kSnapshotColumns =
     "id, kind, box_id, name, template_key, dir, layer, size_bytes, created_at";
@@ -93,6 +98,7 @@ Result<box::Box> readRow(const Statement& st) {
   b.image_dir = st.columnText(12);
   b.boot = st.columnText(13);
   b.disk = st.columnText(14);
+  b.uid_index = st.columnInt(15);
   return b;
 }
 
@@ -111,7 +117,8 @@ void bindRow(Statement& st, const box::Box& b) {
       .bind(12, static_cast<int64_t>(b.config.disk_mib))
       .bind(13, b.image_dir)
       .bind(14, b.boot)
-      .bind(15, b.disk);
+      .bind(15, b.disk)
+      .bind(16, b.uid_index);
 }
 
 }  // namespace
@@ -143,8 +150,8 @@ Result<> BoxStore::migrate() {
 
 Result<> BoxStore::insert(const box::Box& b) {
   HUTCH_TRY(Statement st,
-            db_.prepare(fmt::format("INSERT INTO boxes ({}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                                    kColumns)));
+            db_.prepare(fmt::format(
+                "INSERT INTO boxes ({}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", kColumns)));
   bindRow(st, b);
   auto r = st.run();
   if (!r && r.error().code() == Errc::kAlreadyExists) {
@@ -156,12 +163,13 @@ Result<> BoxStore::insert(const box::Box& b) {
 }
 
 Result<> BoxStore::update(const box::Box& b) {
-  HUTCH_TRY(
-      Statement st,
-      db_.prepare("UPDATE boxes SET id=?1, name=?2, template=?3, cpus=?4, "
-                  "memory_mib=?5, state=?6, reason=?7, accel=?8, pid=?9, "
-                  "created_at=?10, updated_at=?11, disk_mib=?12, image_dir=?13, boot=?14, disk=?15 "
-                  "WHERE id=?1"));
+  HUTCH_TRY(Statement st,
+            db_.prepare(
+                "UPDATE boxes SET id=?1, name=?2, template=?3, cpus=?4, "
+                "memory_mib=?5, state=?6, reason=?7, accel=?8, pid=?9, "
+                "created_at=?10, updated_at=?11, disk_mib=?12, image_dir=?13, boot=?14, disk=?15, "
+                "uid_index=?16 "
+                "WHERE id=?1"));
   bindRow(st, b);
   HUTCH_TRY_VOID(st.run());
   if (db_.changes() == 0) return fail(Errc::kNotFound, fmt::format("No box with id {}", b.id));
@@ -225,6 +233,17 @@ Result<std::vector<box::Box>> BoxStore::list() {
     if (!row) break;
     HUTCH_TRY(box::Box b, readRow(st));
     out.push_back(std::move(b));
+  }
+  return out;
+}
+
+Result<std::vector<uint32_t>> BoxStore::uidIndices() {
+  HUTCH_TRY(Statement st, db_.prepare("SELECT uid_index FROM boxes WHERE uid_index >= 0"));
+  std::vector<uint32_t> out;
+  while (true) {
+    HUTCH_TRY(bool row, st.step());
+    if (!row) break;
+    out.push_back(static_cast<uint32_t>(st.columnInt(0)));
   }
   return out;
 }

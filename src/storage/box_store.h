@@ -1,6 +1,7 @@
 // BoxStore: the durable record of every box, in SQLite. Only the event loop thread uses it.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,6 +26,8 @@ class BoxStore {
   // Finds by id, unique id prefix, or name.
   Result<box::Box> find(const std::string& id_or_name);
   Result<std::vector<box::Box>> list();
+  // The uid indices boxes hold (Box::uid_index), to pick a free one for a new box.
+  Result<std::vector<uint32_t>> uidIndices();
 
   // Snapshots: template snapshots, checkpoints, fork captures.
   Result<> insertSnapshot(const box::Snapshot& snapshot);  // kAlreadyExists: checkpoint name taken

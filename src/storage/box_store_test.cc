@@ -71,5 +71,52 @@ TEST(BoxStoreTest, SurvivesReopen) {
   std::filesystem::remove(path.string() + "-shm");
 }
 
+TEST(BoxStoreTest, UidIndicesAreStoredAndUnique) {
+  auto store = BoxStore::open(":memory:");
+  box::Box a = makeBox("aaaaaaaaaaaa", "a");
+  a.uid_index = 0;
+  box::Box b = makeBox("bbbbbbbbbbbb", "b");
+  b.uid_index = 7;
+  ASSERT_TRUE(store->insert(a));
+  ASSERT_TRUE(store->insert(b));
+  EXPECT_EQ(store->find("b")->uid_index, 7);
+  EXPECT_EQ(*store->uidIndices(), (std::vector<uint32_t>{0, 7}));
+  box::Box c = makeBox("cccccccccccc", "c");
+  c.uid_index = 7;  // taken
+  EXPECT_FALSE(store->insert(c));
+  box::Box d = makeBox("dddddddddddd", "d");  // none yet: any number of those
+  box::Box e = makeBox("eeeeeeeeeeee", "e");
+  ASSERT_TRUE(store->insert(d));
+  ASSERT_TRUE(store->insert(e));
+  EXPECT_EQ(store->find("e")->uid_index, -1);
+  ASSERT_TRUE(store->remove(b.id));
+  EXPECT_EQ(*store->uidIndices(), (std::vector<uint32_t>{0}));
+}
+
+TEST(BoxStoreTest, MigrationGivesOlderBoxesTheirOwnUidIndex) {
+  auto path = std::filesystem::temp_directory_path() /
+              ("hutch-store-v3-" + std::to_string(::getpid()) + ".db");
+  {
+    auto store = BoxStore::open(path.string());
+    ASSERT_TRUE(store->insert(makeBox("0123456789ab", "first")));
+    ASSERT_TRUE(store->insert(makeBox("ba9876543210", "second")));
+  }
+  {
+    // Back to schema v3, as an older hutchd left it.
+    auto db = Database::open(path.string());
+    ASSERT_TRUE(db);
+    ASSERT_TRUE(
+        db->exec("DROP INDEX box_uid_index; ALTER TABLE boxes DROP COLUMN uid_index; "
+                 "PRAGMA user_version = 3;"));
+  }
+  auto store = BoxStore::open(path.string());
+  ASSERT_TRUE(store) << store.error().describe();
+  EXPECT_EQ(store->find("first")->uid_index, 0);
+  EXPECT_EQ(store->find("second")->uid_index, 1);
+  std::filesystem::remove(path);
+  std::filesystem::remove(path.string() + "-wal");
+  std::filesystem::remove(path.string() + "-shm");
+}
+
 }  // namespace
 }  // namespace hutch::storage

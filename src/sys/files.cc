@@ -10,10 +10,23 @@ namespace hutch::sys {
 
 namespace {
 
+// A regular file only: O_NOFOLLOW refuses a symlink (ELOOP), O_NONBLOCK keeps a FIFO from
+// blocking the open, and the fstat check refuses FIFOs, sockets and devices.
+Result<> checkRegular(int fd, const std::filesystem::path& path) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return fail(sysError("Cannot stat " + path.string(), errno));
+  if (!S_ISREG(st.st_mode)) {
+    return fail(Errc::kInvalidArgument, path.string() + " is not a regular file");
+  }
+  return ok();
+}
+
 Result<UniqueFd> openRead(const std::filesystem::path& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) return fail(sysError("Cannot open " + path.string(), errno));
-  return UniqueFd(fd);
+  UniqueFd owned(fd);
+  HUTCH_TRY_VOID(checkRegular(owned.get(), path));
+  return owned;
 }
 
 Result<> writeAll(int fd, std::string_view data, const std::filesystem::path& path) {
@@ -78,7 +91,12 @@ Result<std::string> readTail(const std::filesystem::path& path, size_t max_bytes
 Result<> writeFileAtomic(const std::filesystem::path& path, std::string_view content, mode_t mode) {
   std::filesystem::path tmp = path;
   tmp += ".tmp." + std::to_string(::getpid());
-  int raw = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  // Exclusive: whatever already has the name (a crash's leftover, or a symlink planted in a box
+  // directory) is removed, never written through.
+  constexpr int kFlags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+  int raw = ::open(tmp.c_str(), kFlags, mode);
+  if (raw < 0 && errno == EEXIST && ::unlink(tmp.c_str()) == 0)
+    raw = ::open(tmp.c_str(), kFlags, mode);
   if (raw < 0) return fail(sysError("Cannot create " + tmp.string(), errno));
   UniqueFd fd(raw);
   auto written = writeAll(fd.get(), content, tmp);
@@ -94,9 +112,37 @@ Result<> writeFileAtomic(const std::filesystem::path& path, std::string_view con
 }
 
 Result<UniqueFd> openForAppend(const std::filesystem::path& path, mode_t mode) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, mode);
+  int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK,
+                  mode);
   if (fd < 0) return fail(sysError("Cannot open " + path.string() + " for appending", errno));
-  return UniqueFd(fd);
+  UniqueFd owned(fd);
+  HUTCH_TRY_VOID(checkRegular(owned.get(), path));
+  if (::fcntl(owned.get(), F_SETFL, O_WRONLY | O_APPEND) != 0) {
+    return fail(sysError("Cannot set the flags of " + path.string(), errno));
+  }
+  return owned;
+}
+
+Result<> linkFile(const std::filesystem::path& from, const std::filesystem::path& to) {
+  UniqueFd fd(::open(from.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd) return fail(sysError("Cannot open " + from.string(), errno));
+  HUTCH_TRY_VOID(checkRegular(fd.get(), from));
+  // Link the inode we checked, not whatever the name points to by now. AT_EMPTY_PATH needs
+  // CAP_DAC_READ_SEARCH; the /proc link works without it.
+  if (::linkat(fd.get(), "", AT_FDCWD, to.c_str(), AT_EMPTY_PATH) == 0) return ok();
+  std::string self = "/proc/self/fd/" + std::to_string(fd.get());
+  if (::linkat(AT_FDCWD, self.c_str(), AT_FDCWD, to.c_str(), AT_SYMLINK_FOLLOW) == 0) return ok();
+  return fail(sysError("Cannot link " + from.string() + " to " + to.string(), errno));
+}
+
+Result<> freezeFile(const std::filesystem::path& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (!fd) return fail(sysError("Cannot open " + path.string() + " to freeze it", errno));
+  HUTCH_TRY_VOID(checkRegular(fd.get(), path));
+  if (::fchown(fd.get(), 0, 0) != 0 || ::fchmod(fd.get(), 0444) != 0) {
+    return fail(sysError("Cannot make " + path.string() + " root's and read-only", errno));
+  }
+  return ok();
 }
 
 }  // namespace hutch::sys

@@ -36,6 +36,19 @@ struct SaveStats {
   std::chrono::milliseconds took{0};
 };
 
+// What a VM's VMM uses of the host, from its cgroup (zeros where a value is unknown).
+struct ResourceUsage {
+  uint64_t memory_bytes = 0;       // now
+  uint64_t memory_peak_bytes = 0;  // the most since the VM started
+  uint64_t memory_max_bytes = 0;   // the limit; 0: none
+  uint64_t cpu_ns = 0;             // CPU time used since the VM started
+  uint64_t pids = 0;               // tasks (QEMU's threads)
+  uint64_t pids_max = 0;           // 0: unlimited
+  uint64_t oom_kills = 0;
+  int64_t uid = -1;  // the VMM's uid; -1 unknown
+  bool operator==(const ResourceUsage&) const = default;
+};
+
 // A launched VM. Owns the VMM process: destroying a Vm does NOT kill the process (so hutchd can
 // restart and adopt it later); call kill() or shutdown() for that.
 class Vm {
@@ -63,6 +76,11 @@ class Vm {
   // After a hutchd restart: cancels a snapshot an earlier hutchd left half-taken and resumes
   // the VM if it was left paused.
   virtual asio::awaitable<Result<>> settle() { co_return co_await resume(); }
+  // The VMM's use of memory, CPU and tasks; kUnsupported when the backend does not track it
+  // (an unjailed VM has no cgroup of its own).
+  virtual Result<ResourceUsage> usage() const {
+    return fail(Errc::kUnsupported, "This VM's resource usage is not tracked (it runs unjailed)");
+  }
   // Ask the VMM to quit now (QMP "quit"; SIGKILL if that fails), then wait until it is gone.
   virtual asio::awaitable<Result<>> kill() = 0;
 };

@@ -4,7 +4,9 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "base/result.h"
 
@@ -40,6 +42,13 @@ struct VmSpec {
   // loads this state file; launch() returns with the VM paused, ready to resume().
   std::filesystem::path incoming_state;
   std::filesystem::path run_dir;  // box directory: sockets, logs, pid file live here
+  // A jailing backend runs the VMM as its own uid and gid, derived from this index (hutchd
+  // stores one per box; jail::boxIds). Required when the backend jails.
+  std::optional<uint32_t> uid_index;
+  // Where the disk's backing files may be: fnmatch(3) patterns (FNM_PATHNAME) that every file of
+  // the disk's backing chain, resolved, must match before a jailing backend shows it to the VMM
+  // (the chain is read from image headers a VMM may have written). Empty: no backing file.
+  std::vector<std::string> backing_files;
   // Derived paths inside run_dir.
   std::filesystem::path qmpSocket() const { return run_dir / "qmp.sock"; }
   std::filesystem::path agentSocket() const { return run_dir / "agent.sock"; }

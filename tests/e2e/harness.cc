@@ -86,9 +86,12 @@ void Daemon::crashAndRestart(const std::function<void()>& between) {
 
 void Daemon::startDaemon() {
   UniqueFd log = openOrDie(dir_ / "hutchd.log", O_WRONLY | O_CREAT | O_APPEND);
-  auto pid = sys::spawn({.argv = {hutchdBin().string(), "--socket", socket(), "--state-dir",
-                                  stateDir().string(), "--log-level", "debug"},
-                         .fds = {{log.get(), 1}, {log.get(), 2}}});
+  // Daemons of concurrent test runs on one host must not hand out the same box uids.
+  std::string uid_base = std::to_string(0x7C010000U + (::getpid() % 512U) * 65536U);
+  auto pid =
+      sys::spawn({.argv = {hutchdBin().string(), "--socket", socket(), "--state-dir",
+                           stateDir().string(), "--log-level", "debug", "--uid-base", uid_base},
+                  .fds = {{log.get(), 1}, {log.get(), 2}}});
   if (!pid) {
     ADD_FAILURE() << "cannot start hutchd: " << pid.error().describe();
     std::abort();

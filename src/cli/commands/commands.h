@@ -57,6 +57,8 @@ int cmdCheckpointRemove(const ApiClient& client, const Output& out, const std::s
 int cmdRollback(const ApiClient& client, const Output& out, const std::string& box,
                 const std::string& checkpoint);
 int cmdDiskUsage(const ApiClient& client, const Output& out);
+// What running boxes' VMMs use of the host: memory (and its limit), CPU time, tasks, OOM kills.
+int cmdStats(const ApiClient& client, const Output& out, const std::vector<std::string>& boxes);
 
 // "512", "512M", "512MiB", "2G", "2GiB" -> MiB.
 Result<uint64_t> parseMemoryMib(const std::string& text);

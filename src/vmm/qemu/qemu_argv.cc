@@ -117,6 +117,12 @@ void QmpSocket::appendTo(Argv& argv) const {
   argv.insert(argv.end(), {"-qmp", "unix:" + esc(socket) + ",server=on,wait=off"});
 }
 
+void SandboxOption::appendTo(Argv& argv) const {
+  argv.insert(
+      argv.end(),
+      {"-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"});
+}
+
 QemuArgv QemuArgv::forSpec(const VmSpec& spec, std::filesystem::path binary) {
   QemuArgv q;
   q.binary = std::move(binary);
@@ -138,6 +144,7 @@ QemuArgv QemuArgv::forSpec(const VmSpec& spec, std::filesystem::path binary) {
   q.console = SerialConsoleLog{.log = spec.consoleLog()};
   q.qmp.socket = spec.qmpSocket();
   if (!spec.incoming_state.empty()) q.incoming = IncomingMigration{};
+  q.sandbox = SandboxOption{};
   return q;
 }
 
@@ -155,6 +162,7 @@ Argv QemuArgv::render() const {
   if (console) console->appendTo(argv);
   qmp.appendTo(argv);
   if (incoming) incoming->appendTo(argv);
+  if (sandbox) sandbox->appendTo(argv);
   argv.insert(argv.end(), extra.begin(), extra.end());
   return argv;
 }

@@ -118,6 +118,14 @@ struct QmpSocket {
   void appendTo(Argv& argv) const;
 };
 
+// -sandbox on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny: QEMU's own
+// seccomp filter, installed after QEMU set itself up. No fork or exec (nothing can be started
+// from a taken-over QEMU), no set*id, no scheduler or NUMA policy changes, no obsolete
+// syscalls. It sits on top of hutch-jail's filter (docs/security.md).
+struct SandboxOption {
+  void appendTo(Argv& argv) const;
+};
+
 // The whole command line.
 struct QemuArgv {
   std::filesystem::path binary = "qemu-system-x86_64";
@@ -133,6 +141,7 @@ struct QemuArgv {
   std::optional<SerialConsoleLog> console;
   QmpSocket qmp;
   std::optional<IncomingMigration> incoming;
+  std::optional<SandboxOption> sandbox;
   Argv extra;  // appended verbatim (tests, experiments)
 
   // The command line hutch uses for `spec` (which should be valid).

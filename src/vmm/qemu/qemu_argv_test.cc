@@ -69,6 +69,8 @@ TEST(QemuArgvTest, TcgSpec) {
       "chardev:console",
       "-qmp",
       "unix:/var/lib/hutch/boxes/box-1/qmp.sock,server=on,wait=off",
+      "-sandbox",
+      "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
   };
   EXPECT_EQ(argv, want);
 }
@@ -133,7 +135,7 @@ TEST(QemuArgvTest, RestoreWaitsPausedForTheStream) {
   EXPECT_EQ(std::find(boot.begin(), boot.end(), "-incoming"), boot.end());
   spec.incoming_state = "/snap/t1/state";
   Argv restore = QemuArgv::forSpec(spec, "qemu").render();
-  Argv tail(restore.end() - 3, restore.end());
+  Argv tail(restore.end() - 5, restore.end() - 2);  // before -sandbox
   EXPECT_EQ(tail, (Argv{"-S", "-incoming", "defer"}));
 }
 

@@ -1,9 +1,13 @@
 #include "vmm/qemu/qemu_backend.h"
 
+#include <fmt/format.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -11,6 +15,8 @@
 #include <charconv>
 #include <ctime>
 
+#include "jail/box_dir.h"
+#include "jail/box_ids.h"
 #include "sys/files.h"
 #include "sys/pidfd.h"
 #include "sys/proc_fs.h"
@@ -90,7 +96,46 @@ asio::awaitable<Error> abandon(QemuVm& vm, Error error) {
   co_return error;
 }
 
+bool isUnder(const std::filesystem::path& path, const std::filesystem::path& dir) {
+  auto rel = path.lexically_normal().lexically_relative(dir.lexically_normal());
+  return !rel.empty() && *rel.begin() != ".." && rel != ".";
+}
+
 }  // namespace
+
+std::vector<jail::BindPath> jailPathsFor(const VmSpec& spec, const std::filesystem::path& binary,
+                                         const std::vector<std::filesystem::path>& backing,
+                                         const std::filesystem::path& ram_preload) {
+  using Access = jail::BindPath::Access;
+  std::vector<jail::BindPath> paths;
+  auto add = [&](const std::filesystem::path& path, Access access, bool exec = false) {
+    if (path.empty() || isUnder(path, spec.run_dir)) return;  // the run dir is bound whole
+    for (const jail::BindPath& known : paths) {
+      if (known.path == path.lexically_normal()) return;
+    }
+    paths.push_back({path.lexically_normal(), access, exec});
+  };
+  // Sockets, logs, the pid file, the disk overlay and a template VM's memory file.
+  paths.push_back({spec.run_dir.lexically_normal(), Access::kReadWrite, false});
+  add(spec.kernel, Access::kReadOnly);
+  add(spec.initrd, Access::kReadOnly);
+  add(spec.disk, Access::kReadWrite);
+  // QEMU opens each layer below the overlay by the name in the header above it.
+  for (const std::filesystem::path& layer : backing) add(layer, Access::kReadOnly);
+  switch (spec.ram) {
+    case GuestRam::kPrivate: break;
+    case GuestRam::kSharedFile: add(spec.memory_file, Access::kReadWrite); break;
+    case GuestRam::kMappedFile:
+      // A snapshot's RAM, shared by every box restored from it: mapped copy-on-write, never
+      // written. The preload library lets QEMU 7.2 open it read-only (ram_preload.cc).
+      add(spec.memory_file, Access::kReadOnly);
+      add(ram_preload, Access::kReadOnly, true);
+      break;
+  }
+  // The restore's state file is not bound: hutchd opens it and passes the descriptor over QMP.
+  if (!isUnder(binary, "/usr")) add(binary, Access::kReadOnly, true);
+  return paths;
+}
 
 bool isQemuForRunDir(const std::vector<std::string>& cmdline,
                      const std::filesystem::path& run_dir) {
@@ -145,6 +190,32 @@ asio::awaitable<Result<std::unique_ptr<Vm>>> QemuBackend::adopt(std::filesystem:
   co_return std::unique_ptr<Vm>(std::move(*vm));
 }
 
+Result<jail::JailSpec> QemuBackend::jailSpecFor(const VmSpec& spec, jail::BoxIds ids) const {
+  const QemuJailOptions& options = *options_.jail;
+  // The chain comes from image headers the VM's QEMU could write: only hutch's own layers and
+  // template images may be shown to it.
+  HUTCH_TRY(auto chain, jail::qcow2BackingChain(spec.disk));
+  HUTCH_TRY_VOID(jail::checkBackingFiles(chain, spec.backing_files));
+  std::filesystem::path preload = options.ram_preload.empty()
+                                      ? options.helper.parent_path() / "hutch-ram-preload.so"
+                                      : options.ram_preload;
+  jail::JailSpec js;
+  js.name = spec.id;
+  js.uid = ids.uid;
+  js.gid = ids.gid;
+  js.cwd = spec.run_dir;
+  js.paths = jailPathsFor(spec, binary_, chain, preload);
+  if (spec.ram == GuestRam::kMappedFile) {
+    js.env = {"LD_PRELOAD=" + preload.string(), "HUTCH_READONLY_RAM=" + spec.memory_file.string()};
+  }
+  if (spec.accel == Accel::kKvm) js.devices = {"/dev/kvm"};
+  HUTCH_TRY(js.cgroup, options.cgroups.boxCgroup(spec.id));
+  uint64_t overhead = jail::kVmmOverheadMib;
+  if (spec.accel == Accel::kTcg) overhead += AccelOption{}.tcg_tb_size_mib;
+  js.limits = jail::CgroupLimits::forVm(spec.cpus, spec.memory_mib, overhead);
+  return js;
+}
+
 Result<QemuBackend::Started> QemuBackend::startProcess(const VmSpec& spec) const {
   HUTCH_TRY_VOID(spec.validate());
   if (spec.accel == Accel::kKvm && !kvm_usable_) {
@@ -175,6 +246,31 @@ Result<QemuBackend::Started> QemuBackend::startProcess(const VmSpec& spec) const
   options.fds = {{log->get(), 1}, {log->get(), 2}};
   options.new_session = true;
   options.cwd = spec.run_dir;
+  std::optional<VmJail> vm_jail;
+  UniqueFd jail_spec;
+  if (options_.jail) {
+    // Everything that needs root happens in hutch-jail, before it execs QEMU in its place (as
+    // PID 1 of a new PID namespace, so the pid we hold is QEMU's).
+    if (!spec.uid_index) {
+      return fail(Errc::kInvalidArgument, "VM " + spec.id + " has no uid index to be jailed with");
+    }
+    auto ids = jail::boxIds(*spec.uid_index, options_.jail->id_base);
+    if (!ids) return fail(ids.error().withContext(context));
+    // qemu.log (our descriptor) and qemu.pid stay root's.
+    if (auto given = jail::prepareBoxDir(spec.run_dir, *ids); !given) {
+      return fail(given.error().withContext(context));
+    }
+    auto js = jailSpecFor(spec, *ids);
+    if (!js) return fail(js.error().withContext(context));
+    auto memfd = jail::specMemfd(*js);
+    if (!memfd) return fail(memfd.error().withContext(context));
+    jail_spec = std::move(*memfd);
+    constexpr int kSpecFd = 3;
+    options.argv = jail::jailCommand(options_.jail->helper, kSpecFd, argv);
+    options.fds.push_back({jail_spec.get(), kSpecFd});
+    options.clone_flags = CLONE_NEWPID;
+    vm_jail = VmJail{*ids, js->cgroup};
+  }
   auto pid = sys::spawn(options);
   if (!pid) return fail(pid.error().withContext(context));
 
@@ -195,16 +291,18 @@ Result<QemuBackend::Started> QemuBackend::startProcess(const VmSpec& spec) const
     killAndReap();
     return fail(written.error().withContext(context));
   }
-  return Started{*pid, std::move(*pidfd)};
+  return Started{*pid, std::move(*pidfd), std::move(vm_jail)};
 }
 
 asio::awaitable<Result<std::unique_ptr<QemuVm>>> QemuBackend::launchQemu(const VmSpec& spec) {
   auto started = startProcess(spec);
   if (!started) co_return fail(started.error());
   pid_t pid = started->pid;
+  bool jailed = started->jail.has_value();
   auto vm = std::make_unique<QemuVm>(executor_, pid, std::move(started->pidfd), spec.run_dir,
-                                     options_.vm);
-  vmmLog().info("box={} QEMU pid {} started ({})", spec.id, pid, accelName(spec.accel));
+                                     options_.vm, std::move(started->jail));
+  vmmLog().info("box={} QEMU pid {} started ({}{})", spec.id, pid, accelName(spec.accel),
+                jailed ? fmt::format(", jailed as uid {}", vm->jail()->ids.uid) : "");
 
   // From here on a failure must not leave QEMU behind: abandon() kills it.
   auto qmp = co_await connectQmp(*vm, spec.qmpSocket(), options_.start_timeout);
@@ -282,7 +380,19 @@ asio::awaitable<Result<std::unique_ptr<QemuVm>>> QemuBackend::adoptQemu(
     co_return fail(Errc::kNotFound, "No QEMU runs for " + run_dir.string() + ": pid " +
                                         std::to_string(*pid) + " exited meanwhile");
   }
-  auto vm = std::make_unique<QemuVm>(executor_, *pid, std::move(*pidfd), run_dir, options_.vm);
+  // A jailed QEMU runs as the owner of its run dir (prepareBoxDir), in the cgroup named after
+  // its VM id (its -name).
+  std::optional<VmJail> vm_jail;
+  struct stat st {};
+  if (options_.jail && ::stat(run_dir.c_str(), &st) == 0 && st.st_uid != 0) {
+    vm_jail = VmJail{jail::BoxIds{st.st_uid, st.st_gid}, std::nullopt};
+    auto name = std::find(cmdline->begin(), cmdline->end(), "-name");
+    if (name != cmdline->end() && name + 1 != cmdline->end()) {
+      if (auto cgroup = options_.jail->cgroups.boxCgroup(*(name + 1))) vm_jail->cgroup = *cgroup;
+    }
+  }
+  auto vm = std::make_unique<QemuVm>(executor_, *pid, std::move(*pidfd), run_dir, options_.vm,
+                                     std::move(vm_jail));
   // The earlier hutchd's QMP connection may take a moment to be noticed as closed.
   auto qmp = co_await connectQmp(*vm, run_dir / "qmp.sock", milliseconds(3000));
   if (!qmp) {

@@ -8,10 +8,27 @@
 #include <string>
 #include <vector>
 
+#include "jail/box_ids.h"
+#include "jail/cgroup.h"
+#include "jail/jail_spec.h"
 #include "vmm/backend.h"
 #include "vmm/qemu/qemu_vm.h"
 
 namespace hutch::vmm::qemu {
+
+// Jailing (docs/security.md): each QEMU is started through hutch-jail as PID 1 of a new PID
+// namespace, as the VM's own uid (VmSpec::uid_index), in its own cgroup below `cgroups`, seeing
+// only its run directory, its kernel, initrd and disk layers, and its memory file.
+struct QemuJailOptions {
+  std::filesystem::path helper;  // the hutch-jail binary
+  // hutch-ram-preload.so (ram_preload.cc), for VMs that map a read-only memory file; empty:
+  // beside the helper.
+  std::filesystem::path ram_preload;
+  jail::CgroupHost cgroups;  // detected and prepared by the daemon
+  // VM uids and gids are id_base + VmSpec::uid_index (jail::boxIds). One hutchd per host uses
+  // the default; test daemons sharing a host take ranges of their own.
+  uint32_t id_base = jail::kDefaultIdBase;
+};
 
 struct QemuBackendOptions {
   // Whether launch may use -accel kvm; nullopt: probe this host (a usable /dev/kvm).
@@ -19,6 +36,8 @@ struct QemuBackendOptions {
   // QEMU start → QMP answered and the guest running; past it the launch fails.
   std::chrono::milliseconds start_timeout{10000};
   QemuVmOptions vm;
+  // nullopt: QEMU runs as hutchd's own user, unjailed (hutchd --no-jail; tests).
+  std::optional<QemuJailOptions> jail;
 };
 
 class QemuBackend : public VmBackend {
@@ -36,7 +55,8 @@ class QemuBackend : public VmBackend {
   // Validates the spec, starts QEMU in its own session (it outlives hutchd), stdin /dev/null,
   // stdout and stderr appended to spec.vmmLog(), no other descriptors; writes
   // <run_dir>/qemu.pid; connects QMP and checks the guest is running. On failure no QEMU is
-  // left behind and the error carries the end of qemu.log.
+  // left behind and the error carries the end of qemu.log. Jailed (options.jail), QEMU is
+  // exec'd by hutch-jail in the same process: the pid is still QEMU's.
   asio::awaitable<Result<std::unique_ptr<Vm>>> launch(const VmSpec& spec) override;
 
   // The QEMU of an earlier hutchd: reads <run_dir>/qemu.pid, checks that the process is a QEMU
@@ -49,12 +69,16 @@ class QemuBackend : public VmBackend {
   asio::awaitable<Result<std::unique_ptr<QemuVm>>> adoptQemu(std::filesystem::path run_dir);
 
   const std::filesystem::path& binary() const { return binary_; }
+  bool jailed() const { return options_.jail.has_value(); }
 
  private:
   struct Started {
     pid_t pid;
     UniqueFd pidfd;
+    std::optional<VmJail> jail;
   };
+  // The JailSpec of `spec` (ids, paths, devices, cgroup, limits) and the QEMU argv it runs.
+  Result<jail::JailSpec> jailSpecFor(const VmSpec& spec, jail::BoxIds ids) const;
   // Validates, spawns QEMU and records its pid; kills it again if a later step fails.
   Result<Started> startProcess(const VmSpec& spec) const;
   asio::awaitable<Result<std::shared_ptr<QmpClient>>> connectQmp(QemuVm& vm,
@@ -66,6 +90,11 @@ class QemuBackend : public VmBackend {
   QemuBackendOptions options_;
   bool kvm_usable_;
 };
+
+// The JailSpec paths of a VM: what its QEMU opens by name. Pure: the backing chain is given.
+std::vector<jail::BindPath> jailPathsFor(const VmSpec& spec, const std::filesystem::path& binary,
+                                         const std::vector<std::filesystem::path>& backing,
+                                         const std::filesystem::path& ram_preload);
 
 // Whether `cmdline` (from /proc/PID/cmdline) is a QEMU serving the QMP socket of `run_dir`.
 bool isQemuForRunDir(const std::vector<std::string>& cmdline, const std::filesystem::path& run_dir);

@@ -14,11 +14,15 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <sstream>
 
+#include "jail/box_dir.h"
+#include "jail/box_ids.h"
 #include "sys/files.h"
 #include "sys/proc_fs.h"
 #include "sys/spawn.h"
 #include "vmm/accel.h"
+#include "vmm/qemu/qemu_argv.h"
 #include "vmm/qemu/qemu_backend.h"
 
 namespace hutch::vmm::qemu {
@@ -354,6 +358,229 @@ TEST_F(QemuBackendE2eTest, AdoptsAQemuLeftRunning) {
     EXPECT_TRUE((*vm)->exited());
   });
   EXPECT_TRUE(processGone(pid));
+}
+
+// The same backend with the jail on, as hutchd runs it: QEMU through hutch-jail, as its own uid,
+// in its own namespaces and cgroup, on the TCG and the KVM launch paths.
+class JailedQemuBackendE2eTest : public QemuBackendE2eTest {
+ protected:
+  void SetUp() override {
+    QemuBackendE2eTest::SetUp();
+    if (IsSkipped()) return;
+    if (::geteuid() != 0) GTEST_SKIP() << "The jail needs root";
+    auto cgroups = jail::CgroupHost::detect();
+    ASSERT_TRUE(cgroups) << cgroups.error().describe();
+    auto prepared = cgroups->prepare();
+    ASSERT_TRUE(prepared) << prepared.error().describe();
+    options_.jail = QemuJailOptions{.helper = HUTCH_JAIL_BIN, .cgroups = *cgroups};
+    // A jailed QEMU writes its disk as the box's uid: it lives in the run dir, as in hutchd.
+    std::filesystem::rename(dir_ / "disk.qcow2", run_dir_ / "disk.qcow2");
+    spec_.disk = run_dir_ / "disk.qcow2";
+    // Clear of the indices a hutchd on this host hands out first.
+    spec_.uid_index = jail::kMaxBoxIndex - static_cast<uint32_t>(::getpid() % 1000);
+    backend_ = std::make_unique<QemuBackend>(ctx_.get_executor(), "qemu-system-x86_64", options_);
+  }
+
+  static std::string status(pid_t pid, const std::string& key) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.rfind(key + ":", 0) == 0) {
+        std::string value = line.substr(key.size() + 1);
+        return value.substr(value.find_first_not_of(" \t"));
+      }
+    }
+    return "";
+  }
+
+  static std::string ns(const std::string& pid, const std::string& name) {
+    std::error_code ec;
+    return std::filesystem::read_symlink("/proc/" + pid + "/ns/" + name, ec).string();
+  }
+
+  // Launches, checks the jail from outside, runs `more`, kills; then checks the cleanup.
+  asio::awaitable<void> jailedLifecycle(bool kvm) {
+    auto launched = co_await backend_->launchQemu(spec_);
+    EXPECT_TRUE(launched) << launched.error().describe();
+    if (!launched) co_return;
+    QemuVm& vm = **launched;
+    auto ids = *jail::boxIds(*spec_.uid_index);
+    std::string uid = std::to_string(ids.uid);
+    EXPECT_EQ(status(vm.pid(), "Uid"), uid + "\t" + uid + "\t" + uid + "\t" + uid);
+    EXPECT_EQ(status(vm.pid(), "CapEff"), "0000000000000000");
+    EXPECT_EQ(status(vm.pid(), "NoNewPrivs"), "1");
+    EXPECT_EQ(status(vm.pid(), "Seccomp"), "2");
+    EXPECT_EQ(status(vm.pid(), "NSpid"), std::to_string(vm.pid()) + "\t1");
+    for (const char* name : {"mnt", "pid", "ipc", "uts", "net", "cgroup"}) {
+      EXPECT_NE(ns(std::to_string(vm.pid()), name), ns("self", name)) << name;
+    }
+    // What adoption checks: the pid is QEMU's, with our QMP socket.
+    auto cmdline = sys::readCmdline(vm.pid());
+    EXPECT_TRUE(cmdline && isQemuForRunDir(*cmdline, run_dir_));
+    // The jail shows the run dir and the kernel, nothing of the rest of the test's directory.
+    std::filesystem::path root = "/proc/" + std::to_string(vm.pid()) + "/root";
+    EXPECT_TRUE(std::filesystem::exists(root / run_dir_.relative_path() / "disk.qcow2"));
+    EXPECT_TRUE(std::filesystem::exists(root / spec_.kernel.relative_path()));
+    EXPECT_FALSE(std::filesystem::exists(root / "etc/shadow"));
+    EXPECT_EQ(std::filesystem::exists(root / "dev/kvm"), kvm);
+    EXPECT_EQ(co_await vm.queryStatus(), Result<std::string>("running"));
+    auto kvm_state = co_await vm.qmp()->execute("query-kvm", nullptr, 5s);
+    EXPECT_TRUE(kvm_state && (*kvm_state)["enabled"] == kvm)
+        << (kvm_state ? kvm_state->dump() : "");
+    auto usage = vm.usage();
+    EXPECT_TRUE(usage) << usage.error().describe();
+    if (usage) {
+      EXPECT_EQ(usage->uid, static_cast<int64_t>(ids.uid));
+      uint64_t overhead = jail::kVmmOverheadMib + (kvm ? 0 : AccelOption{}.tcg_tb_size_mib);
+      EXPECT_EQ(usage->memory_max_bytes, (spec_.memory_mib + overhead) << 20);
+      EXPECT_EQ(usage->pids_max, 128U + spec_.cpus);
+      EXPECT_GT(usage->pids, 1U);  // QEMU's threads
+      EXPECT_GT(usage->memory_bytes, 0U);
+    }
+    auto killed = co_await vm.kill();
+    EXPECT_TRUE(killed) << killed.error().describe();
+    EXPECT_EQ(co_await vm.waitExit(), "exited with status 0");
+    // Gone: the cgroup removed, the run dir root's again.
+    for (const jail::CgroupDir& dir : vm.jail()->cgroup->dirs) {
+      EXPECT_FALSE(std::filesystem::exists(dir.path)) << dir.path;
+    }
+    struct stat st {};
+    EXPECT_EQ(::stat(run_dir_.c_str(), &st), 0);
+    EXPECT_EQ(st.st_uid, 0U);
+    EXPECT_EQ(::stat(spec_.disk.c_str(), &st), 0);
+    EXPECT_EQ(st.st_uid, 0U);
+  }
+
+  QemuBackendOptions options_;
+};
+
+TEST_F(JailedQemuBackendE2eTest, LifecycleUnderTcg) {
+  run([&]() -> asio::awaitable<void> {
+    co_await jailedLifecycle(false);
+    co_await lifecycle();  // and again, as a restart of the same box would
+  });
+}
+
+// The KVM launch path: /dev/kvm in the jail, QEMU's KVM accelerator enabled. On a host whose
+// /dev/kvm is PVM (no vmx/svm) hutchd picks TCG for stock kernels; the launch path itself still
+// works there with the halt kernel.
+TEST_F(JailedQemuBackendE2eTest, LaunchUnderKvm) {
+  if (!std::filesystem::exists("/dev/kvm")) GTEST_SKIP() << "no /dev/kvm";
+  spec_.accel = Accel::kKvm;
+  // First unjailed: where QEMU cannot run a KVM guest at all (a PVM /dev/kvm rejects -cpu host's
+  // MSRs), the jailed launch must fail the same way, not because of the jail.
+  QemuBackendOptions unjailed;
+  unjailed.kvm_usable = true;
+  QemuBackend plain(ctx_.get_executor(), "qemu-system-x86_64", unjailed);
+  std::string plain_error;
+  run([&]() -> asio::awaitable<void> {
+    auto vm = co_await plain.launch(spec_);
+    if (vm) {
+      EXPECT_TRUE(co_await (*vm)->kill());
+    } else {
+      plain_error = vm.error().message();
+    }
+  });
+  options_.kvm_usable = true;
+  backend_ = std::make_unique<QemuBackend>(ctx_.get_executor(), "qemu-system-x86_64", options_);
+  if (plain_error.empty()) {
+    run([&]() { return jailedLifecycle(true); });
+    return;
+  }
+  std::string jailed_error;
+  run([&]() -> asio::awaitable<void> {
+    auto vm = co_await backend_->launch(spec_);
+    EXPECT_FALSE(vm);
+    if (!vm) jailed_error = vm.error().message();
+  });
+  auto qemuWords = [](const std::string& message) {
+    size_t at = message.find("qemu-system-x86_64: ");
+    return at == std::string::npos ? message : message.substr(at, message.find('\n', at) - at);
+  };
+  EXPECT_EQ(qemuWords(jailed_error), qemuWords(plain_error));
+  GTEST_SKIP() << "QEMU cannot run a KVM guest on this host, jailed or not: "
+               << qemuWords(plain_error);
+}
+
+TEST_F(JailedQemuBackendE2eTest, ABackingFileOutsideTheAllowedPlacesIsRefused) {
+  // An overlay whose header names a file hutch never made (here: the test's own halt kernel as
+  // a raw disk) must not be bound into the jail.
+  ASSERT_TRUE(makeDisk(run_dir_ / "tampered.qcow2", spec_.kernel));
+  spec_.disk = run_dir_ / "tampered.qcow2";
+  spec_.backing_files = {jail::globLiteral(dir_) + "/layers/*.qcow2"};
+  run([&]() -> asio::awaitable<void> {
+    auto vm = co_await backend_->launch(spec_);
+    EXPECT_FALSE(vm);
+    if (!vm) {
+      EXPECT_EQ(vm.error().code(), Errc::kFailedPrecondition) << vm.error().describe();
+      EXPECT_NE(vm.error().message().find("halt.elf"), std::string::npos) << vm.error().message();
+    }
+  });
+  EXPECT_TRUE(qemusFor(run_dir_).empty());
+  // Allowed, the same disk starts.
+  spec_.backing_files = {jail::globLiteral(dir_) + "/*.elf"};
+  run([&]() -> asio::awaitable<void> {
+    auto vm = co_await backend_->launch(spec_);
+    EXPECT_TRUE(vm) << vm.error().describe();
+    if (vm) {
+      EXPECT_TRUE(co_await (*vm)->kill());
+    }
+  });
+}
+
+// A hutchd restart: the jailed QEMU (the pid is QEMU's, not hutch-jail's) is adopted with its
+// uid and cgroup, and cleaned up after when it exits.
+TEST_F(JailedQemuBackendE2eTest, AdoptsAJailedQemu) {
+  pid_t pid = 0;
+  run([&]() -> asio::awaitable<void> {
+    auto vm = co_await backend_->launch(spec_);
+    EXPECT_TRUE(vm) << vm.error().describe();
+    if (vm) pid = (*vm)->pid();
+  });
+  ASSERT_GT(pid, 0);
+  QemuBackend restarted(ctx_.get_executor(), "qemu-system-x86_64", options_);
+  run([&]() -> asio::awaitable<void> {
+    auto vm = co_await restarted.adoptQemu(run_dir_);
+    EXPECT_TRUE(vm) << vm.error().describe();
+    if (!vm) co_return;
+    EXPECT_EQ((*vm)->pid(), pid);
+    auto usage = (*vm)->usage();
+    EXPECT_TRUE(usage) << usage.error().describe();
+    if (usage) {
+      EXPECT_EQ(usage->uid, static_cast<int64_t>(jail::boxIds(*spec_.uid_index)->uid));
+      EXPECT_GT(usage->pids, 1U);
+    }
+    EXPECT_TRUE(co_await (*vm)->kill());
+  });
+  EXPECT_TRUE(processGone(pid));
+  struct stat st {};
+  EXPECT_EQ(::stat(run_dir_.c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 0U);
+}
+
+// A restored box maps a snapshot's RAM file that is root's, 0444 and bound read-only: QEMU 7.2
+// opens mem-path O_RDWR, which the preload library turns into O_RDONLY for that one file.
+TEST_F(JailedQemuBackendE2eTest, MapsAReadOnlyMemoryFileCopyOnWrite) {
+  std::filesystem::create_directories(dir_ / "snapshot");
+  std::filesystem::path memory = dir_ / "snapshot" / "memory";
+  {
+    std::ofstream out(memory);
+    out << std::string(1 << 20, 'x');
+  }
+  std::filesystem::resize_file(memory, spec_.memory_mib << 20);
+  ASSERT_TRUE(sys::freezeFile(memory));
+  spec_.ram = GuestRam::kMappedFile;
+  spec_.memory_file = memory;
+  run([&]() -> asio::awaitable<void> {
+    auto vm = co_await backend_->launchQemu(spec_);
+    EXPECT_TRUE(vm) << vm.error().describe();
+    if (!vm) co_return;
+    EXPECT_EQ(co_await (*vm)->queryStatus(), Result<std::string>("running"));
+    EXPECT_TRUE(co_await (*vm)->kill());
+  });
+  auto content = sys::readFile(memory, 1 << 30);
+  ASSERT_TRUE(content);
+  EXPECT_EQ(content->substr(0, 4), "xxxx");  // never written through
 }
 
 TEST(IsQemuForRunDirTest, MatchesOnlyOurQmpSocket) {

@@ -13,6 +13,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <vector>
 
+#include "jail/box_dir.h"
 #include "sys/files.h"
 #include "vmm/log.h"
 
@@ -23,12 +24,19 @@ using boost::system::error_code;
 // The exit watcher's state, shared with its coroutine so it can outlive the QemuVm (which may be
 // dropped while QEMU keeps running) and still reap the process.
 struct QemuVm::Watch {
-  Watch(const asio::any_io_executor& ex, UniqueFd pidfd, pid_t p, std::filesystem::path file)
-      : descriptor(ex, pidfd.release()), pid(p), pid_file(std::move(file)) {}
+  Watch(const asio::any_io_executor& ex, UniqueFd pidfd, pid_t p, std::filesystem::path dir,
+        std::optional<VmJail> j)
+      : descriptor(ex, pidfd.release()),
+        pid(p),
+        run_dir(std::move(dir)),
+        pid_file(run_dir / "qemu.pid"),
+        jail(std::move(j)) {}
 
   asio::posix::stream_descriptor descriptor;
   pid_t pid;
+  std::filesystem::path run_dir;
   std::filesystem::path pid_file;
+  std::optional<VmJail> jail;
   std::optional<sys::ExitStatus> status;
   std::optional<std::string> text;
   std::vector<asio::steady_timer*> waiters;
@@ -41,6 +49,7 @@ struct QemuVm::Watch {
     auto reaped = sys::pidfdTryReap(pidfd());
     status = reaped && *reaped ? **reaped : sys::ExitStatus{};
     text = status->describe();
+    if (jail) cleanUpJail();
     vmmLog().info("QEMU pid {} {}", pid, *text);
     // Remove qemu.pid only if it still names this process.
     if (auto content = sys::readFile(pid_file, 64);
@@ -50,6 +59,29 @@ struct QemuVm::Watch {
     }
     if (auto client = qmp.lock()) client->close();
     for (asio::steady_timer* timer : waiters) timer->cancel();
+  }
+
+  // QEMU is gone: say whether the OOM killer did it, then remove its cgroup and give its
+  // directory back to root.
+  void cleanUpJail() {
+    if (jail->cgroup) {
+      auto usage = jail->cgroup->usage();
+      bool sigkill = status->kind != sys::ExitStatus::Kind::kExited &&
+                     (status->kind == sys::ExitStatus::Kind::kUnknown || status->value == SIGKILL);
+      if (usage && sigkill) {
+        if (auto oom = jail::oomKillReason(*usage, "QEMU")) {
+          // "killed by the OOM killer (memory.max 768 MiB)", like describe()'s "killed by ...".
+          constexpr std::string_view kPrefix = "QEMU was ";
+          text = oom->starts_with(kPrefix) ? oom->substr(kPrefix.size()) : *oom;
+        }
+      }
+      if (auto removed = jail->cgroup->remove(); !removed) {
+        vmmLog().warn("QEMU pid {}: {}", pid, removed.error().describe());
+      }
+    }
+    if (auto reclaimed = jail::reclaimBoxDir(run_dir); !reclaimed) {
+      vmmLog().warn("QEMU pid {}: {}", pid, reclaimed.error().describe());
+    }
   }
 
   static asio::awaitable<void> run(std::shared_ptr<Watch> self) {
@@ -67,9 +99,9 @@ struct QemuVm::Watch {
 };
 
 QemuVm::QemuVm(const asio::any_io_executor& executor, pid_t pid, UniqueFd pidfd,
-               std::filesystem::path run_dir, QemuVmOptions options)
-    : pid_(pid), run_dir_(std::move(run_dir)), options_(options) {
-  watch_ = std::make_shared<Watch>(executor, std::move(pidfd), pid, run_dir_ / "qemu.pid");
+               std::filesystem::path run_dir, QemuVmOptions options, std::optional<VmJail> jail)
+    : pid_(pid), run_dir_(std::move(run_dir)), options_(options), jail_(std::move(jail)) {
+  watch_ = std::make_shared<Watch>(executor, std::move(pidfd), pid, run_dir_, jail_);
   asio::co_spawn(executor, Watch::run(watch_), asio::detached);
 }
 
@@ -151,7 +183,12 @@ asio::awaitable<Result<>> QemuVm::ignoreSharedRam() {
 asio::awaitable<Result<SaveStats>> QemuVm::saveState(std::filesystem::path state_file) {
   auto started = std::chrono::steady_clock::now();
   std::string context = "Cannot save the VM's state to " + state_file.string();
-  UniqueFd fd(::open(state_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  // A template VM's state file is in its run dir, which the VM's uid owns: never write through
+  // a name it may have planted.
+  if (::unlink(state_file.c_str()) != 0 && errno != ENOENT)
+    co_return fail(sysError(context, errno));
+  UniqueFd fd(
+      ::open(state_file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!fd) co_return fail(sysError(context, errno));
   auto caps = co_await ignoreSharedRam();
   if (!caps) co_return fail(caps.error().withContext(context));
@@ -188,7 +225,7 @@ asio::awaitable<Result<SaveStats>> QemuVm::saveState(std::filesystem::path state
 
 asio::awaitable<Result<>> QemuVm::loadState(std::filesystem::path state_file) {
   std::string context = "Cannot restore the VM from " + state_file.string();
-  UniqueFd fd(::open(state_file.c_str(), O_RDONLY | O_CLOEXEC));
+  UniqueFd fd(::open(state_file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
   if (!fd) co_return fail(sysError(context, errno));
   auto caps = co_await ignoreSharedRam();
   if (!caps) co_return fail(caps.error().withContext(context));
@@ -241,7 +278,47 @@ asio::awaitable<Result<>> QemuVm::settle() {
   co_return ok();
 }
 
+namespace {
+
+// The new top of a jailed VM's disk, made by hutchd (root) in the box directory, goes to the box
+// before QEMU opens it. The name is checked through a descriptor: the box's uid owns the
+// directory and may have put something else there.
+Result<> giveNewTop(const std::filesystem::path& file, jail::BoxIds ids) {
+  UniqueFd fd(::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (!fd) return fail(sysError("Cannot open " + file.string(), errno));
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return fail(sysError("Cannot stat " + file.string(), errno));
+  if (!S_ISREG(st.st_mode) || st.st_nlink != 1 || st.st_uid != 0) {
+    return fail(Errc::kFailedPrecondition,
+                file.string() + " is not the file hutchd made: refusing to give it to the box");
+  }
+  if (::fchown(fd.get(), ids.uid, ids.gid) != 0) {
+    return fail(sysError("Cannot give " + file.string() + " to the box", errno));
+  }
+  return ok();
+}
+
+}  // namespace
+
+Result<ResourceUsage> QemuVm::usage() const {
+  if (!jail_ || !jail_->cgroup) return Vm::usage();
+  auto usage = jail_->cgroup->usage();
+  if (!usage) return fail(usage.error().withContext("Cannot read the VM's cgroup"));
+  return ResourceUsage{.memory_bytes = usage->memory_current,
+                       .memory_peak_bytes = usage->memory_peak,
+                       .memory_max_bytes = usage->memory_max,
+                       .cpu_ns = usage->cpu_usage_ns,
+                       .pids = usage->pids_current,
+                       .pids_max = usage->pids_max,
+                       .oom_kills = usage->oom_kills,
+                       .uid = static_cast<int64_t>(jail_->ids.uid)};
+}
+
 asio::awaitable<Result<>> QemuVm::switchDisk(std::filesystem::path new_top) {
+  if (jail_) {
+    auto given = giveNewTop(new_top, jail_->ids);
+    if (!given) co_return fail(given.error().withContext("Cannot move the VM's disk"));
+  }
   Json args = {{"device", "root"},
                {"snapshot-file", new_top.string()},
                {"format", "qcow2"},

@@ -11,6 +11,8 @@
 #include <string>
 
 #include "base/unique_fd.h"
+#include "jail/box_ids.h"
+#include "jail/cgroup.h"
 #include "sys/pidfd.h"
 #include "vmm/backend.h"
 #include "vmm/qemu/qmp_client.h"
@@ -23,13 +25,23 @@ struct QemuVmOptions {
   std::chrono::milliseconds qmp_timeout{10000};   // per QMP command
 };
 
+// How the backend jailed a VM's QEMU: its own ids and cgroup. After QEMU exits, the watcher
+// reads the cgroup (an OOM kill becomes the exit text), removes it and gives the run
+// directory back to root (jail::reclaimBoxDir).
+struct VmJail {
+  jail::BoxIds ids;
+  std::optional<jail::BoxCgroup> cgroup;
+};
+
 // Not thread-safe: use from its executor's thread. Destroying it leaves QEMU running (see Vm).
 class QemuVm : public Vm {
  public:
   // Starts watching `pidfd` for the exit of `pid` (reaping it if it is our child). `run_dir`
   // holds qemu.pid, removed when the process is seen to exit.
+  // `jail`: nullopt for an unjailed QEMU.
   QemuVm(const asio::any_io_executor& executor, pid_t pid, UniqueFd pidfd,
-         std::filesystem::path run_dir, QemuVmOptions options = {});
+         std::filesystem::path run_dir, QemuVmOptions options = {},
+         std::optional<VmJail> jail = std::nullopt);
   ~QemuVm() override;
 
   pid_t pid() const override { return pid_; }
@@ -39,8 +51,12 @@ class QemuVm : public Vm {
   asio::awaitable<Result<>> resume() override;
   asio::awaitable<Result<>> kill() override;
   asio::awaitable<Result<SaveStats>> saveState(std::filesystem::path state_file) override;
+  // A jailed QEMU opens `new_top` as the box's uid: it is given to the box first (it must be a
+  // regular file of root's with one link, as hutchd made it).
   asio::awaitable<Result<>> switchDisk(std::filesystem::path new_top) override;
   asio::awaitable<Result<>> settle() override;
+  Result<ResourceUsage> usage() const override;
+  const std::optional<VmJail>& jail() const { return jail_; }
   // Loads a state file into a QEMU started with -incoming defer; the VM is paused afterwards.
   asio::awaitable<Result<>> loadState(std::filesystem::path state_file);
 
@@ -69,6 +85,7 @@ class QemuVm : public Vm {
   pid_t pid_;
   std::filesystem::path run_dir_;
   QemuVmOptions options_;
+  std::optional<VmJail> jail_;
   std::shared_ptr<Watch> watch_;
   std::shared_ptr<QmpClient> qmp_;
 };

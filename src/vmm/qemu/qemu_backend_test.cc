@@ -1,0 +1,89 @@
+// What a jailed QEMU is shown, per kind of VM (no QEMU started).
+#include "vmm/qemu/qemu_backend.h"
+
+#include <gtest/gtest.h>
+
+namespace hutch::vmm::qemu {
+namespace {
+
+using Access = jail::BindPath::Access;
+
+VmSpec boxSpec() {
+  VmSpec spec;
+  spec.id = "b1";
+  spec.kernel = "/images/base/vmlinux";
+  spec.initrd = "/images/base/initrd.img";
+  spec.disk = "/state/boxes/b1/disk.qcow2";
+  spec.run_dir = "/state/boxes/b1";
+  return spec;
+}
+
+TEST(JailPathsTest, ABootedBoxSeesItsDirTheTemplateAndItsLayers) {
+  auto paths = jailPathsFor(boxSpec(), "/usr/bin/qemu-system-x86_64",
+                            {"/state/layers/l1.qcow2", "/images/base/rootfs.img"}, "/lib/p.so");
+  std::vector<jail::BindPath> want = {
+      {"/state/boxes/b1", Access::kReadWrite, false},  // the disk is in it
+      {"/images/base/vmlinux", Access::kReadOnly, false},
+      {"/images/base/initrd.img", Access::kReadOnly, false},
+      {"/state/layers/l1.qcow2", Access::kReadOnly, false},
+      {"/images/base/rootfs.img", Access::kReadOnly, false},
+  };
+  EXPECT_EQ(paths, want);
+}
+
+TEST(JailPathsTest, ARestoredBoxMapsTheSnapshotRamReadOnlyWithThePreload) {
+  VmSpec spec = boxSpec();
+  spec.ram = GuestRam::kMappedFile;
+  spec.memory_file = "/state/snapshots/s1/memory";
+  spec.incoming_state = "/state/snapshots/s1/state";  // passed as a descriptor, never bound
+  auto paths = jailPathsFor(spec, "/opt/qemu/bin/qemu-system-x86_64",
+                            {"/state/snapshots/s1/layer.qcow2"}, "/lib/p.so");
+  std::vector<jail::BindPath> want = {
+      {"/state/boxes/b1", Access::kReadWrite, false},
+      {"/images/base/vmlinux", Access::kReadOnly, false},
+      {"/images/base/initrd.img", Access::kReadOnly, false},
+      {"/state/snapshots/s1/layer.qcow2", Access::kReadOnly, false},
+      {"/state/snapshots/s1/memory", Access::kReadOnly, false},
+      {"/lib/p.so", Access::kReadOnly, true},
+      {"/opt/qemu/bin/qemu-system-x86_64", Access::kReadOnly, true},  // not under /usr
+  };
+  EXPECT_EQ(paths, want);
+}
+
+TEST(JailPathsTest, ATemplateVmWritesItsRunDirOnly) {
+  VmSpec spec = boxSpec();
+  spec.run_dir = "/state/snapshots/s1";
+  spec.disk = "/state/snapshots/s1/layer.qcow2";
+  spec.ram = GuestRam::kSharedFile;
+  spec.memory_file = "/state/snapshots/s1/memory";
+  auto paths =
+      jailPathsFor(spec, "/usr/bin/qemu-system-x86_64", {"/images/base/rootfs.img"}, "/lib/p.so");
+  std::vector<jail::BindPath> want = {
+      {"/state/snapshots/s1", Access::kReadWrite, false},
+      {"/images/base/vmlinux", Access::kReadOnly, false},
+      {"/images/base/initrd.img", Access::kReadOnly, false},
+      {"/images/base/rootfs.img", Access::kReadOnly, false},
+  };
+  EXPECT_EQ(paths, want);
+}
+
+TEST(JailPathsTest, FilesOutsideTheRunDirAreBoundOnceAtTheirOwnPaths) {
+  VmSpec spec = boxSpec();
+  spec.initrd.clear();
+  spec.disk = "/elsewhere/disk.qcow2";
+  spec.ram = GuestRam::kSharedFile;
+  spec.memory_file = "/elsewhere/memory";
+  auto paths = jailPathsFor(spec, "/usr/bin/qemu-system-x86_64",
+                            {"/state/layers/a.qcow2", "/state/layers/../layers/a.qcow2"}, "");
+  std::vector<jail::BindPath> want = {
+      {"/state/boxes/b1", Access::kReadWrite, false},
+      {"/images/base/vmlinux", Access::kReadOnly, false},
+      {"/elsewhere/disk.qcow2", Access::kReadWrite, false},
+      {"/state/layers/a.qcow2", Access::kReadOnly, false},
+      {"/elsewhere/memory", Access::kReadWrite, false},
+  };
+  EXPECT_EQ(paths, want);
+}
+
+}  // namespace
+}  // namespace hutch::vmm::qemu
