@@ -48,6 +48,15 @@ struct ServiceConfig {
 
 
 
+// Told of every box state change (after it is stored) and of removals: what lives and dies with
+// a running box outside BoxService (published ports, port_forwards.h) follows it this way.
+class BoxObserver {
+ public:
+  virtual ~BoxObserver() = default;
+  virtual void boxStateChanged(const Box& box) = 0;
+  virtual void boxRemoved(const std::string& box_id) = 0;
+};
+
 class BoxService {
  public:
   BoxService(asio::any_io_executor loop, asio::thread_pool& pool, storage::BoxStore& store,
@@ -71,6 +80,8 @@ class BoxService {
   Result<std::shared_ptr<guest::AgentClient>> agentFor(const std::string& key);
   Result<std::filesystem::path> consoleLog(const std::string& key);
   const std::string& defaultUser() const { return config_.default_user; }
+  // One observer (or none); it must outlive the service or be reset to nullptr first.
+  void setObserver(BoxObserver* observer) { observer_ = observer; }
 
   // Captures a running box (paused for the capture, then resumed) and starts spec.count new boxes
   // from it, each with its own disk overlay and identity; running processes and unsaved files
@@ -163,6 +174,7 @@ class BoxService {
   ServiceConfig config_;
   std::map<std::string, std::shared_ptr<Runtime>> runtimes_;
   std::map<std::string, std::shared_ptr<Flight>> flights_;  // by template snapshot key
+  BoxObserver* observer_ = nullptr;
 };
 
 }  // namespace hutch::box

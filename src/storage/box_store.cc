@@ -42,6 +42,17 @@ CREATE TABLE snapshots (
 );
 CREATE UNIQUE INDEX checkpoint_names ON snapshots (box_id, name) WHERE kind = 'checkpoint';
 CREATE INDEX template_snapshots ON snapshots (template_key) WHERE kind = 'template';)sql",
+    // Published ports (issue 5). Kept while the box exists, listened on while it runs.
+    R"sql(
+CREATE TABLE ports (
+  box_id        TEXT NOT NULL,
+  host_address  TEXT NOT NULL,
+  host_port     INTEGER NOT NULL,
+  box_port      INTEGER NOT NULL,
+  created_at    INTEGER NOT NULL,
+  PRIMARY KEY (host_address, host_port)
+);
+CREATE INDEX ports_by_box ON ports (box_id);)sql",
 };
 
 constexpr const char* kColumns =
