@@ -110,8 +110,8 @@ awaitable<Reply> signalProcess(box::BoxService& service, RequestContext& ctx) {
     if (!body) co_return errorResponse(body.error());
     for (const auto& [key, value] : body->items()) {
       if (key != "signal" || !value.is_number_integer()) {
-        co_return errorResponse(Error(Errc::kInvalidArgument,
-                                      "A signal request is {\"signal\": N} (default 15)"));
+        co_return errorResponse(
+            Error(Errc::kInvalidArgument, "A signal request is {\"signal\": N} (default 15)"));
       }
       signo = value.get<int>();
     }
@@ -120,8 +120,8 @@ awaitable<Reply> signalProcess(box::BoxService& service, RequestContext& ctx) {
   if (!agent) co_return errorResponse(agent.error());
   auto sent = co_await (*agent)->signalProcess(param(ctx, "id"), signo, kAgentTimeout);
   if (!sent) co_return errorResponse(sent.error());
-  co_return jsonResponse(http::status::ok, json{{"signalled", param(ctx, "id")},
-                                                {"signal", signo}});
+  co_return jsonResponse(http::status::ok,
+                         json{{"signalled", param(ctx, "id")}, {"signal", signo}});
 }
 
 awaitable<Reply> listServices(box::BoxService& service, RequestContext& ctx) {

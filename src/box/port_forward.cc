@@ -19,9 +19,9 @@ Result<uint16_t> parsePort(std::string_view text, std::string_view spec, std::st
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (text.empty() || ec != std::errc() || end != text.data() + text.size() || value == 0 ||
       value > 65535) {
-    return fail(Errc::kInvalidArgument,
-                fmt::format("Invalid {} '{}' in '{}': a port is 1-65535; {}", what, text, spec,
-                            kSyntax));
+    return fail(
+        Errc::kInvalidArgument,
+        fmt::format("Invalid {} '{}' in '{}': a port is 1-65535; {}", what, text, spec, kSyntax));
   }
   return static_cast<uint16_t>(value);
 }
@@ -58,7 +58,8 @@ Result<PortForward> parsePortSpec(std::string_view text) {
   }
   size_t colon = rest.find(':');
   if (colon == std::string_view::npos || rest.find(':', colon + 1) != std::string_view::npos) {
-    return fail(Errc::kInvalidArgument, fmt::format("Invalid port mapping '{}': {}", text, kSyntax));
+    return fail(Errc::kInvalidArgument,
+                fmt::format("Invalid port mapping '{}': {}", text, kSyntax));
   }
   HUTCH_TRY(forward.host_port, parsePort(rest.substr(0, colon), text, "host port"));
   HUTCH_TRY(forward.box_port, parsePort(rest.substr(colon + 1), text, "box port"));

@@ -26,10 +26,10 @@ struct PortForward {
 // A forward and whether it is live.
 struct PortStatus {
   PortForward forward;
-  bool listening = false;     // a listener is open on the host
-  std::string error;          // why the listener could not be opened (port taken meanwhile)
-  uint64_t connections = 0;   // open connections right now
-  uint64_t accepted = 0;      // connections accepted since the listener opened
+  bool listening = false;    // a listener is open on the host
+  std::string error;         // why the listener could not be opened (port taken meanwhile)
+  uint64_t connections = 0;  // open connections right now
+  uint64_t accepted = 0;     // connections accepted since the listener opened
 };
 
 // Parses Docker's -p syntax: "HOSTPORT:BOXPORT", "ADDR:HOSTPORT:BOXPORT" or

@@ -111,13 +111,13 @@ class PortForwards::Listener : public std::enable_shared_from_this<PortForwards:
     auto self = shared_from_this();
     while (!closed_) {
       boost::system::error_code ec;
-      tcp::socket socket = co_await acceptor_.async_accept(
-          asio::redirect_error(asio::use_awaitable, ec));
+      tcp::socket socket =
+          co_await acceptor_.async_accept(asio::redirect_error(asio::use_awaitable, ec));
       if (closed_) break;
       if (ec) {
         // EMFILE and the like: back off briefly instead of spinning.
-        spdlog::warn("box={} port {}: accept failed: {}", forward_.box_id,
-                     hostEndpoint(forward_), ec.message());
+        spdlog::warn("box={} port {}: accept failed: {}", forward_.box_id, hostEndpoint(forward_),
+                     ec.message());
         asio::steady_timer pause(acceptor_.get_executor(), std::chrono::milliseconds(100));
         co_await pause.async_wait(asio::redirect_error(asio::use_awaitable, ec));
         continue;
@@ -271,11 +271,11 @@ Result<PortStatus> PortForwards::add(const std::string& box_key, PortForward for
   for (const PortForward& other : all) {
     if (!sameHostPort(other, forward)) continue;
     if (other.box_id == box.id && other.host_address == forward.host_address) {
-      return fail(Errc::kAlreadyExists,
-                  fmt::format("Box {} already publishes {} (to box port {}); remove it first "
-                              "with 'hutch port rm {} {}'",
-                              box.name, hostEndpoint(other), other.box_port, box.name,
-                              other.host_port));
+      return fail(
+          Errc::kAlreadyExists,
+          fmt::format("Box {} already publishes {} (to box port {}); remove it first "
+                      "with 'hutch port rm {} {}'",
+                      box.name, hostEndpoint(other), other.box_port, box.name, other.host_port));
     }
   }
   // Bound first: a port in use is an error now, and then nothing is recorded.
@@ -330,8 +330,7 @@ Result<> PortForwards::remove(const std::string& box_key, uint16_t host_port,
 void PortForwards::openFor(const std::string& box_id) {
   auto forwards = store_.ports(box_id);
   if (!forwards) {
-    spdlog::warn("box={} cannot read its published ports: {}", box_id,
-                 forwards.error().describe());
+    spdlog::warn("box={} cannot read its published ports: {}", box_id, forwards.error().describe());
     return;
   }
   for (const PortForward& f : *forwards) {

@@ -32,16 +32,15 @@ Result<> BoxStore::insertPort(const box::PortForward& forward) {
   for (const box::PortForward& other : all) {
     if (!box::sameHostPort(other, forward)) continue;
     auto owner = find(other.box_id);
-    std::string who = owner ? fmt::format("box {} ({})", owner->name,
-                                          box::stateName(owner->state))
+    std::string who = owner ? fmt::format("box {} ({})", owner->name, box::stateName(owner->state))
                             : "box " + other.box_id;
     return fail(Errc::kAlreadyExists,
                 fmt::format("Port {} is already published by {} (as {}); choose another host "
                             "port or remove that one with 'hutch port rm'",
                             forward.host_port, who, box::hostEndpoint(other)));
   }
-  HUTCH_TRY(Statement st, db_.prepare(fmt::format("INSERT INTO ports ({}) VALUES (?,?,?,?,?)",
-                                                  kPortColumns)));
+  HUTCH_TRY(Statement st,
+            db_.prepare(fmt::format("INSERT INTO ports ({}) VALUES (?,?,?,?,?)", kPortColumns)));
   st.bind(1, forward.box_id)
       .bind(2, forward.host_address)
       .bind(3, static_cast<int64_t>(forward.host_port))
@@ -80,8 +79,8 @@ Result<std::vector<box::PortForward>> BoxStore::ports(const std::string& box_id)
 }
 
 Result<std::vector<box::PortForward>> BoxStore::allPorts() {
-  HUTCH_TRY(Statement st, db_.prepare(fmt::format(
-                              "SELECT {} FROM ports ORDER BY box_id, host_port", kPortColumns)));
+  HUTCH_TRY(Statement st, db_.prepare(fmt::format("SELECT {} FROM ports ORDER BY box_id, host_port",
+                                                  kPortColumns)));
   return readPorts(st);
 }
 

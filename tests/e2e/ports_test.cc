@@ -183,8 +183,8 @@ TEST_F(PortsTest, PortsFollowTheBoxThroughStopStartAndGoAwayWithIt) {
 
 TEST_F(PortsTest, DetachedProcessesListKillAndLogs) {
   ASSERT_EQ(d().hutch({"run", "--name", "bg"}).exit_code, 0);
-  auto started = d().hutch({"exec", "-d", "bg", "--", "sh", "-c",
-                            "echo out-line; echo err-line >&2; exec sleep 1000"});
+  auto started = d().hutch(
+      {"exec", "-d", "bg", "--", "sh", "-c", "echo out-line; echo err-line >&2; exec sleep 1000"});
   ASSERT_EQ(started.exit_code, 0) << started.err;
   std::string id = started.out.substr(0, started.out.find('\n'));
   ASSERT_EQ(id.size(), 8u) << started.out;

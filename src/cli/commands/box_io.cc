@@ -233,10 +233,10 @@ int cmdBoxLogs(const ApiClient& client, const Output& out, const std::string& bo
       if (p.value("id", "") == options.exec_id) path = p.value("log", "");
     }
     if (path.empty()) {
-      return reportError(out, Error(Errc::kNotFound,
-                                    fmt::format("Box {} has no detached process '{}' (see 'hutch "
-                                                "procs {}')",
-                                                box, options.exec_id, box)));
+      return reportError(
+          out, Error(Errc::kNotFound, fmt::format("Box {} has no detached process '{}' (see 'hutch "
+                                                  "procs {}')",
+                                                  box, options.exec_id, box)));
     }
   } else {
     if (!proto::isValidServiceName(options.service)) {
@@ -252,11 +252,11 @@ int cmdBoxLogs(const ApiClient& client, const Output& out, const std::string& bo
     }
     if (path.empty()) {
       return reportError(
-          out, Error(Errc::kNotFound,
-                     fmt::format("Box {} has no service '{}' ({})", box, options.service,
-                                 names.empty() ? std::string("its image declares none")
-                                               : fmt::format("services: {}",
-                                                             fmt::join(names, ", ")))));
+          out,
+          Error(Errc::kNotFound,
+                fmt::format("Box {} has no service '{}' ({})", box, options.service,
+                            names.empty() ? std::string("its image declares none")
+                                          : fmt::format("services: {}", fmt::join(names, ", ")))));
     }
   }
   // The log is read in the box by tail, as root (the logs are root's); -f follows it until ^C.
