@@ -225,6 +225,15 @@ def docker_bench(a):
                 d.run("rm", "-f", f"{mode}{i}")
             results[mode] = {"median_s": round(statistics.median(times), 2),
                              "runs_s": [round(t, 2) for t in times]}
+            if mode == "snapshot":  # for scale: the docker run alone, in a running box
+                d.run("run", "--name", "alone", "--template", "dockerbb")
+                wait_docker(d, "alone")
+                alone = []
+                for _ in range(a.runs):
+                    t0 = time.monotonic()
+                    d.run("exec", "alone", "--", "docker", "run", "--rm", "hutch-busybox", "true")
+                    alone.append(time.monotonic() - t0)
+                results["docker_run_alone"] = {"median_s": round(statistics.median(alone), 2)}
         finally:
             d.close()
     return results

@@ -26,7 +26,10 @@ sockaddr_in loopback(uint16_t port) {
 uint16_t freePort() {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in addr = loopback(0);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd);
+    return 0;
+  }
   socklen_t len = sizeof addr;
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   ::close(fd);
