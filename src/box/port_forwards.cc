@@ -277,6 +277,12 @@ Result<PortStatus> PortForwards::add(const std::string& box_key, PortForward for
                       "with 'hutch port rm {} {}'",
                       box.name, hostEndpoint(other), other.box_port, box.name, other.host_port));
     }
+    auto owner = store_.find(other.box_id);
+    return fail(Errc::kAlreadyExists,
+                fmt::format("Cannot publish port {} on {}: box {} publishes it (as {}); choose "
+                            "another host port",
+                            forward.host_port, forward.host_address,
+                            owner ? owner->name : other.box_id, hostEndpoint(other)));
   }
   // Bound first: a port in use is an error now, and then nothing is recorded.
   HUTCH_TRY(tcp::acceptor acceptor, bindHost(loop_, forward));

@@ -143,6 +143,7 @@ TEST_F(PortsTest, PortInUseIsAClearErrorAndNothingIsRecorded) {
   ASSERT_EQ(d().hutch({"run", "--name", "other"}).exit_code, 0);
   auto taken = d().hutch({"port", "other", std::to_string(port) + ":80"});
   EXPECT_EQ(taken.exit_code, 73) << taken.err;
+  EXPECT_NE(taken.err.find("box b publishes it"), std::string::npos) << taken.err;
   EXPECT_EQ(d().hutch({"port", "other", "80:70000"}).exit_code, 64);
   EXPECT_EQ(d().hutch({"port", "other", "nonsense"}).exit_code, 64);
   EXPECT_EQ(d().hutch({"port", "other", "8080:80/udp"}).exit_code, 69);
