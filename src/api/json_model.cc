@@ -227,10 +227,10 @@ json toJson(const box::PortForward& f) {
 }
 
 json toJson(const box::PortStatus& s) {
-  return json{{"box_id", s.forward.box_id},           {"address", s.forward.host_address},
-              {"host_port", s.forward.host_port},     {"box_port", s.forward.box_port},
-              {"listening", s.listening},             {"error", s.error},
-              {"connections", s.connections},         {"accepted", s.accepted},
+  return json{{"box_id", s.forward.box_id},        {"address", s.forward.host_address},
+              {"host_port", s.forward.host_port},  {"box_port", s.forward.box_port},
+              {"listening", s.listening},          {"error", s.error},
+              {"connections", s.connections},      {"accepted", s.accepted},
               {"created_at", s.forward.created_at}};
 }
 
@@ -243,7 +243,8 @@ Result<box::PortStatus> portStatusFromJson(const json& j) {
   HUTCH_TRY_VOID(readField(j, "host_port", s.forward.host_port, kWhat));
   HUTCH_TRY_VOID(readField(j, "box_port", s.forward.box_port, kWhat));
   HUTCH_TRY_VOID(readField(j, "created_at", s.forward.created_at, kWhat));
-  if (auto it = j.find("listening"); it != j.end() && it->is_boolean()) s.listening = it->get<bool>();
+  if (auto it = j.find("listening"); it != j.end() && it->is_boolean())
+    s.listening = it->get<bool>();
   HUTCH_TRY_VOID(readField(j, "error", s.error, kWhat));
   HUTCH_TRY_VOID(readField(j, "connections", s.connections, kWhat));
   HUTCH_TRY_VOID(readField(j, "accepted", s.accepted, kWhat));

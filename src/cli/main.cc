@@ -71,8 +71,9 @@ int main(int argc, char** argv) {
       "logs", "Print a box's console log, or the log of a detached process or a service in it");
   logs_cmd->add_option("--exec", box_logs.exec_id, "A detached process's id (hutch procs BOX)");
   logs_cmd->add_option("--service", box_logs.service, "A service's name (hutch services BOX)");
-  logs_cmd->add_flag("-f,--follow", box_logs.follow, "Keep printing what is appended (--exec, "
-                                                     "--service)");
+  logs_cmd->add_flag("-f,--follow", box_logs.follow,
+                     "Keep printing what is appended (--exec, "
+                     "--service)");
   logs_cmd->add_option("box", logs_box, "Box name or id")->required();
 
   std::string port_box;
@@ -91,8 +92,7 @@ int main(int argc, char** argv) {
   port_cmd->add_option("spec", port_spec, "[ADDR:]HOSTPORT:BOXPORT (ADDR defaults to 127.0.0.1)");
 
   std::string procs_box;
-  auto* procs_cmd =
-      app.add_subcommand("procs", "List a box's detached processes (hutch exec -d)");
+  auto* procs_cmd = app.add_subcommand("procs", "List a box's detached processes (hutch exec -d)");
   procs_cmd->alias("top");
   procs_cmd->add_option("box", procs_box, "Box name or id")->required();
 
@@ -216,8 +216,8 @@ int main(int argc, char** argv) {
   if (inspect_cmd->parsed()) return cmdInspect(client, out, inspect_boxes);
   if (logs_cmd->parsed()) {
     if (!box_logs.exec_id.empty() && !box_logs.service.empty()) {
-      return reportError(out, hutch::Error(hutch::Errc::kInvalidArgument,
-                                           "Give --exec or --service, not both"));
+      return reportError(
+          out, hutch::Error(hutch::Errc::kInvalidArgument, "Give --exec or --service, not both"));
     }
     if (!box_logs.exec_id.empty() || !box_logs.service.empty()) {
       return cmdBoxLogs(client, out, logs_box, box_logs);
@@ -229,7 +229,8 @@ int main(int argc, char** argv) {
     return cmdLogs(client, out, logs_box);
   }
   if (port_ls->parsed()) return cmdPortList(client, out, port_box);
-  if (port_rm->parsed()) return cmdPortRemove(client, out, port_box, port_rm_ports, port_rm_address);
+  if (port_rm->parsed())
+    return cmdPortRemove(client, out, port_box, port_rm_ports, port_rm_address);
   if (port_cmd->parsed()) {
     if (port_box.empty() || port_spec.empty()) {
       return reportError(out, hutch::Error(hutch::Errc::kInvalidArgument,

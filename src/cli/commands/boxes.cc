@@ -81,8 +81,8 @@ int cmdRun(const ApiClient& client, const Output& out, const RunOptions& options
   if (auto published = publishPorts(client, b->id, options.publish); !published) {
     // Like a container whose port is taken: nothing is left behind.
     (void)client.call(verb::delete_, "/v1/boxes/" + b->id + "?force=true");
-    return reportError(out, published.error().withContext(
-                                fmt::format("Box {} was removed again", b->name)));
+    return reportError(
+        out, published.error().withContext(fmt::format("Box {} was removed again", b->name)));
   }
   if (options.exec.argv.empty()) {
     if (out.json) {

@@ -19,7 +19,7 @@ struct RunOptions {
   std::string memory = "512M";
   std::string disk;  // empty: the template's size
   bool detach = false;
-  bool remove = false;  // --rm: remove the box after the command
+  bool remove = false;               // --rm: remove the box after the command
   std::vector<std::string> publish;  // -p [ADDR:]HOSTPORT:BOXPORT, published once it runs
   ExecOptions exec;
 };
