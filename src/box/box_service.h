@@ -49,6 +49,17 @@ struct ServiceConfig {
   unsigned pool_size = 2;  // restored, paused boxes kept ready per template snapshot
 };
 
+
+
+// Told of every box state change (after it is stored) and of removals: what lives and dies with
+// a running box outside BoxService (published ports, port_forwards.h) follows it this way.
+class BoxObserver {
+ public:
+  virtual ~BoxObserver() = default;
+  virtual void boxStateChanged(const Box& box) = 0;
+  virtual void boxRemoved(const std::string& box_id) = 0;
+};
+
 class BoxService {
  public:
   BoxService(asio::any_io_executor loop, asio::thread_pool& pool, storage::BoxStore& store,
@@ -74,6 +85,8 @@ class BoxService {
   // What a running box's VMM uses of the host (its cgroup): memory, CPU time, tasks.
   Result<vmm::ResourceUsage> usage(const std::string& key);
   const std::string& defaultUser() const { return config_.default_user; }
+  // One observer (or none); it must outlive the service or be reset to nullptr first.
+  void setObserver(BoxObserver* observer) { observer_ = observer; }
 
   // Captures a running box (paused for the capture, then resumed) and starts spec.count new boxes
   // from it, each with its own disk overlay and identity; running processes and unsaved files
@@ -191,6 +204,7 @@ class BoxService {
   std::set<std::string> filling_;                           // keys being refilled
   // uid indices (jail::boxIds) held by template VMs while they run.
   std::set<uint32_t> template_uid_indices_;
+  BoxObserver* observer_ = nullptr;
 };
 
 }  // namespace hutch::box

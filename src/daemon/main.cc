@@ -19,6 +19,7 @@
 #include "box/snapshot.h"
 #include "jail/box_ids.h"
 #include "jail/cgroup.h"
+#include "box/port_forwards.h"
 #include "storage/box_store.h"
 #include "storage/templates.h"
 #include "sys/files.h"
@@ -175,7 +176,10 @@ int run(int argc, char** argv) {
   hutch::box::TemplateService template_service(
       pool, *store, templates,
       {std::filesystem::canonical(state / "images"), recipes, builder, agent, image_cache});
+  hutch::box::PortForwards ports(loop.get_executor(), *store, service);
+  service.setObserver(&ports);
   hutch::api::registerRoutes(router, service, template_service, info);
+  hutch::api::registerBoxIoRoutes(router, service, ports);
   hutch::api::HttpServer server(loop.get_executor(), router);
 
   // Reattach to boxes an earlier hutchd left running, then serve the API. (The loop keeps
@@ -189,6 +193,7 @@ int run(int argc, char** argv) {
                             loop.stop();
                             return;
                           }
+                          ports.openRunning();  // published ports of adopted boxes
                           if (auto listening = server.listen(socket_path, 0660); !listening) {
                             spdlog::error("{}", listening.error().describe());
                             exit_code = 69;
@@ -203,6 +208,8 @@ int run(int argc, char** argv) {
   signals.async_wait([&](const boost::system::error_code&, int sig) {
     spdlog::info("signal {}: shutting down (boxes keep running)", sig);
     server.stop();
+    service.setObserver(nullptr);
+    ports.closeAll();
     boost::asio::co_spawn(
         loop,
         [&]() -> boost::asio::awaitable<void> {

@@ -68,6 +68,11 @@ Daemon::Daemon() {
   dir_ = ::mkdtemp(tmpl);
   std::filesystem::create_directories(stateDir() / "templates");
   std::filesystem::create_symlink(image, stateDir() / "templates" / "base");
+  // The docker template, when built (scripts/test.sh: HUTCH_TEST_DOCKER_IMAGE).
+  if (const char* docker = std::getenv("HUTCH_TEST_DOCKER_IMAGE");
+      docker != nullptr && std::filesystem::exists(std::filesystem::path(docker) / "rootfs.img")) {
+    std::filesystem::create_symlink(docker, stateDir() / "templates" / "docker");
+  }
   startDaemon();
 }
 
