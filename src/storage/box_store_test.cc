@@ -106,8 +106,8 @@ TEST(BoxStoreTest, MigrationGivesOlderBoxesTheirOwnUidIndex) {
     auto db = Database::open(path.string());
     ASSERT_TRUE(db);
     ASSERT_TRUE(
-        db->exec("DROP INDEX box_uid_index; ALTER TABLE boxes DROP COLUMN uid_index; "
-                 "PRAGMA user_version = 3;"));
+        db->exec("DROP TABLE ports; DROP INDEX box_uid_index; "
+                 "ALTER TABLE boxes DROP COLUMN uid_index; PRAGMA user_version = 3;"));
   }
   auto store = BoxStore::open(path.string());
   ASSERT_TRUE(store) << store.error().describe();
