@@ -28,6 +28,7 @@
 #include "agent/init/system_control.h"
 #include "agent/log.h"
 #include "agent/server.h"
+#include "agent/services/supervisor.h"
 
 namespace hutch::agent {
 namespace {
@@ -86,9 +87,11 @@ int serve(const Options& options) {
 
   // Declared before use in the callbacks below; the server outlives the loop's run().
   std::unique_ptr<SystemControl> system;
+  std::unique_ptr<Supervisor> supervisor;
   std::unique_ptr<Server> server;
   auto shutdown = [&] {
-    if (as_pid1) powerOff();  // never returns
+    if (supervisor) supervisor->stopAll();  // services first, with their own grace period
+    if (as_pid1) powerOff();                // never returns
     server->closeAllStreams();
     loop.stop();
   };
@@ -99,18 +102,26 @@ int serve(const Options& options) {
   if (as_pid1) {
     system = realSystemControl();
     server_options.exec_log_dir = kExecLogDir;
+    supervisor = std::make_unique<Supervisor>(loop, SupervisorOptions{});
   } else if (!options.root.empty()) {
     system = recordingSystemControl(options.root);
     server_options.identity_files = IdentityFiles::under(options.root);
     server_options.exec_log_dir = options.root + kExecLogDir;
+    SupervisorOptions services;
+    services.config_dir = options.root + services.config_dir;
+    services.log_dir = options.root + services.log_dir;
+    supervisor = std::make_unique<Supervisor>(loop, services);
   }
+  server_options.services = supervisor.get();
   server_options.system = system.get();
   server = std::make_unique<Server>(loop, *source, server_options);
 
   auto watched = loop.add(signals->get(), EPOLLIN, [&](uint32_t) {
     while (int sig = readSignal(signals->get())) {
       if (sig == SIGCHLD) {
-        reapChildren([&](pid_t pid, int status) { server->onChildExited(pid, status); });
+        reapChildren([&](pid_t pid, int status) {
+          if (!supervisor || !supervisor->onExited(pid, status)) server->onChildExited(pid, status);
+        });
       } else if (sig == SIGHUP) {
         continue;  // a console hangup is not a reason to stop
       } else {
@@ -129,6 +140,7 @@ int serve(const Options& options) {
     logError(started.error().describe());
     return 1;
   }
+  if (supervisor) supervisor->start();
   loop.run();
   return 0;
 }

@@ -13,6 +13,7 @@
 #include "proto/identity.h"
 #include "proto/messages.h"
 #include "proto/processes.h"
+#include "proto/services.h"
 #include "proto/tcp.h"
 
 namespace hutch::agent {
@@ -240,6 +241,7 @@ std::vector<std::string> Server::capabilities() const {
   if (options_.system) names.emplace_back("identity");
   if (detached_) names.emplace_back("detach");
   names.emplace_back("tcp");
+  if (options_.services) names.emplace_back("services");
   return names;
 }
 
@@ -318,6 +320,13 @@ void Server::handleSignalProcess(const Frame& frame) {
     return sendError(id, signalled.error());
   }
   sendFrame(FrameType::kResult, id, "{}");
+}
+
+void Server::handleServices(const Frame& frame) {
+  const uint32_t id = frame.stream;
+  if (!openStream(frame)) return;
+  if (!options_.services) return sendError(id, Error(Errc::kUnsupported, "No services here"));
+  sendFrame(FrameType::kResult, id, proto::encodeMessage(options_.services->status()));
 }
 
 void Server::handleConnect(const Frame& frame) {
@@ -417,6 +426,7 @@ void Server::handleFrame(const Frame& frame) {
     case FrameType::kIdentity: return handleIdentity(frame);
     case FrameType::kProcesses: return handleProcesses(frame);
     case FrameType::kSignalProcess: return handleSignalProcess(frame);
+    case FrameType::kServices: return handleServices(frame);
     case FrameType::kConnect: return handleConnect(frame);
     case FrameType::kData:
     case FrameType::kEof:

@@ -26,6 +26,7 @@
 #include "agent/init/identity.h"
 #include "agent/init/system_control.h"
 #include "agent/net/tcp_stream.h"
+#include "agent/services/supervisor.h"
 #include "proto/frame.h"
 
 namespace hutch::agent {
@@ -41,6 +42,8 @@ struct ServerOptions {
   IdentityFiles identity_files;
   // Where detached processes' logs go; empty: no "detach" (a --listen agent without --root).
   std::string exec_log_dir;
+  // The supervised services, for kServices; null: no "services". Not owned.
+  Supervisor* services = nullptr;
 };
 
 // kIdentity with grow_root: how long the agent waits for the enlarged disk to show, and how often
@@ -87,6 +90,7 @@ class Server : public StreamSink {
   void handleProcesses(const proto::Frame& frame);
   void handleSignalProcess(const proto::Frame& frame);
   void handleConnect(const proto::Frame& frame);
+  void handleServices(const proto::Frame& frame);
   void routeTcpFrame(const proto::Frame& frame);
   void growRootThenAnswer(uint32_t stream, std::optional<Error> earlier,
                           EventLoop::Clock::time_point deadline);

@@ -43,10 +43,10 @@ struct Box {
   std::string name;  // unique, user-chosen or generated
   BoxConfig config;
   BoxState state = BoxState::kCreating;
-  std::string reason;      // why the box failed; empty otherwise
-  std::string accel;       // acceleration the VM runs with ("tcg", "kvm")
-  std::string image_dir;   // the template build it was made from (kernel, initrd, base disk)
-  std::string boot;        // how it last started: "restored from ..." or "cold boot: why"
+  std::string reason;     // why the box failed; empty otherwise
+  std::string accel;      // acceleration the VM runs with ("tcg", "kvm")
+  std::string image_dir;  // the template build it was made from (kernel, initrd, base disk)
+  std::string boot;       // how it last started: "restored from ..." or "cold boot: why"
   // The box's writable disk, a qcow2 file in its directory. A capture (fork, checkpoint)
   // freezes it as a layer and moves the box's writes to a new file.
   std::string disk = "disk.qcow2";

@@ -18,7 +18,6 @@
 
 namespace hutch::box {
 
-
 BoxService::BoxService(asio::any_io_executor loop, asio::thread_pool& pool,
                        storage::BoxStore& store, const storage::TemplateStore& templates,
                        vmm::VmBackend& backend, ServiceConfig config)
@@ -54,19 +53,32 @@ asio::awaitable<Result<Box>> BoxService::create(BoxSpec spec) {
                                tmpl.name));
   }
 
+  std::string key =
+      templateSnapshotKey(tmpl.dir.string(), spec.config.cpus, spec.config.memory_mib);
+  std::optional<Pooled> pooled;
+  if (config_.use_snapshots && spec.config.disk_mib == 0) pooled = takePooled(key, spec.config);
+
   Box box;
-  box.id = randomId();
+  box.id = pooled ? pooled->id : randomId();
   box.name = spec.name.empty() ? "box-" + box.id.substr(0, 8) : spec.name;
   box.config = spec.config;
   box.state = BoxState::kCreating;
   box.accel = std::string(vmm::accelName(config_.accel.accel));
   box.image_dir = tmpl.dir.string();
   box.created_at = box.updated_at = unixNow();
+  if (pooled) box.uid_index = pooled->uid_index;  // its VM already runs as that uid
   HUTCH_CO_TRY_VOID(store_.insert(box));
+  if (pooled) held_uid_indices_.erase(static_cast<uint32_t>(pooled->uid_index));
   spdlog::info("box={} name={} creating from template {}", box.id, box.name, tmpl.name);
 
   std::filesystem::path dir = boxDir(box.id);
   std::filesystem::create_directories(dir, ec);
+  if (pooled) {
+    box.boot = fmt::format("restored from template snapshot {} (warm pool)", pooled->snapshot_id);
+    auto made = co_await bootBox(box, nullptr, std::move(pooled->vm));
+    refillPool(key, tmpl, box.config);
+    co_return made;
+  }
   if (!ec && config_.use_snapshots && box.config.disk_mib == 0) {
     std::string note;
     auto snapshot = co_await templateSnapshot(tmpl, box.config, note);
@@ -77,10 +89,12 @@ asio::awaitable<Result<Box>> BoxService::create(BoxSpec spec) {
                            .disk_bytes = std::filesystem::file_size(tmpl.rootfs, ec),
                            .label = fmt::format("template snapshot {}", snapshot->id)};
       box.boot = fmt::format("restored from {}{}", source.label, note);
-      co_return co_await bootBox(box, &source);
+      auto made = co_await bootBox(box, &source);
+      refillPool(key, tmpl, box.config);
+      co_return made;
     }
-    box.boot = fmt::format("cold boot: no template snapshot ({}){}",
-                           snapshot.error().describe(), note);
+    box.boot =
+        fmt::format("cold boot: no template snapshot ({}){}", snapshot.error().describe(), note);
     spdlog::warn("box={} {}", box.id, box.boot);
   } else if (!config_.use_snapshots) {
     box.boot = "cold boot: snapshots are off (hutchd --no-snapshots)";
@@ -125,10 +139,11 @@ asio::awaitable<Result<Box>> BoxService::start(const std::string& key) {
   co_return co_await bootBox(box);
 }
 
-asio::awaitable<Result<Box>> BoxService::bootBox(Box& box, const RestoreSource* from) {
+asio::awaitable<Result<Box>> BoxService::bootBox(Box& box, const RestoreSource* from,
+                                                 std::unique_ptr<vmm::Vm> launched) {
   auto runtime = std::make_shared<Runtime>(loop_);
   runtimes_[box.id] = runtime;
-  auto booted = co_await boot(box, runtime, from);
+  auto booted = co_await boot(box, runtime, from, std::move(launched));
   if (runtime->removed) {
     co_return fail(Errc::kCancelled, fmt::format("Box {} was removed while starting", box.name));
   }
@@ -185,12 +200,13 @@ std::vector<std::string> BoxService::backingFilesFor(const std::filesystem::path
 
 Result<uint32_t> BoxService::freeUidIndex() {
   HUTCH_TRY(std::vector<uint32_t> used, store_.uidIndices());
-  used.insert(used.end(), template_uid_indices_.begin(), template_uid_indices_.end());
+  used.insert(used.end(), held_uid_indices_.begin(), held_uid_indices_.end());
   return jail::firstFreeIndex(used);
 }
 
 asio::awaitable<Result<>> BoxService::boot(Box& box, std::shared_ptr<Runtime> runtime,
-                                           const RestoreSource* from) {
+                                           const RestoreSource* from,
+                                           std::unique_ptr<vmm::Vm> launched) {
   if (box.uid_index < 0) {
     // The box's own uid and gid for its VMM, kept until the box is removed.
     HUTCH_CO_TRY(box.uid_index, freeUidIndex());
@@ -203,8 +219,11 @@ asio::awaitable<Result<>> BoxService::boot(Box& box, std::shared_ptr<Runtime> ru
                                "cannot boot without its kernel",
                                box.image_dir));
   }
-  if (!from) pruneDiskFiles(box, box.disk);
-  if (from) {
+  const bool restored = from != nullptr || launched != nullptr;
+  if (!restored) pruneDiskFiles(box, box.disk);
+  if (launched) {
+    runtime->vm = std::move(launched);  // restored already, paused (the warm pool)
+  } else if (from) {
     // A fresh overlay on the frozen layer: whatever the box's disk held before is replaced.
     pruneDiskFiles(box, "");
     box.disk = "disk.qcow2";
@@ -222,11 +241,13 @@ asio::awaitable<Result<>> BoxService::boot(Box& box, std::shared_ptr<Runtime> ru
     spec.ram = from->memory_file.empty() ? vmm::GuestRam::kPrivate : vmm::GuestRam::kMappedFile;
     spec.memory_file = from->memory_file;
   }
-  HUTCH_CO_TRY(runtime->vm, co_await backend_.launch(spec));
+  if (!runtime->vm) {
+    HUTCH_CO_TRY(runtime->vm, co_await backend_.launch(spec));
+  }
   box.pid = runtime->vm->pid();
   HUTCH_CO_TRY_VOID(store_.update(box));
   asio::co_spawn(loop_, watch(box.id, runtime), asio::detached);
-  if (from) HUTCH_CO_TRY_VOID(co_await runtime->vm->resume());
+  if (restored) HUTCH_CO_TRY_VOID(co_await runtime->vm->resume());
 
   auto deadline = std::chrono::steady_clock::now() + config_.boot_timeout;
   auto agent = co_await connectAgent(spec.agentSocket(), deadline);
@@ -238,7 +259,7 @@ asio::awaitable<Result<>> BoxService::boot(Box& box, std::shared_ptr<Runtime> ru
         fmt::format("The guest agent did not answer within {} s", config_.boot_timeout.count())));
   }
   runtime->agent = std::move(*agent);
-  if (from) HUTCH_CO_TRY_VOID(co_await applyIdentity(box, *runtime, false));
+  if (restored) HUTCH_CO_TRY_VOID(co_await applyIdentity(box, *runtime, false));
   co_return ok();
 }
 
@@ -442,6 +463,7 @@ asio::awaitable<Result<>> BoxService::recoverAfterRestart() {
                    "hutchd restarted while the box was " + std::string(stateName(box.state))));
     }
   }
+  co_await removeOrphans();
   collectGarbage();
   co_return ok();
 }
@@ -450,7 +472,7 @@ asio::awaitable<Result<>> BoxService::adopt(Box& box) {
   auto runtime = std::make_shared<Runtime>(loop_);
   HUTCH_CO_TRY(runtime->vm, co_await backend_.adopt(boxDir(box.id)));
   // An earlier hutchd may have died in the middle of a capture, with the VM paused.
-  HUTCH_CO_TRY_VOID(co_await runtime->vm->resume());
+  HUTCH_CO_TRY_VOID(co_await runtime->vm->settle());
   auto agent = co_await connectAgent(boxDir(box.id) / "agent.sock",
                                      std::chrono::steady_clock::now() + std::chrono::seconds(10));
   if (!agent) co_return fail(agent.error().withContext("The guest agent did not answer"));

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -42,12 +43,11 @@ struct ServiceConfig {
   // Snapshots: <state>/snapshots/<id>/ and frozen disk layers in <state>/layers/.
   std::filesystem::path snapshots_dir;
   std::filesystem::path layers_dir;
-  SnapshotEnv env;               // this host, as snapshot manifests record it
-  bool use_snapshots = true;     // false: every create boots cold (hutchd --no-snapshots)
+  SnapshotEnv env;            // this host, as snapshot manifests record it
+  bool use_snapshots = true;  // false: every create boots cold (hutchd --no-snapshots)
   std::chrono::seconds ready_timeout{180};  // a template's ready check before its snapshot
+  unsigned pool_size = 2;  // restored, paused boxes kept ready per template snapshot
 };
-
-
 
 class BoxService {
  public:
@@ -95,6 +95,8 @@ class BoxService {
   asio::awaitable<Result<>> recoverAfterRestart();
   // Stops watching all VMs (they keep running) — for daemon shutdown.
   void detachAll();
+  // Kills the warm pool's VMs (they are no one's boxes) — for daemon shutdown.
+  asio::awaitable<void> drainPool();
 
  private:
   struct Runtime {
@@ -129,13 +131,28 @@ class BoxService {
     std::optional<Result<Snapshot>> result;
   };
 
-  asio::awaitable<Result<Box>> bootBox(Box& box, const RestoreSource* from = nullptr);
+  // A restored VM waiting, paused, in the warm pool for a create to take it.
+  struct Pooled {
+    std::string id;  // the box id it was made for (its directory)
+    std::string snapshot_id;
+    std::unique_ptr<vmm::Vm> vm;
+    int64_t uid_index = -1;  // held in held_uid_indices_ until a box takes it
+  };
+
+  asio::awaitable<Result<Box>> bootBox(Box& box, const RestoreSource* from = nullptr,
+                                       std::unique_ptr<vmm::Vm> launched = nullptr);
   asio::awaitable<Result<>> boot(Box& box, std::shared_ptr<Runtime> runtime,
-                                 const RestoreSource* from);
+                                 const RestoreSource* from, std::unique_ptr<vmm::Vm> launched);
+  // A pooled VM restored from the current, still compatible snapshot for `key`, if any.
+  std::optional<Pooled> takePooled(const std::string& key, const BoxConfig& config);
+  void refillPool(const std::string& key, const storage::Template& tmpl, const BoxConfig& config);
+  asio::awaitable<void> fillPool(std::string key, storage::Template tmpl, BoxConfig config);
+  // Box directories with no record: pool VMs of an earlier hutchd. Their QEMU is killed.
+  asio::awaitable<void> removeOrphans();
   vmm::VmSpec vmSpecFor(const Box& box) const;
   // fnmatch patterns of the files a disk may stand on (VmSpec::backing_files).
   std::vector<std::string> backingFilesFor(const std::filesystem::path& image_dir) const;
-  // The lowest uid index (jail::boxIds) no box and no template VM holds.
+  // The lowest uid index (jail::boxIds) no box, template VM or pooled VM holds.
   Result<uint32_t> freeUidIndex();
   asio::awaitable<Result<>> applyIdentity(const Box& box, Runtime& runtime, bool grow_root);
   // The template snapshot a new box of `config` restores from: a compatible one, or one made
@@ -170,8 +187,10 @@ class BoxService {
   ServiceConfig config_;
   std::map<std::string, std::shared_ptr<Runtime>> runtimes_;
   std::map<std::string, std::shared_ptr<Flight>> flights_;  // by template snapshot key
-  // uid indices (jail::boxIds) held by template VMs while they run.
-  std::set<uint32_t> template_uid_indices_;
+  // uid indices (jail::boxIds) of VMs with no box record: template VMs and the warm pool's.
+  std::set<uint32_t> held_uid_indices_;
+  std::map<std::string, std::vector<Pooled>> warm_;         // the warm pool, by snapshot key
+  std::set<std::string> filling_;                           // keys being refilled
 };
 
 }  // namespace hutch::box

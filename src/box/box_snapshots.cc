@@ -1,16 +1,17 @@
 // BoxService's snapshot operations: template snapshots, fork, checkpoints and rollback, space
 // accounting and garbage collection. See docs/snapshots.md for the design and its measurements.
 #include <fmt/format.h>
+#include <openssl/sha.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
+#include <array>
+#include <functional>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <array>
 #include <set>
-#include <openssl/sha.h>
 
 #include "box/box_service.h"
 #include "event/offload.h"
@@ -23,6 +24,8 @@ namespace hutch::box {
 namespace fs = std::filesystem;
 
 namespace {
+
+constexpr const char* kReadyCheck = "/etc/hutch/ready";
 
 // Allocated bytes of a file, or of everything under a directory.
 uint64_t allocatedBytes(const fs::path& path) {
@@ -52,6 +55,16 @@ std::string machineIdFor(const std::string& box_id) {
   std::string hex;
   for (size_t i = 0; i < 16; ++i) hex += fmt::format("{:02x}", digest[i]);
   return hex;
+}
+
+// A pooled VM that can no longer be handed out; `release` gives its uid index back once its QEMU
+// is gone. (Parameters, not lambda captures: a coroutine lambda's captures die with the lambda
+// object, before the coroutine ends.)
+asio::awaitable<void> discardPooled(std::shared_ptr<vmm::Vm> vm, fs::path dir,
+                                    std::function<void()> release) {
+  co_await vm->kill();
+  release();
+  removeQuietly(dir);
 }
 
 // Frozen files are never written again: root's and 0444, so that every box's uid can read them
@@ -92,8 +105,9 @@ asio::awaitable<Result<Snapshot>> BoxService::templateSnapshot(const storage::Te
     // Never restored: it goes, and a new one is made from a cold boot.
     note = fmt::format(" (made now: snapshot {} was refused: {})", existing->id, *why);
     spdlog::warn("Template snapshot {} refused: {}", existing->id, *why);
+    // Its files go once no box stands on its disk layer (collectGarbage).
     HUTCH_CO_TRY_VOID(store_.removeSnapshot(existing->id));
-    removeQuietly(existing->dir);
+    collectGarbage();
   }
   if (auto it = flights_.find(key); it != flights_.end()) {
     std::shared_ptr<Flight> flight = it->second;
@@ -119,9 +133,11 @@ asio::awaitable<Result<>> BoxService::runReadyCheck(guest::AgentClient& agent,
   std::string last = "never ran";
   while (std::chrono::steady_clock::now() < deadline) {
     proto::ExecRequest request;
-    request.argv = {"/bin/sh", "-c", command};
+    request.argv = {command};
     request.user = "root";
     auto session = co_await agent.exec(request);
+    // An image without the check is ready once its agent answers.
+    if (!session && session.error().code() == Errc::kNotFound) co_return ok();
     if (!session) co_return fail(session.error().withContext("Cannot run the ready check"));
     for (;;) {
       auto event = co_await (*session)->next();
@@ -190,12 +206,12 @@ asio::awaitable<Result<Snapshot>> BoxService::makeTemplateSnapshot(const storage
     co_return fail(index.error());
   }
   spec.uid_index = *index;
-  template_uid_indices_.insert(*index);
+  held_uid_indices_.insert(*index);
   struct Release {
     std::set<uint32_t>& held;
     uint32_t index;
     ~Release() { held.erase(index); }
-  } release{template_uid_indices_, *index};
+  } release{held_uid_indices_, *index};
 
   auto vm = co_await backend_.launch(spec);
   if (!vm) {
@@ -214,12 +230,9 @@ asio::awaitable<Result<Snapshot>> BoxService::makeTemplateSnapshot(const storage
     Error error = agent.error().withContext("The template VM's agent did not answer");
     co_return co_await give_up(std::move(error));
   }
-  Result<> ready = ok();
-  if (auto check = sys::readFile(tmpl.dir / "ready", 4096); check && !check->empty()) {
-    std::string command = *check;
-    while (!command.empty() && command.back() == '\n') command.pop_back();
-    ready = co_await runReadyCheck(**agent, command);
-  }
+  // The image's own ready check (the docker template waits for dockerd to answer), so boxes
+  // restored from the snapshot have what the image promises already running.
+  auto ready = co_await runReadyCheck(**agent, kReadyCheck);
   // Named errors: GCC 12 destroys temporaries inside a co_await expression twice.
   if (!ready) {
     Error error = ready.error();
@@ -274,6 +287,120 @@ asio::awaitable<Result<Snapshot>> BoxService::makeTemplateSnapshot(const storage
   co_return snap;
 }
 
+// ---- the warm pool ----
+
+std::optional<BoxService::Pooled> BoxService::takePooled(const std::string& key,
+                                                         const BoxConfig& config) {
+  auto it = warm_.find(key);
+  if (it == warm_.end()) return std::nullopt;
+  auto current = store_.findTemplateSnapshot(key);
+  while (!it->second.empty()) {
+    Pooled entry = std::move(it->second.back());
+    it->second.pop_back();
+    bool usable = current && *current && (*current)->id == entry.snapshot_id && !entry.vm->exited();
+    if (usable) {
+      // Checked again: the snapshot may have been refused since (its manifest changed).
+      auto manifest = readManifest((*current)->dir);
+      usable = manifest && !incompatibility(*manifest, config_.env, config.cpus, config.memory_mib);
+    }
+    if (usable) return entry;
+    std::string id = entry.id;
+    std::shared_ptr<vmm::Vm> vm = std::move(entry.vm);
+    fs::path dir = boxDir(id);
+    int64_t index = entry.uid_index;
+    auto release = [this, index] { held_uid_indices_.erase(static_cast<uint32_t>(index)); };
+    asio::co_spawn(loop_, discardPooled(vm, dir, release), asio::detached);
+  }
+  return std::nullopt;
+}
+
+void BoxService::refillPool(const std::string& key, const storage::Template& tmpl,
+                            const BoxConfig& config) {
+  if (config_.pool_size == 0 || filling_.contains(key)) return;
+  if (warm_[key].size() >= config_.pool_size) return;
+  filling_.insert(key);
+  asio::co_spawn(loop_, fillPool(key, tmpl, config), asio::detached);
+}
+
+asio::awaitable<void> BoxService::fillPool(std::string key, storage::Template tmpl,
+                                           BoxConfig config) {
+  while (warm_[key].size() < config_.pool_size) {
+    auto snapshot = store_.findTemplateSnapshot(key);
+    if (!snapshot || !*snapshot) break;
+    Snapshot snap = **snapshot;
+    Box box;
+    box.id = randomId();
+    box.name = "pool-" + box.id;
+    box.config = config;
+    box.image_dir = tmpl.dir.string();
+    // Its own uid from now on; the box that takes it keeps it.
+    auto index = freeUidIndex();
+    if (!index) {
+      spdlog::warn("Warm pool for {}: {}", tmpl.name, index.error().describe());
+      break;
+    }
+    box.uid_index = *index;
+    vmm::VmSpec spec = vmSpecFor(box);
+    std::error_code ec;
+    fs::create_directories(boxDir(box.id), ec);
+    fs::path layer = snap.layer;
+    fs::path disk = spec.disk;
+    uint64_t bytes = fs::file_size(tmpl.rootfs, ec);
+    auto make_overlay = [layer, disk, bytes] {
+      return storage::createLayerOverlay(layer, disk, bytes);
+    };
+    auto overlay = co_await event::offload(pool_, std::move(make_overlay));
+    if (!overlay) {
+      spdlog::warn("Warm pool for {}: {}", tmpl.name, overlay.error().describe());
+      removeQuietly(boxDir(box.id));
+      break;
+    }
+    spec.incoming_state = snap.dir / "state";
+    spec.ram = vmm::GuestRam::kMappedFile;
+    spec.memory_file = snap.dir / "memory";
+    held_uid_indices_.insert(*index);
+    auto vm = co_await backend_.launch(spec);
+    if (!vm) {
+      held_uid_indices_.erase(*index);
+      spdlog::warn("Warm pool for {}: {}", tmpl.name, vm.error().describe());
+      removeQuietly(boxDir(box.id));
+      break;
+    }
+    spdlog::debug("Warm pool for {}: box {} ready (paused)", tmpl.name, box.id);
+    warm_[key].push_back(Pooled{box.id, snap.id, std::move(*vm), box.uid_index});
+  }
+  filling_.erase(key);
+}
+
+asio::awaitable<void> BoxService::drainPool() {
+  auto warm = std::move(warm_);
+  warm_.clear();
+  for (auto& [key, entries] : warm) {
+    for (Pooled& entry : entries) {
+      co_await entry.vm->kill();
+      held_uid_indices_.erase(static_cast<uint32_t>(entry.uid_index));
+      removeQuietly(boxDir(entry.id));
+    }
+  }
+}
+
+asio::awaitable<void> BoxService::removeOrphans() {
+  auto boxes = store_.list();
+  if (!boxes) co_return;
+  std::set<std::string> known;
+  for (const Box& box : *boxes) known.insert(box.id);
+  std::error_code ec;
+  std::vector<fs::path> orphans;
+  for (const auto& entry : fs::directory_iterator(config_.boxes_dir, ec)) {
+    if (!known.contains(entry.path().filename().string())) orphans.push_back(entry.path());
+  }
+  for (const fs::path& dir : orphans) {
+    if (auto vm = co_await backend_.adopt(dir); vm) co_await (*vm)->kill();
+    spdlog::info("Removing {} (no box record: a warm pool VM of an earlier hutchd)", dir.string());
+    removeQuietly(dir);
+  }
+}
+
 // ---- captures of running boxes ----
 
 Result<std::pair<Box, std::shared_ptr<BoxService::Runtime>>> BoxService::runningBox(
@@ -281,9 +408,8 @@ Result<std::pair<Box, std::shared_ptr<BoxService::Runtime>>> BoxService::running
   HUTCH_TRY(Box box, store_.find(key));
   auto it = runtimes_.find(box.id);
   if (box.state != BoxState::kRunning || it == runtimes_.end() || !it->second->vm) {
-    return fail(Errc::kFailedPrecondition,
-                fmt::format("Box {} is {}; {} needs a running box", box.name,
-                            stateName(box.state), what));
+    return fail(Errc::kFailedPrecondition, fmt::format("Box {} is {}; {} needs a running box",
+                                                       box.name, stateName(box.state), what));
   }
   if (it->second->busy) {
     return fail(Errc::kFailedPrecondition,
@@ -383,8 +509,7 @@ void BoxService::recoverInterruptedCapture(Box& box) {
     // The journal is in the box's directory, which the box's uid owns: a name, never a path.
     bool plain = new_name.starts_with("disk-") && new_name.find('/') == std::string::npos;
     if (plain && fs::exists(boxDir(box.id) / new_name, ec) && box.disk != new_name) {
-      spdlog::warn("box={} finishing an interrupted capture: its disk is now {}", box.id,
-                   new_name);
+      spdlog::warn("box={} finishing an interrupted capture: its disk is now {}", box.id, new_name);
       box.disk = new_name;
       if (auto stored = store_.update(box); !stored) {
         spdlog::error("box={} {}", box.id, stored.error().describe());
@@ -444,8 +569,7 @@ asio::awaitable<Result<Box>> BoxService::createFromCapture(const Box& parent, st
   co_return co_await bootBox(child, &source);
 }
 
-asio::awaitable<Result<std::vector<Box>>> BoxService::fork(const std::string& key,
-                                                           ForkSpec spec) {
+asio::awaitable<Result<std::vector<Box>>> BoxService::fork(const std::string& key, ForkSpec spec) {
   if (spec.count < 1 || spec.count > 64) {
     co_return fail(Errc::kInvalidArgument,
                    fmt::format("A fork makes 1 to 64 boxes, not {}", spec.count));
@@ -510,8 +634,7 @@ asio::awaitable<Result<std::vector<Box>>> BoxService::fork(const std::string& ke
   co_return result;
 }
 
-asio::awaitable<Result<Snapshot>> BoxService::checkpoint(const std::string& key,
-                                                         std::string name) {
+asio::awaitable<Result<Snapshot>> BoxService::checkpoint(const std::string& key, std::string name) {
   HUTCH_CO_TRY(auto found, runningBox(key, "a checkpoint"));
   auto [box, runtime] = std::move(found);
   Snapshot snap;
@@ -539,8 +662,7 @@ asio::awaitable<Result<Snapshot>> BoxService::checkpoint(const std::string& key,
   }
   snap.layer = captured->layer;
   snap.size_bytes = allocatedBytes(snap.dir) + allocatedBytes(snap.layer);
-  HUTCH_CO_TRY(SnapshotManifest manifest,
-               manifestFor(box, SnapshotKind::kCheckpoint, *captured));
+  HUTCH_CO_TRY(SnapshotManifest manifest, manifestFor(box, SnapshotKind::kCheckpoint, *captured));
   HUTCH_CO_TRY_VOID(writeManifest(snap.dir, manifest));
   HUTCH_CO_TRY_VOID(store_.insertSnapshot(snap));
   spdlog::info("box={} checkpoint {} in {} ms ({} MiB)", box.id, snap.name,
@@ -565,20 +687,18 @@ asio::awaitable<Result<>> BoxService::removeCheckpoint(const std::string& key,
   co_return ok();
 }
 
-asio::awaitable<Result<Box>> BoxService::rollback(const std::string& key,
-                                                  const std::string& name) {
+asio::awaitable<Result<Box>> BoxService::rollback(const std::string& key, const std::string& name) {
   HUTCH_CO_TRY(Box box, store_.find(key));
   HUTCH_CO_TRY(Snapshot snap, store_.findCheckpoint(box.id, name));
   auto manifest = readManifest(snap.dir);
   if (!manifest) {
-    co_return fail(Errc::kFailedPrecondition,
-                   fmt::format("Checkpoint {} cannot be restored: {}", snap.name,
-                               manifest.error().describe()));
+    co_return fail(Errc::kFailedPrecondition, fmt::format("Checkpoint {} cannot be restored: {}",
+                                                          snap.name, manifest.error().describe()));
   }
   if (auto why = incompatibility(*manifest, config_.env, box.config.cpus, box.config.memory_mib)) {
-    co_return fail(Errc::kFailedPrecondition,
-                   fmt::format("Checkpoint {} cannot be restored on this host: {}", snap.name,
-                               *why));
+    co_return fail(
+        Errc::kFailedPrecondition,
+        fmt::format("Checkpoint {} cannot be restored on this host: {}", snap.name, *why));
   }
   if (box.state == BoxState::kCreating || box.state == BoxState::kStopping) {
     co_return fail(Errc::kFailedPrecondition,
@@ -653,7 +773,15 @@ void BoxService::collectGarbage() {
   for (const auto& entry : fs::directory_iterator(config_.snapshots_dir, ec)) {
     std::string id = entry.path().filename().string();
     if (live_snapshots.contains(id)) continue;
-    if (live_layers.contains((entry.path() / "layer.qcow2").lexically_normal())) continue;
+    if (live_layers.contains((entry.path() / "layer.qcow2").lexically_normal())) {
+      // Boxes still stand on its disk layer (and running ones map its memory file, which
+      // unlinking does not disturb): keep only the layer.
+      std::error_code inner;
+      for (const auto& file : fs::directory_iterator(entry.path(), inner)) {
+        if (file.path().filename() != "layer.qcow2") removeQuietly(file.path());
+      }
+      continue;
+    }
     spdlog::info("Deleting snapshot directory {} (no record)", entry.path().string());
     removeQuietly(entry.path());
   }
@@ -677,9 +805,10 @@ Result<DiskUsage> BoxService::diskUsage() {
     usage.layers.count++;
     usage.layers.bytes += allocatedBytes(entry.path());
   }
-  for (const auto& entry : fs::directory_iterator(config_.boxes_dir, ec)) {
+  HUTCH_TRY(auto boxes, store_.list());
+  for (const Box& box : boxes) {
     usage.boxes.count++;
-    usage.boxes.bytes += allocatedBytes(entry.path());
+    usage.boxes.bytes += allocatedBytes(boxDir(box.id));
   }
   std::set<fs::path> builds;
   for (const std::string& name : templates_.names()) {

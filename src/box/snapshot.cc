@@ -1,10 +1,10 @@
 #include "box/snapshot.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <array>
-#include <fmt/format.h>
 #include <fstream>
 
 #include "base/unique_fd.h"
@@ -113,9 +113,10 @@ std::optional<std::string> incompatibility(const SnapshotManifest& m, const Snap
                        env.cpu_model);
   }
   if (m.machine != "microvm" || m.ram_block != "mem" || !m.ignore_shared) {
-    return fmt::format("it was made with machine {} and RAM block '{}' (x-ignore-shared {}), "
-                       "hutch restores microvm with 'mem' and x-ignore-shared on",
-                       m.machine, m.ram_block, m.ignore_shared ? "on" : "off");
+    return fmt::format(
+        "it was made with machine {} and RAM block '{}' (x-ignore-shared {}), "
+        "hutch restores microvm with 'mem' and x-ignore-shared on",
+        m.machine, m.ram_block, m.ignore_shared ? "on" : "off");
   }
   if (m.cpus != cpus || m.memory_mib != memory_mib) {
     return fmt::format("it has {} vCPU(s) and {} MiB of RAM, the box asks for {} and {} MiB",
@@ -140,8 +141,7 @@ Result<> writeManifest(const std::filesystem::path& dir, const SnapshotManifest&
   return sys::writeFileAtomic(dir / "manifest.json", manifest.toJson().dump(2) + "\n");
 }
 
-std::string templateSnapshotKey(const std::string& image_dir, unsigned cpus,
-                                uint64_t memory_mib) {
+std::string templateSnapshotKey(const std::string& image_dir, unsigned cpus, uint64_t memory_mib) {
   return fmt::format("{}|cpus={}|memory={}", image_dir, cpus, memory_mib);
 }
 

@@ -71,9 +71,8 @@ struct SnapshotManifest {
 
 // Why this manifest cannot be restored here into a VM of `cpus` and `memory_mib`, or nullopt
 // when it can. The text goes into errors and the box's boot note.
-std::optional<std::string> incompatibility(const SnapshotManifest& manifest,
-                                           const SnapshotEnv& env, unsigned cpus,
-                                           uint64_t memory_mib);
+std::optional<std::string> incompatibility(const SnapshotManifest& manifest, const SnapshotEnv& env,
+                                           unsigned cpus, uint64_t memory_mib);
 
 Result<SnapshotManifest> readManifest(const std::filesystem::path& dir);
 Result<> writeManifest(const std::filesystem::path& dir, const SnapshotManifest& manifest);

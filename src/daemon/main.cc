@@ -67,6 +67,10 @@ int run(int argc, char** argv) {
   app.add_option("--uid-base", uid_base,
                  "First uid (and gid) of the boxes' VMMs: box N runs as uid-base + N")
       ->capture_default_str();
+  unsigned pool_size = 2;
+  app.add_option("--pool-size", pool_size,
+                 "Restored, paused boxes kept ready per template (0: none)")
+      ->capture_default_str();
   bool no_snapshots = false;
   app.add_flag("--no-snapshots", no_snapshots,
                "Boot every box cold instead of restoring its template's snapshot");
@@ -152,6 +156,7 @@ int run(int argc, char** argv) {
   config.snapshots_dir = state / "snapshots";
   config.layers_dir = state / "layers";
   config.use_snapshots = !no_snapshots;
+  config.pool_size = pool_size;
   auto qemu_version = hutch::vmm::qemu::qemuVersion(backend.binary());
   if (!qemu_version) {
     spdlog::error("{}", qemu_version.error().describe());
@@ -198,8 +203,14 @@ int run(int argc, char** argv) {
   signals.async_wait([&](const boost::system::error_code&, int sig) {
     spdlog::info("signal {}: shutting down (boxes keep running)", sig);
     server.stop();
-    service.detachAll();
-    loop.stop();
+    boost::asio::co_spawn(
+        loop,
+        [&]() -> boost::asio::awaitable<void> {
+          co_await service.drainPool();
+          service.detachAll();
+          loop.stop();
+        },
+        boost::asio::detached);
   });
   loop.run();
   pool.join();

@@ -437,3 +437,19 @@ asio::awaitable<Result<std::shared_ptr<TcpStream>>> AgentClient::connect(
 }
 
 }  // namespace hutch::guest
+
+namespace hutch::guest {
+
+asio::awaitable<Result<proto::ServiceList>> AgentClient::listServices(
+    std::chrono::milliseconds timeout) {
+  auto self = shared_from_this();
+  if (hello_ack_ && !hello_ack_->hasCapability("services")) {
+    co_return fail(Errc::kUnsupported, "This box's agent does not supervise services");
+  }
+  const std::string payload = "{}";
+  auto answer = co_await request(FrameType::kServices, payload, timeout);
+  if (!answer) co_return fail(answer.error());
+  co_return proto::decodeMessage<proto::ServiceList>(*answer);
+}
+
+}  // namespace hutch::guest

@@ -38,6 +38,7 @@
 #include "proto/identity.h"
 #include "proto/messages.h"
 #include "proto/processes.h"
+#include "proto/services.h"
 
 namespace hutch::guest {
 
@@ -101,6 +102,11 @@ class AgentClient : public std::enable_shared_from_this<AgentClient> {
   // kFailedPrecondition (it has ended), kInvalidArgument (bad signal).
   boost::asio::awaitable<Result<>> signalProcess(std::string id, int signo,
                                                  std::chrono::milliseconds timeout);
+
+  // The services the box's image declares (/etc/hutch/services), by name: state, pid,
+  // restarts, last exit. kUnsupported without the agent's "services" capability.
+  boost::asio::awaitable<Result<proto::ServiceList>> listServices(
+      std::chrono::milliseconds timeout);
 
   // A round trip through the agent's loop (after the handshake).
   boost::asio::awaitable<Result<>> ping(std::chrono::milliseconds timeout);

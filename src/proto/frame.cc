@@ -43,6 +43,7 @@ bool isKnownFrameType(uint8_t type) {
     case FrameType::kResult:
     case FrameType::kProcesses:
     case FrameType::kSignalProcess:
+    case FrameType::kServices:
     case FrameType::kConnect:
     case FrameType::kConnected:
     case FrameType::kData:

@@ -41,6 +41,7 @@ enum class FrameType : uint8_t {
   kResult = 0x22,         // guest->host  JSON: the answer to the request that opened S
   kProcesses = 0x23,      // host->guest  {} -> ProcessList: the detached processes ("detach")
   kSignalProcess = 0x24,  // host->guest  JSON SignalProcess: signal one by id ("detach")
+  kServices = 0x25,       // host->guest  {} -> ServiceList: the supervised services ("services")
   // TCP streams ("tcp"): kConnect opens S; data flows both ways under the kWindow credits.
   kConnect = 0x30,    // host->guest  JSON ConnectRequest {"port":N,"address":"127.0.0.1"}
   kConnected = 0x31,  // guest->host  {}: the connection is up (else kError ends S)

@@ -18,9 +18,9 @@ Result<> createOverlay(const std::filesystem::path& base, const std::filesystem:
 
 Result<> createLayerOverlay(const std::filesystem::path& layer,
                             const std::filesystem::path& overlay, uint64_t size_bytes) {
-  HUTCH_TRY_VOID(sys::runCapture({"qemu-img", "create", "-q", "-f", "qcow2", "-u", "-F", "qcow2",
-                                  "-b", layer.string(), overlay.string(),
-                                  std::to_string(size_bytes)}));
+  HUTCH_TRY_VOID(
+      sys::runCapture({"qemu-img", "create", "-q", "-f", "qcow2", "-u", "-F", "qcow2", "-b",
+                       layer.string(), overlay.string(), std::to_string(size_bytes)}));
   return ok();
 }
 

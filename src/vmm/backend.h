@@ -78,6 +78,9 @@ class Vm {
   virtual Result<ResourceUsage> usage() const {
     return fail(Errc::kUnsupported, "This VM's resource usage is not tracked (it runs unjailed)");
   }
+  // After a hutchd restart: cancels a snapshot an earlier hutchd left half-taken and resumes
+  // the VM if it was left paused.
+  virtual asio::awaitable<Result<>> settle() { co_return co_await resume(); }
   // Ask the VMM to quit now (QMP "quit"; SIGKILL if that fails), then wait until it is gone.
   virtual asio::awaitable<Result<>> kill() = 0;
 };

@@ -109,12 +109,12 @@ int cmdDiskUsage(const ApiClient& client, const Output& out) {
     return 0;
   }
   std::vector<std::vector<std::string>> rows;
-  for (const auto& [key, label] :
-       std::vector<std::pair<std::string, std::string>>{{"templates", "Templates"},
-                                                        {"template_snapshots", "Template snapshots"},
-                                                        {"checkpoints", "Checkpoints"},
-                                                        {"layers", "Shared disk layers"},
-                                                        {"boxes", "Boxes"}}) {
+  for (const auto& [key, label] : std::vector<std::pair<std::string, std::string>>{
+           {"templates", "Templates"},
+           {"template_snapshots", "Template snapshots"},
+           {"checkpoints", "Checkpoints"},
+           {"layers", "Shared disk layers"},
+           {"boxes", "Boxes"}}) {
     const auto& line = (*usage)[key];
     rows.push_back({label, std::to_string(line.value("count", uint64_t{0})),
                     humanBytes(line.value("bytes", uint64_t{0}))});

@@ -156,14 +156,16 @@ class AgentClientTest : public ::testing::Test {
   }
 
   // Replaces the agent with one that has a pretend box under its directory (--root): identity,
-  // detached processes. Returns the root.
-  std::string restartAgentWithRoot() {
+  // detached processes, services. prepare(root) runs before the agent starts. Returns the root.
+  std::string restartAgentWithRoot(
+      const std::function<void(const std::string&)>& prepare = nullptr) {
     auto agent = AgentProcess::prepare();
     EXPECT_TRUE(agent) << agent.error().describe();
     if (!agent) return {};
     agent_ = std::move(*agent);
     const std::string root = agent_->dir() + "/root";
     std::filesystem::create_directories(root + "/etc");
+    if (prepare) prepare(root);
     auto launched = agent_->launch({"--root", root});
     EXPECT_TRUE(launched) << launched.error().describe();
     return root;

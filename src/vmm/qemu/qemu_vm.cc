@@ -286,6 +286,34 @@ Result<ResourceUsage> QemuVm::usage() const {
                        .uid = static_cast<int64_t>(jail_->ids.uid)};
 }
 
+asio::awaitable<Result<>> QemuVm::settle() {
+  // A migration outlives the hutchd that started it. Resuming while it runs would not last: at
+  // its end QEMU stops the VM again (postmigrate) with its disks handed over.
+  for (int i = 0;; ++i) {
+    auto info = co_await command("query-migrate");
+    if (!info) co_return fail(info.error().withContext("Cannot settle the VM"));
+    std::string status = info->value("status", "none");
+    if (status == "none" || status == "completed" || status == "failed" || status == "cancelled") {
+      break;
+    }
+    if (i == 0) {
+      vmmLog().warn("QEMU pid {}: cancelling a snapshot left {} by an earlier hutchd", pid_,
+                    status);
+      auto cancelled = co_await command("migrate_cancel");
+      if (!cancelled) co_return fail(cancelled.error().withContext("Cannot settle the VM"));
+    }
+    if (i > 500) co_return fail(Errc::kTimeout, "A snapshot left running would not cancel");
+    co_await sleep(std::chrono::milliseconds(10));
+  }
+  auto status = co_await queryStatus();
+  if (!status) co_return fail(status.error());
+  if (*status == "paused" || *status == "postmigrate") {
+    vmmLog().warn("QEMU pid {} was left {}; resuming it", pid_, *status);
+    co_return co_await resume();
+  }
+  co_return ok();
+}
+
 asio::awaitable<Result<>> QemuVm::switchDisk(std::filesystem::path new_top) {
   if (jail_) {
     auto given = giveNewTop(new_top, jail_->ids);

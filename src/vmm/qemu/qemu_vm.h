@@ -56,6 +56,7 @@ class QemuVm : public Vm {
   asio::awaitable<Result<>> switchDisk(std::filesystem::path new_top) override;
   Result<ResourceUsage> usage() const override;
   const std::optional<VmJail>& jail() const { return jail_; }
+  asio::awaitable<Result<>> settle() override;
   // Loads a state file into a QEMU started with -incoming defer; the VM is paused afterwards.
   asio::awaitable<Result<>> loadState(std::filesystem::path state_file);
 

@@ -3,9 +3,6 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
-#include <cerrno>
-#include <cstring>
-
 #include <algorithm>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -14,6 +11,8 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
+#include <cerrno>
+#include <cstring>
 
 namespace hutch::vmm::qemu {
 
@@ -127,8 +126,8 @@ asio::awaitable<Result<Json>> QmpClient::execute(std::string command, Json argum
   co_return co_await send(std::move(command), std::move(arguments), -1, timeout);
 }
 
-asio::awaitable<Result<Json>> QmpClient::executeWithFd(std::string command, Json arguments,
-                                                       int fd, std::chrono::milliseconds timeout) {
+asio::awaitable<Result<Json>> QmpClient::executeWithFd(std::string command, Json arguments, int fd,
+                                                       std::chrono::milliseconds timeout) {
   if (fd < 0) co_return fail(Errc::kInvalidArgument, "No descriptor to send with " + command);
   co_return co_await send(std::move(command), std::move(arguments), fd, timeout);
 }
