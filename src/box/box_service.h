@@ -189,8 +189,8 @@ class BoxService {
   std::map<std::string, std::shared_ptr<Flight>> flights_;  // by template snapshot key
   // uid indices (jail::boxIds) of VMs with no box record: template VMs and the warm pool's.
   std::set<uint32_t> held_uid_indices_;
-  std::map<std::string, std::vector<Pooled>> warm_;         // the warm pool, by snapshot key
-  std::set<std::string> filling_;                           // keys being refilled
+  std::map<std::string, std::vector<Pooled>> warm_;  // the warm pool, by snapshot key
+  std::set<std::string> filling_;                    // keys being refilled
 };
 
 }  // namespace hutch::box

@@ -6,11 +6,11 @@
 #include <sys/stat.h>
 
 #include <array>
-#include <functional>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <functional>
 #include <set>
 
 #include "box/box_service.h"
