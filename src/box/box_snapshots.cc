@@ -340,6 +340,7 @@ asio::awaitable<void> BoxService::fillPool(std::string key, storage::Template tm
       break;
     }
     box.uid_index = *index;
+    held_uid_indices_.insert(*index);  // at once: a create may pick an index while we wait
     vmm::VmSpec spec = vmSpecFor(box);
     std::error_code ec;
     fs::create_directories(boxDir(box.id), ec);
@@ -351,6 +352,7 @@ asio::awaitable<void> BoxService::fillPool(std::string key, storage::Template tm
     };
     auto overlay = co_await event::offload(pool_, std::move(make_overlay));
     if (!overlay) {
+      held_uid_indices_.erase(*index);
       spdlog::warn("Warm pool for {}: {}", tmpl.name, overlay.error().describe());
       removeQuietly(boxDir(box.id));
       break;
@@ -358,7 +360,6 @@ asio::awaitable<void> BoxService::fillPool(std::string key, storage::Template tm
     spec.incoming_state = snap.dir / "state";
     spec.ram = vmm::GuestRam::kMappedFile;
     spec.memory_file = snap.dir / "memory";
-    held_uid_indices_.insert(*index);
     auto vm = co_await backend_.launch(spec);
     if (!vm) {
       held_uid_indices_.erase(*index);
