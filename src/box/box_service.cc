@@ -62,14 +62,15 @@ asio::awaitable<Result<Box>> BoxService::create(BoxSpec spec) {
 
   Box box;
   box.id = pooled ? pooled->id : randomId();
-  if (pooled) box.uid_index = pooled->uid_index;
   box.name = spec.name.empty() ? "box-" + box.id.substr(0, 8) : spec.name;
   box.config = spec.config;
   box.state = BoxState::kCreating;
   box.accel = std::string(vmm::accelName(config_.accel.accel));
   box.image_dir = tmpl.dir.string();
   box.created_at = box.updated_at = unixNow();
+  if (pooled) box.uid_index = pooled->uid_index;  // its VM already runs as that uid
   HUTCH_CO_TRY_VOID(store_.insert(box));
+  if (pooled) held_uid_indices_.erase(static_cast<uint32_t>(pooled->uid_index));
   spdlog::info("box={} name={} creating from template {}", box.id, box.name, tmpl.name);
 
   std::filesystem::path dir = boxDir(box.id);
@@ -201,7 +202,7 @@ std::vector<std::string> BoxService::backingFilesFor(const std::filesystem::path
 
 Result<uint32_t> BoxService::freeUidIndex() {
   HUTCH_TRY(std::vector<uint32_t> used, store_.uidIndices());
-  used.insert(used.end(), template_uid_indices_.begin(), template_uid_indices_.end());
+  used.insert(used.end(), held_uid_indices_.begin(), held_uid_indices_.end());
   return jail::firstFreeIndex(used);
 }
 

@@ -149,7 +149,7 @@ class BoxService {
     std::string id;  // the box id it was made for (its directory)
     std::string snapshot_id;
     std::unique_ptr<vmm::Vm> vm;
-    uint32_t uid_index = 0;  // reserved in template_uid_indices_ while pooled
+    int64_t uid_index = -1;  // held in held_uid_indices_ until a box takes it
   };
 
   asio::awaitable<Result<Box>> bootBox(Box& box, const RestoreSource* from = nullptr,
@@ -165,7 +165,7 @@ class BoxService {
   vmm::VmSpec vmSpecFor(const Box& box) const;
   // fnmatch patterns of the files a disk may stand on (VmSpec::backing_files).
   std::vector<std::string> backingFilesFor(const std::filesystem::path& image_dir) const;
-  // The lowest uid index (jail::boxIds) no box and no template VM holds.
+  // The lowest uid index (jail::boxIds) no box, template VM or pooled VM holds.
   Result<uint32_t> freeUidIndex();
   asio::awaitable<Result<>> applyIdentity(const Box& box, Runtime& runtime, bool grow_root);
   // The template snapshot a new box of `config` restores from: a compatible one, or one made
@@ -200,10 +200,10 @@ class BoxService {
   ServiceConfig config_;
   std::map<std::string, std::shared_ptr<Runtime>> runtimes_;
   std::map<std::string, std::shared_ptr<Flight>> flights_;  // by template snapshot key
-  std::map<std::string, std::vector<Pooled>> warm_;         // the warm pool, by snapshot key
-  std::set<std::string> filling_;                           // keys being refilled
-  // uid indices (jail::boxIds) held by template VMs while they run.
-  std::set<uint32_t> template_uid_indices_;
+  // uid indices (jail::boxIds) of VMs with no box record: template VMs and the warm pool's.
+  std::set<uint32_t> held_uid_indices_;
+  std::map<std::string, std::vector<Pooled>> warm_;  // the warm pool, by snapshot key
+  std::set<std::string> filling_;                    // keys being refilled
   BoxObserver* observer_ = nullptr;
 };
 

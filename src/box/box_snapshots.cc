@@ -10,6 +10,7 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <functional>
 #include <set>
 
 #include "box/box_service.h"
@@ -56,10 +57,13 @@ std::string machineIdFor(const std::string& box_id) {
   return hex;
 }
 
-// A pooled VM that can no longer be handed out. (Parameters, not lambda captures: a coroutine
-// lambda's captures die with the lambda object, before the coroutine ends.)
-asio::awaitable<void> discardPooled(std::shared_ptr<vmm::Vm> vm, fs::path dir) {
+// A pooled VM that can no longer be handed out; `release` gives its uid index back once its QEMU
+// is gone. (Parameters, not lambda captures: a coroutine lambda's captures die with the lambda
+// object, before the coroutine ends.)
+asio::awaitable<void> discardPooled(std::shared_ptr<vmm::Vm> vm, fs::path dir,
+                                    std::function<void()> release) {
   co_await vm->kill();
+  release();
   removeQuietly(dir);
 }
 
@@ -202,12 +206,12 @@ asio::awaitable<Result<Snapshot>> BoxService::makeTemplateSnapshot(const storage
     co_return fail(index.error());
   }
   spec.uid_index = *index;
-  template_uid_indices_.insert(*index);
+  held_uid_indices_.insert(*index);
   struct Release {
     std::set<uint32_t>& held;
     uint32_t index;
     ~Release() { held.erase(index); }
-  } release{template_uid_indices_, *index};
+  } release{held_uid_indices_, *index};
 
   auto vm = co_await backend_.launch(spec);
   if (!vm) {
@@ -299,12 +303,13 @@ std::optional<BoxService::Pooled> BoxService::takePooled(const std::string& key,
       auto manifest = readManifest((*current)->dir);
       usable = manifest && !incompatibility(*manifest, config_.env, config.cpus, config.memory_mib);
     }
-    template_uid_indices_.erase(entry.uid_index);  // a box record holds it from now on
     if (usable) return entry;
     std::string id = entry.id;
     std::shared_ptr<vmm::Vm> vm = std::move(entry.vm);
     fs::path dir = boxDir(id);
-    asio::co_spawn(loop_, discardPooled(vm, dir), asio::detached);
+    int64_t index = entry.uid_index;
+    auto release = [this, index] { held_uid_indices_.erase(static_cast<uint32_t>(index)); };
+    asio::co_spawn(loop_, discardPooled(vm, dir, release), asio::detached);
   }
   return std::nullopt;
 }
@@ -328,13 +333,14 @@ asio::awaitable<void> BoxService::fillPool(std::string key, storage::Template tm
     box.name = "pool-" + box.id;
     box.config = config;
     box.image_dir = tmpl.dir.string();
+    // Its own uid from now on; the box that takes it keeps it.
     auto index = freeUidIndex();
     if (!index) {
       spdlog::warn("Warm pool for {}: {}", tmpl.name, index.error().describe());
       break;
     }
     box.uid_index = *index;
-    template_uid_indices_.insert(*index);
+    held_uid_indices_.insert(*index);  // at once: a create may pick an index while we wait
     vmm::VmSpec spec = vmSpecFor(box);
     std::error_code ec;
     fs::create_directories(boxDir(box.id), ec);
@@ -346,9 +352,9 @@ asio::awaitable<void> BoxService::fillPool(std::string key, storage::Template tm
     };
     auto overlay = co_await event::offload(pool_, std::move(make_overlay));
     if (!overlay) {
+      held_uid_indices_.erase(*index);
       spdlog::warn("Warm pool for {}: {}", tmpl.name, overlay.error().describe());
       removeQuietly(boxDir(box.id));
-      template_uid_indices_.erase(*index);
       break;
     }
     spec.incoming_state = snap.dir / "state";
@@ -356,13 +362,13 @@ asio::awaitable<void> BoxService::fillPool(std::string key, storage::Template tm
     spec.memory_file = snap.dir / "memory";
     auto vm = co_await backend_.launch(spec);
     if (!vm) {
+      held_uid_indices_.erase(*index);
       spdlog::warn("Warm pool for {}: {}", tmpl.name, vm.error().describe());
       removeQuietly(boxDir(box.id));
-      template_uid_indices_.erase(*index);
       break;
     }
     spdlog::debug("Warm pool for {}: box {} ready (paused)", tmpl.name, box.id);
-    warm_[key].push_back(Pooled{box.id, snap.id, std::move(*vm), *index});
+    warm_[key].push_back(Pooled{box.id, snap.id, std::move(*vm), box.uid_index});
   }
   filling_.erase(key);
 }
@@ -372,8 +378,8 @@ asio::awaitable<void> BoxService::drainPool() {
   warm_.clear();
   for (auto& [key, entries] : warm) {
     for (Pooled& entry : entries) {
-      template_uid_indices_.erase(entry.uid_index);
       co_await entry.vm->kill();
+      held_uid_indices_.erase(static_cast<uint32_t>(entry.uid_index));
       removeQuietly(boxDir(entry.id));
     }
   }
@@ -504,8 +510,7 @@ void BoxService::recoverInterruptedCapture(Box& box) {
     // The journal is in the box's directory, which the box's uid owns: a name, never a path.
     bool plain = new_name.starts_with("disk-") && new_name.find('/') == std::string::npos;
     if (plain && fs::exists(boxDir(box.id) / new_name, ec) && box.disk != new_name) {
-      spdlog::warn("box={} finishing an interrupted capture: its disk is now {}", box.id,
-                   new_name);
+      spdlog::warn("box={} finishing an interrupted capture: its disk is now {}", box.id, new_name);
       box.disk = new_name;
       if (auto stored = store_.update(box); !stored) {
         spdlog::error("box={} {}", box.id, stored.error().describe());

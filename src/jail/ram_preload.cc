@@ -72,10 +72,12 @@ __attribute__((visibility("default"))) int openat64(int dirfd, const char* path,
 }
 
 // _FORTIFY_SOURCE's versions, for flags not known at compile time (QEMU's mem-path open).
+// NOLINTNEXTLINE(bugprone-reserved-identifier): glibc's name, which QEMU calls.
 __attribute__((visibility("default"))) int __open_2(const char* path, int flags) {
   return openDowngraded(AT_FDCWD, path, flags, 0);
 }
 
+// NOLINTNEXTLINE(bugprone-reserved-identifier): glibc's name, which QEMU calls.
 __attribute__((visibility("default"))) int __open64_2(const char* path, int flags) {
   return openDowngraded(AT_FDCWD, path, flags, 0);
 }

@@ -169,7 +169,7 @@ QemuBackend::QemuBackend(asio::any_io_executor executor, std::filesystem::path q
                          QemuBackendOptions options)
     : executor_(std::move(executor)),
       binary_(std::move(qemu_binary)),
-      options_(options),
+      options_(std::move(options)),
       kvm_usable_(options_.kvm_usable ? *options_.kvm_usable : probeHost().dev_kvm_usable) {
   if (auto resolved = sys::findExecutable(binary_.string())) binary_ = *resolved;
 }
