@@ -46,10 +46,8 @@ struct ServiceConfig {
   SnapshotEnv env;            // this host, as snapshot manifests record it
   bool use_snapshots = true;  // false: every create boots cold (hutchd --no-snapshots)
   std::chrono::seconds ready_timeout{180};  // a template's ready check before its snapshot
-  unsigned pool_size = 2;  // restored, paused boxes kept ready per template snapshot
+  unsigned pool_size = 0;  // restored, paused boxes kept ready per template snapshot
 };
-
-
 
 // Told of every box state change (after it is stored) and of removals: what lives and dies with
 // a running box outside BoxService (published ports, port_forwards.h) follows it this way.

@@ -16,10 +16,10 @@
 #include "api/handlers.h"
 #include "api/http_server.h"
 #include "box/box_service.h"
+#include "box/port_forwards.h"
 #include "box/snapshot.h"
 #include "jail/box_ids.h"
 #include "jail/cgroup.h"
-#include "box/port_forwards.h"
 #include "storage/box_store.h"
 #include "storage/templates.h"
 #include "sys/files.h"
@@ -58,9 +58,10 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--image-cache", image_cache, "Image build cache (env HUTCH_CACHE_DIR)")
       ->capture_default_str();
-  unsigned pool_size = 2;
+  unsigned pool_size = 0;
   app.add_option("--pool-size", pool_size,
-                 "Restored, paused boxes kept ready per template (0: none)")
+                 "Restored, paused boxes kept ready per template (0: none; experimental, see "
+                 "docs/snapshots.md)")
       ->capture_default_str();
   std::string jail = HUTCH_JAIL_PATH;
   bool no_jail = false;

@@ -326,7 +326,9 @@ bool waitForPool(const Daemon& d, size_t want) {
   return false;
 }
 
-TEST(WarmPoolTest, CreatesTakeAPausedRestoredBoxAndThePoolRefills) {
+// Disabled: the pool is off by default (hutchd --pool-size) until its uid handoff to the jail is
+// fixed (docs/snapshots.md); the harness has no way to pass daemon flags yet.
+TEST(WarmPoolTest, DISABLED_CreatesTakeAPausedRestoredBoxAndThePoolRefills) {
   Daemon d;
   ASSERT_EQ(d.hutch({"run", "--name", "first"}).exit_code, 0);
   ASSERT_TRUE(waitForPool(d, 2)) << "the pool did not fill to its default size of 2";
