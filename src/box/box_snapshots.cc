@@ -316,7 +316,7 @@ std::optional<BoxService::Pooled> BoxService::takePooled(const std::string& key,
 
 void BoxService::refillPool(const std::string& key, const storage::Template& tmpl,
                             const BoxConfig& config) {
-  if (config_.pool_size == 0 || filling_.contains(key)) return;
+  if (config_.pool_size == 0 || draining_ || filling_.contains(key)) return;
   if (warm_[key].size() >= config_.pool_size) return;
   filling_.insert(key);
   asio::co_spawn(loop_, fillPool(key, tmpl, config), asio::detached);
@@ -324,7 +324,7 @@ void BoxService::refillPool(const std::string& key, const storage::Template& tmp
 
 asio::awaitable<void> BoxService::fillPool(std::string key, storage::Template tmpl,
                                            BoxConfig config) {
-  while (warm_[key].size() < config_.pool_size) {
+  while (!draining_ && warm_[key].size() < config_.pool_size) {
     auto snapshot = store_.findTemplateSnapshot(key);
     if (!snapshot || !*snapshot) break;
     Snapshot snap = **snapshot;
@@ -367,6 +367,13 @@ asio::awaitable<void> BoxService::fillPool(std::string key, storage::Template tm
       removeQuietly(boxDir(box.id));
       break;
     }
+    if (draining_) {
+      // hutchd is shutting down: drainPool no longer sees this one.
+      co_await (*vm)->kill();
+      held_uid_indices_.erase(*index);
+      removeQuietly(boxDir(box.id));
+      break;
+    }
     spdlog::debug("Warm pool for {}: box {} ready (paused)", tmpl.name, box.id);
     warm_[key].push_back(Pooled{box.id, snap.id, std::move(*vm), box.uid_index});
   }
@@ -374,6 +381,13 @@ asio::awaitable<void> BoxService::fillPool(std::string key, storage::Template tm
 }
 
 asio::awaitable<void> BoxService::drainPool() {
+  // A fill under way would launch a VM after the drain: stop it and wait for it to end.
+  draining_ = true;
+  while (!filling_.empty()) {
+    asio::steady_timer wait(loop_, std::chrono::milliseconds(20));
+    boost::system::error_code ec;
+    co_await wait.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
   auto warm = std::move(warm_);
   warm_.clear();
   for (auto& [key, entries] : warm) {
