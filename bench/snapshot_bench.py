@@ -77,7 +77,9 @@ def main():
     a = p.parse_args()
     tmp = tempfile.mkdtemp(prefix="hutch-snapbench-")
     warm = Daemon(a.build, a.image, tmp, "warm")
-    cold = Daemon(a.build, a.image, tmp, "cold", "--no-snapshots")
+    # Each daemon gives its boxes' QEMUs uids from its own range.
+    cold = Daemon(a.build, a.image, tmp, "cold", "--no-snapshots", "--uid-base",
+                  str(0x7C000000 + 30000))
     out = {}
     try:
         # The first create makes the template snapshot (a cold boot + capture): timed apart.

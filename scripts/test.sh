@@ -13,6 +13,9 @@ HUTCH_TEST_KERNEL=$HUTCH_TEST_IMAGE/vmlinux
 HUTCH_TEST_INITRD=$HUTCH_TEST_IMAGE/initrd.img
 HUTCH_TEST_ROOTFS=$HUTCH_TEST_IMAGE/rootfs.img
 HUTCH_TEST_CONSOLE_EXPECT="hutch-agent"
+# The docker template (Docker Engine + compose in the box): its e2e tests skip without it.
+HUTCH_TEST_DOCKER_IMAGE=$(hutch_image docker)
+export HUTCH_TEST_DOCKER_IMAGE
 export HUTCH_TEST_IMAGE HUTCH_TEST_KERNEL HUTCH_TEST_INITRD HUTCH_TEST_ROOTFS HUTCH_TEST_CONSOLE_EXPECT
 log "Running tests (unit, then end to end with image $HUTCH_TEST_IMAGE)"
 cd "$HUTCH_BUILD_DIR"

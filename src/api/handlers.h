@@ -5,6 +5,7 @@
 
 #include "api/http_server.h"
 #include "box/box_service.h"
+#include "box/port_forwards.h"
 #include "box/template_service.h"
 #include "vmm/accel.h"
 
@@ -20,5 +21,9 @@ struct DaemonInfo {
 // Registers every route on `router`. The service and info must outlive the router.
 void registerRoutes(Router<Handler>& router, box::BoxService& service,
                     box::TemplateService& templates, const DaemonInfo& info);
+
+// Published ports, detached processes and services (box_io_handlers.cc).
+void registerBoxIoRoutes(Router<Handler>& router, box::BoxService& service,
+                         box::PortForwards& ports);
 
 }  // namespace hutch::api

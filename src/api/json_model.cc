@@ -202,4 +202,53 @@ json toJson(const box::DiskUsage& usage) {
               {"boxes", line(usage.boxes)}};
 }
 
+Result<box::PortForward> parsePortForward(std::string_view body) {
+  HUTCH_TRY(json j, parseObject(body));
+  constexpr std::string_view kWhat = "a port request";
+  HUTCH_TRY_VOID(rejectUnknownFields(j, {"host_port", "box_port", "address"}, kWhat));
+  int64_t host_port = 0;
+  int64_t box_port = 0;
+  box::PortForward forward;
+  HUTCH_TRY_VOID(readField(j, "host_port", host_port, kWhat));
+  HUTCH_TRY_VOID(readField(j, "box_port", box_port, kWhat));
+  HUTCH_TRY_VOID(readField(j, "address", forward.host_address, kWhat));
+  if (host_port < 1 || host_port > 65535 || box_port < 1 || box_port > 65535) {
+    return fail(Errc::kInvalidArgument,
+                "A port request needs host_port and box_port, each 1-65535");
+  }
+  forward.host_port = static_cast<uint16_t>(host_port);
+  forward.box_port = static_cast<uint16_t>(box_port);
+  HUTCH_TRY_VOID(box::validatePortForward(forward));
+  return forward;
+}
+
+json toJson(const box::PortForward& f) {
+  return json{{"address", f.host_address}, {"host_port", f.host_port}, {"box_port", f.box_port}};
+}
+
+json toJson(const box::PortStatus& s) {
+  return json{{"box_id", s.forward.box_id},        {"address", s.forward.host_address},
+              {"host_port", s.forward.host_port},  {"box_port", s.forward.box_port},
+              {"listening", s.listening},          {"error", s.error},
+              {"connections", s.connections},      {"accepted", s.accepted},
+              {"created_at", s.forward.created_at}};
+}
+
+Result<box::PortStatus> portStatusFromJson(const json& j) {
+  if (!j.is_object()) return fail(Errc::kProtocol, "A port is not a JSON object");
+  box::PortStatus s;
+  constexpr std::string_view kWhat = "a port";
+  HUTCH_TRY_VOID(readField(j, "box_id", s.forward.box_id, kWhat));
+  HUTCH_TRY_VOID(readField(j, "address", s.forward.host_address, kWhat));
+  HUTCH_TRY_VOID(readField(j, "host_port", s.forward.host_port, kWhat));
+  HUTCH_TRY_VOID(readField(j, "box_port", s.forward.box_port, kWhat));
+  HUTCH_TRY_VOID(readField(j, "created_at", s.forward.created_at, kWhat));
+  if (auto it = j.find("listening"); it != j.end() && it->is_boolean())
+    s.listening = it->get<bool>();
+  HUTCH_TRY_VOID(readField(j, "error", s.error, kWhat));
+  HUTCH_TRY_VOID(readField(j, "connections", s.connections, kWhat));
+  HUTCH_TRY_VOID(readField(j, "accepted", s.accepted, kWhat));
+  return s;
+}
+
 }  // namespace hutch::api

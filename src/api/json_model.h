@@ -9,6 +9,7 @@
 
 #include "base/result.h"
 #include "box/box.h"
+#include "box/port_forward.h"
 #include "box/snapshot.h"
 
 namespace hutch::api {
@@ -32,6 +33,15 @@ Result<std::string> parseRollback(std::string_view body);
 
 json toJson(const box::Snapshot& snapshot);
 json toJson(const box::DiskUsage& usage);
+
+// Published ports. POST /v1/boxes/{box}/ports: {"host_port": N, "box_port": N, "address"?}
+// (address defaults to 127.0.0.1). A port answer:
+// {"box_id","address","host_port","box_port","listening","error","connections","accepted",
+//  "created_at"}.
+Result<box::PortForward> parsePortForward(std::string_view body);
+json toJson(const box::PortForward& forward);  // the request body
+json toJson(const box::PortStatus& status);
+Result<box::PortStatus> portStatusFromJson(const json& j);
 
 // {"error": {"code": "not_found", "message": "..."}}
 json errorJson(const Error& error);

@@ -74,5 +74,28 @@ TEST(JsonModelTest, ErrorBodiesRoundTrip) {
   EXPECT_NE(foreign.message().find("502"), std::string::npos);
 }
 
+TEST(JsonModelTest, PortRequestsAndAnswers) {
+  auto forward = parsePortForward(R"({"host_port": 8080, "box_port": 80})");
+  ASSERT_TRUE(forward) << forward.error().message();
+  EXPECT_EQ(forward->host_address, "127.0.0.1");
+  EXPECT_EQ(toJson(*forward), json::parse(R"({"address":"127.0.0.1","host_port":8080,
+                                               "box_port":80})"));
+  EXPECT_FALSE(parsePortForward(R"({"host_port": 8080})"));
+  EXPECT_FALSE(parsePortForward(R"({"host_port": 8080, "box_port": 80, "proto": "udp"})"));
+  EXPECT_FALSE(parsePortForward(R"({"host_port": 8080, "box_port": 80, "address": "web"})"));
+
+  box::PortStatus status;
+  status.forward = {.box_id = "abc", .host_address = "0.0.0.0", .host_port = 1, .box_port = 2};
+  status.listening = true;
+  status.connections = 3;
+  status.accepted = 4;
+  auto back = portStatusFromJson(toJson(status));
+  ASSERT_TRUE(back) << back.error().message();
+  EXPECT_EQ(back->forward, status.forward);
+  EXPECT_TRUE(back->listening);
+  EXPECT_EQ(back->connections, 3u);
+  EXPECT_EQ(back->accepted, 4u);
+}
+
 }  // namespace
 }  // namespace hutch::api

@@ -38,7 +38,9 @@ Result<> BoxService::setState(Box& box, BoxState state, std::string reason) {
   box.reason = std::move(reason);
   box.updated_at = unixNow();
   if (state != BoxState::kRunning && state != BoxState::kStopping) box.pid = 0;
-  return store_.update(box);
+  HUTCH_TRY_VOID(store_.update(box));
+  if (observer_) observer_->boxStateChanged(box);
+  return ok();
 }
 
 asio::awaitable<Result<Box>> BoxService::create(BoxSpec spec) {
@@ -393,6 +395,7 @@ asio::awaitable<Result<>> BoxService::remove(const std::string& key, bool force)
     std::filesystem::remove_all(snap.dir, ec);
   }
   HUTCH_CO_TRY_VOID(store_.remove(box.id));
+  if (observer_) observer_->boxRemoved(box.id);
   collectGarbage();
   spdlog::info("box={} removed", box.id);
   co_return ok();

@@ -46,7 +46,16 @@ struct ServiceConfig {
   SnapshotEnv env;            // this host, as snapshot manifests record it
   bool use_snapshots = true;  // false: every create boots cold (hutchd --no-snapshots)
   std::chrono::seconds ready_timeout{180};  // a template's ready check before its snapshot
-  unsigned pool_size = 2;  // restored, paused boxes kept ready per template snapshot
+  unsigned pool_size = 0;  // restored, paused boxes kept ready per template snapshot
+};
+
+// Told of every box state change (after it is stored) and of removals: what lives and dies with
+// a running box outside BoxService (published ports, port_forwards.h) follows it this way.
+class BoxObserver {
+ public:
+  virtual ~BoxObserver() = default;
+  virtual void boxStateChanged(const Box& box) = 0;
+  virtual void boxRemoved(const std::string& box_id) = 0;
 };
 
 class BoxService {
@@ -74,6 +83,8 @@ class BoxService {
   // What a running box's VMM uses of the host (its cgroup): memory, CPU time, tasks.
   Result<vmm::ResourceUsage> usage(const std::string& key);
   const std::string& defaultUser() const { return config_.default_user; }
+  // One observer (or none); it must outlive the service or be reset to nullptr first.
+  void setObserver(BoxObserver* observer) { observer_ = observer; }
 
   // Captures a running box (paused for the capture, then resumed) and starts spec.count new boxes
   // from it, each with its own disk overlay and identity; running processes and unsaved files
@@ -193,6 +204,7 @@ class BoxService {
   std::set<std::string> filling_;                    // keys being refilled
   bool draining_ = false;                            // drainPool() ran: no more pool VMs
   int discarding_ = 0;                               // pooled VMs being killed
+  BoxObserver* observer_ = nullptr;
 };
 
 }  // namespace hutch::box

@@ -29,6 +29,8 @@ int main(int argc, char** argv) {
   // One value per -e (a vector option would otherwise also take the box name that follows).
   run_cmd->add_option("-e,--env", run.exec.env, "Environment KEY=VALUE for the command")
       ->allow_extra_args(false);
+  run_cmd->add_option("-p,--publish", run.publish, "Publish [ADDR:]HOSTPORT:BOXPORT (repeatable)")
+      ->allow_extra_args(false);
   run_cmd->add_option("cmd", run.exec.argv, "Command to run after -- (optional)");
 
   std::string exec_box;
@@ -39,6 +41,9 @@ int main(int argc, char** argv) {
   exec_cmd->add_option("-e,--env", exec.env, "Environment KEY=VALUE")->allow_extra_args(false);
   exec_cmd->add_option("-w,--workdir", exec.cwd, "Working directory in the box");
   exec_cmd->add_option("-u,--user", exec.user, "User name or uid in the box");
+  bool exec_detach = false;
+  exec_cmd->add_flag("-d,--detach", exec_detach,
+                     "Run in the background, output to a log; prints the process id");
   exec_cmd->add_option("box", exec_box, "Box name or id")->required();
   exec_cmd->add_option("cmd", exec.argv, "Command and arguments, after --")->required();
 
@@ -66,8 +71,56 @@ int main(int argc, char** argv) {
   stats_cmd->add_option("box", stats_boxes, "Box names or ids")->required();
 
   std::string logs_box;
-  auto* logs_cmd = app.add_subcommand("logs", "Print a box's console log");
+  BoxLogOptions box_logs;
+  auto* logs_cmd = app.add_subcommand(
+      "logs", "Print a box's console log, or the log of a detached process or a service in it");
+  logs_cmd->add_option("--exec", box_logs.exec_id, "A detached process's id (hutch procs BOX)");
+  logs_cmd->add_option("--service", box_logs.service, "A service's name (hutch services BOX)");
+  logs_cmd->add_flag("-f,--follow", box_logs.follow,
+                     "Keep printing what is appended (--exec, "
+                     "--service)");
   logs_cmd->add_option("box", logs_box, "Box name or id")->required();
+
+  std::string port_box;
+  std::string port_spec;
+  auto* port_cmd = app.add_subcommand(
+      "port", "Publish a box port on the host: 'port BOX [ADDR:]HOSTPORT:BOXPORT'; 'port ls|rm'");
+  auto* port_ls = port_cmd->add_subcommand("ls", "List a box's published ports");
+  port_ls->add_option("box", port_box, "Box name or id")->required();
+  std::vector<std::string> port_rm_ports;
+  std::string port_rm_address;
+  auto* port_rm = port_cmd->add_subcommand("rm", "Unpublish host ports of a box");
+  port_rm->add_option("--address", port_rm_address, "Only the forward on this host address");
+  port_rm->add_option("box", port_box, "Box name or id")->required();
+  port_rm->add_option("port", port_rm_ports, "Host ports")->required();
+  port_cmd->add_option("box", port_box, "The box");
+  port_cmd->add_option("spec", port_spec, "[ADDR:]HOSTPORT:BOXPORT (ADDR defaults to 127.0.0.1)");
+
+  std::string procs_box;
+  auto* procs_cmd = app.add_subcommand("procs", "List a box's detached processes (hutch exec -d)");
+  procs_cmd->alias("top");
+  procs_cmd->add_option("box", procs_box, "Box name or id")->required();
+
+  std::string kill_box;
+  std::vector<std::string> kill_ids;
+  std::string kill_signal = "TERM";
+  auto* kill_cmd = app.add_subcommand("kill", "Signal detached processes (default SIGTERM)");
+  kill_cmd->add_option("-s,--signal", kill_signal, "Signal name or number")->capture_default_str();
+  kill_cmd->add_option("box", kill_box, "Box name or id")->required();
+  kill_cmd->add_option("id", kill_ids, "Process ids (hutch procs BOX)")->required();
+
+  std::string services_box;
+  auto* services_cmd = app.add_subcommand("services", "List the services a box's image runs");
+  services_cmd->add_option("box", services_box, "Box name or id")->required();
+
+  std::string image_box;
+  std::string image_file;
+  auto* image_cmd = app.add_subcommand("image", "Container images inside a box");
+  image_cmd->require_subcommand(1);
+  auto* image_load = image_cmd->add_subcommand(
+      "load", "docker load a tarball (docker save or OCI archive; '-' for stdin) into a box");
+  image_load->add_option("box", image_box, "Box name or id (docker template)")->required();
+  image_load->add_option("file", image_file, "The archive")->required();
 
   std::vector<std::string> start_boxes;
   auto* start_cmd = app.add_subcommand("start", "Boot stopped or failed boxes from their disks");
@@ -159,11 +212,42 @@ int main(int argc, char** argv) {
     if (auto tty = checkTerminal(run.exec); !tty) return reportError(out, tty.error());
     return cmdRun(client, out, run);
   }
-  if (exec_cmd->parsed()) return cmdExec(client, out, exec_box, exec);
+  if (exec_cmd->parsed()) {
+    if (exec_detach) return cmdExecDetached(client, out, exec_box, exec);
+    return cmdExec(client, out, exec_box, exec);
+  }
   if (shell_cmd->parsed()) return cmdExec(client, out, shell_box, shell);
   if (ls_cmd->parsed()) return cmdList(client, out);
   if (inspect_cmd->parsed()) return cmdInspect(client, out, inspect_boxes);
-  if (logs_cmd->parsed()) return cmdLogs(client, out, logs_box);
+  if (logs_cmd->parsed()) {
+    if (!box_logs.exec_id.empty() && !box_logs.service.empty()) {
+      return reportError(
+          out, hutch::Error(hutch::Errc::kInvalidArgument, "Give --exec or --service, not both"));
+    }
+    if (!box_logs.exec_id.empty() || !box_logs.service.empty()) {
+      return cmdBoxLogs(client, out, logs_box, box_logs);
+    }
+    if (box_logs.follow) {
+      return reportError(out, hutch::Error(hutch::Errc::kInvalidArgument,
+                                           "-f follows the log of --exec ID or --service NAME"));
+    }
+    return cmdLogs(client, out, logs_box);
+  }
+  if (port_ls->parsed()) return cmdPortList(client, out, port_box);
+  if (port_rm->parsed())
+    return cmdPortRemove(client, out, port_box, port_rm_ports, port_rm_address);
+  if (port_cmd->parsed()) {
+    if (port_box.empty() || port_spec.empty()) {
+      return reportError(out, hutch::Error(hutch::Errc::kInvalidArgument,
+                                           "Usage: 'hutch port BOX [ADDR:]HOSTPORT:BOXPORT', "
+                                           "'hutch port ls BOX', 'hutch port rm BOX HOSTPORT'"));
+    }
+    return cmdPortAdd(client, out, port_box, port_spec);
+  }
+  if (procs_cmd->parsed()) return cmdProcesses(client, out, procs_box);
+  if (kill_cmd->parsed()) return cmdKill(client, out, kill_box, kill_ids, kill_signal);
+  if (services_cmd->parsed()) return cmdServices(client, out, services_box);
+  if (image_load->parsed()) return cmdImageLoad(client, out, image_box, image_file);
   if (stats_cmd->parsed()) return cmdStats(client, out, stats_boxes);
   if (start_cmd->parsed()) return cmdStart(client, out, start_boxes);
   if (stop_cmd->parsed()) return cmdStop(client, out, stop_boxes);

@@ -16,6 +16,7 @@
 #include "api/handlers.h"
 #include "api/http_server.h"
 #include "box/box_service.h"
+#include "box/port_forwards.h"
 #include "box/snapshot.h"
 #include "jail/box_ids.h"
 #include "jail/cgroup.h"
@@ -57,6 +58,11 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--image-cache", image_cache, "Image build cache (env HUTCH_CACHE_DIR)")
       ->capture_default_str();
+  unsigned pool_size = 0;
+  app.add_option("--pool-size", pool_size,
+                 "Restored, paused boxes kept ready per template (0: none; experimental, see "
+                 "docs/snapshots.md)")
+      ->capture_default_str();
   std::string jail = HUTCH_JAIL_PATH;
   bool no_jail = false;
   uint32_t uid_base = hutch::jail::kDefaultIdBase;
@@ -66,10 +72,6 @@ int run(int argc, char** argv) {
                "Run QEMU unjailed, as root (debugging only: see docs/security.md)");
   app.add_option("--uid-base", uid_base,
                  "First uid (and gid) of the boxes' VMMs: box N runs as uid-base + N")
-      ->capture_default_str();
-  unsigned pool_size = 2;
-  app.add_option("--pool-size", pool_size,
-                 "Restored, paused boxes kept ready per template (0: none)")
       ->capture_default_str();
   bool no_snapshots = false;
   app.add_flag("--no-snapshots", no_snapshots,
@@ -175,7 +177,10 @@ int run(int argc, char** argv) {
   hutch::box::TemplateService template_service(
       pool, *store, templates,
       {std::filesystem::canonical(state / "images"), recipes, builder, agent, image_cache});
+  hutch::box::PortForwards ports(loop.get_executor(), *store, service);
+  service.setObserver(&ports);
   hutch::api::registerRoutes(router, service, template_service, info);
+  hutch::api::registerBoxIoRoutes(router, service, ports);
   hutch::api::HttpServer server(loop.get_executor(), router);
 
   // Reattach to boxes an earlier hutchd left running, then serve the API. (The loop keeps
@@ -189,6 +194,7 @@ int run(int argc, char** argv) {
                             loop.stop();
                             return;
                           }
+                          ports.openRunning();  // published ports of adopted boxes
                           if (auto listening = server.listen(socket_path, 0660); !listening) {
                             spdlog::error("{}", listening.error().describe());
                             exit_code = 69;
@@ -203,6 +209,8 @@ int run(int argc, char** argv) {
   signals.async_wait([&](const boost::system::error_code&, int sig) {
     spdlog::info("signal {}: shutting down (boxes keep running)", sig);
     server.stop();
+    service.setObserver(nullptr);
+    ports.closeAll();
     boost::asio::co_spawn(
         loop,
         [&]() -> boost::asio::awaitable<void> {

@@ -47,6 +47,17 @@ CREATE INDEX template_snapshots ON snapshots (template_key) WHERE kind = 'templa
 ALTER TABLE boxes ADD COLUMN uid_index INTEGER NOT NULL DEFAULT -1;
 UPDATE boxes SET uid_index = (SELECT COUNT(*) FROM boxes AS older WHERE older.rowid < boxes.rowid);
 CREATE UNIQUE INDEX box_uid_index ON boxes (uid_index) WHERE uid_index >= 0;)sql",
+    // Published ports (issue 5). Kept while the box exists, listened on while it runs.
+    R"sql(
+CREATE TABLE ports (
+  box_id        TEXT NOT NULL,
+  host_address  TEXT NOT NULL,
+  host_port     INTEGER NOT NULL,
+  box_port      INTEGER NOT NULL,
+  created_at    INTEGER NOT NULL,
+  PRIMARY KEY (host_address, host_port)
+);
+CREATE INDEX ports_by_box ON ports (box_id);)sql",
 };
 
 constexpr const char* kColumns =

@@ -8,6 +8,7 @@
 
 #include "base/result.h"
 #include "box/box.h"
+#include "box/port_forward.h"
 #include "box/snapshot.h"
 #include "storage/sqlite.h"
 
@@ -38,6 +39,16 @@ class BoxStore {
   Result<box::Snapshot> findCheckpoint(const std::string& box_id, const std::string& name);
   // The newest template snapshot made for `key` (templateSnapshotKey), if any.
   Result<std::optional<box::Snapshot>> findTemplateSnapshot(const std::string& key);
+
+  // Published ports (box_store_ports.cc). insertPort: kAlreadyExists if another forward
+  // already holds that host endpoint (sameHostPort), naming the box.
+  Result<> insertPort(const box::PortForward& forward);
+  // Removes the box's forwards of host_port (on `address`, or on every address if empty);
+  // kNotFound if there were none.
+  Result<> removePort(const std::string& box_id, uint16_t host_port, const std::string& address);
+  Result<> removePorts(const std::string& box_id);
+  Result<std::vector<box::PortForward>> ports(const std::string& box_id);  // by host port
+  Result<std::vector<box::PortForward>> allPorts();
 
   // Small daemon facts that must survive restarts (the host's boot id).
   Result<std::string> getMeta(const std::string& key);  // "" if unset

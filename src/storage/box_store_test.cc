@@ -106,8 +106,8 @@ TEST(BoxStoreTest, MigrationGivesOlderBoxesTheirOwnUidIndex) {
     auto db = Database::open(path.string());
     ASSERT_TRUE(db);
     ASSERT_TRUE(
-        db->exec("DROP INDEX box_uid_index; ALTER TABLE boxes DROP COLUMN uid_index; "
-                 "PRAGMA user_version = 3;"));
+        db->exec("DROP TABLE ports; DROP INDEX box_uid_index; "
+                 "ALTER TABLE boxes DROP COLUMN uid_index; PRAGMA user_version = 3;"));
   }
   auto store = BoxStore::open(path.string());
   ASSERT_TRUE(store) << store.error().describe();
@@ -116,6 +116,42 @@ TEST(BoxStoreTest, MigrationGivesOlderBoxesTheirOwnUidIndex) {
   std::filesystem::remove(path);
   std::filesystem::remove(path.string() + "-wal");
   std::filesystem::remove(path.string() + "-shm");
+}
+
+}  // namespace
+}  // namespace hutch::storage
+
+namespace hutch::storage {
+namespace {
+
+TEST(BoxStorePortsTest, InsertListRemoveAndConflicts) {
+  auto store = BoxStore::open(":memory:");
+  ASSERT_TRUE(store);
+  box::Box a = makeBox("aaaaaaaaaaaa", "a");
+  box::Box b = makeBox("bbbbbbbbbbbb", "b");
+  ASSERT_TRUE(store->insert(a));
+  ASSERT_TRUE(store->insert(b));
+  box::PortForward p{.box_id = a.id, .host_port = 8080, .box_port = 80, .created_at = 1};
+  ASSERT_TRUE(store->insertPort(p));
+  box::PortForward q{.box_id = a.id, .host_port = 8081, .box_port = 81, .created_at = 2};
+  ASSERT_TRUE(store->insertPort(q));
+  EXPECT_EQ(*store->ports(a.id), (std::vector<box::PortForward>{p, q}));
+  EXPECT_TRUE(store->ports(b.id)->empty());
+
+  // The same host port, or a wildcard over it, is refused naming the box that holds it.
+  box::PortForward clash{
+      .box_id = b.id, .host_address = "0.0.0.0", .host_port = 8080, .box_port = 80};
+  auto refused = store->insertPort(clash);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code(), Errc::kAlreadyExists);
+  EXPECT_NE(refused.error().message().find("box a"), std::string::npos)
+      << refused.error().message();
+
+  EXPECT_EQ(store->removePort(a.id, 9999, "").error().code(), Errc::kNotFound);
+  ASSERT_TRUE(store->removePort(a.id, 8080, "127.0.0.1"));
+  EXPECT_EQ(store->ports(a.id)->size(), 1u);
+  ASSERT_TRUE(store->removePorts(a.id));
+  EXPECT_TRUE(store->allPorts()->empty());
 }
 
 }  // namespace

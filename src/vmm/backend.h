@@ -73,14 +73,14 @@ class Vm {
     (void)new_top;
     co_return fail(Errc::kUnsupported, "This VM cannot switch disks");
   }
+  // After a hutchd restart: cancels a snapshot an earlier hutchd left half-taken and resumes
+  // the VM if it was left paused.
+  virtual asio::awaitable<Result<>> settle() { co_return co_await resume(); }
   // The VMM's use of memory, CPU and tasks; kUnsupported when the backend does not track it
   // (an unjailed VM has no cgroup of its own).
   virtual Result<ResourceUsage> usage() const {
     return fail(Errc::kUnsupported, "This VM's resource usage is not tracked (it runs unjailed)");
   }
-  // After a hutchd restart: cancels a snapshot an earlier hutchd left half-taken and resumes
-  // the VM if it was left paused.
-  virtual asio::awaitable<Result<>> settle() { co_return co_await resume(); }
   // Ask the VMM to quit now (QMP "quit"; SIGKILL if that fails), then wait until it is gone.
   virtual asio::awaitable<Result<>> kill() = 0;
 };

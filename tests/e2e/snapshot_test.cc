@@ -306,3 +306,45 @@ TEST_F(SnapshotTest, DiskUsageIsReportedAndUnusedLayersAreDeleted) {
 
 }  // namespace
 }  // namespace hutch::e2e
+
+namespace hutch::e2e {
+namespace {
+
+// QEMU processes of this daemon that are not any box's: the warm pool.
+size_t pooledVms(const Daemon& d) {
+  auto listed = nlohmann::json::parse(d.hutch({"ls", "--json"}).out);
+  size_t all = pidsMentioning((d.stateDir() / "boxes").string() + "/").size();
+  return all - listed.size();
+}
+
+bool waitForPool(const Daemon& d, size_t want) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pooledVms(d) == want) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return false;
+}
+
+// The pool is off by default (docs/snapshots.md): this daemon turns it on.
+TEST(WarmPoolTest, CreatesTakeAPausedRestoredBoxAndThePoolRefills) {
+  Daemon d({"--pool-size", "2"});
+  ASSERT_EQ(d.hutch({"run", "--name", "first"}).exit_code, 0);
+  ASSERT_TRUE(waitForPool(d, 2)) << "the pool did not fill to its default size of 2";
+  auto second = d.hutch({"run", "--name", "second", "--", "hostname"});
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_EQ(second.out, "second\n");
+  std::string boot = d.inspect("second")["boot"];
+  EXPECT_NE(boot.find("(warm pool)"), std::string::npos) << boot;
+  ASSERT_TRUE(waitForPool(d, 2)) << "the pool was not refilled";
+  // A box from the pool is a box like any other.
+  ASSERT_EQ(d.hutch({"checkpoint", "second", "--name", "c"}).exit_code, 0);
+  ASSERT_EQ(d.hutch({"stop", "second"}).exit_code, 0);
+  ASSERT_EQ(d.hutch({"start", "second"}).exit_code, 0);
+  // A restarted hutchd does not leak the earlier one's pool.
+  d.crashAndRestart();
+  ASSERT_TRUE(waitForPool(d, 0)) << "pool VMs of the killed hutchd are still running";
+}
+
+}  // namespace
+}  // namespace hutch::e2e

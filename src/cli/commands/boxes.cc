@@ -69,10 +69,21 @@ int cmdRun(const ApiClient& client, const Output& out, const RunOptions& options
                                   "-d starts the box without running anything; drop -d to run "
                                   "a command, or run it later with 'hutch exec'"));
   }
+  for (const std::string& spec : options.publish) {
+    if (auto forward = box::parsePortSpec(spec); !forward) {
+      return reportError(out, forward.error());
+    }
+  }
   auto created = client.call(verb::post, "/v1/boxes", api::toJson(request));
   if (!created) return reportError(out, created.error());
   auto b = api::boxFromJson(*created);
   if (!b) return reportError(out, b.error());
+  if (auto published = publishPorts(client, b->id, options.publish); !published) {
+    // Like a container whose port is taken: nothing is left behind.
+    (void)client.call(verb::delete_, "/v1/boxes/" + b->id + "?force=true");
+    return reportError(
+        out, published.error().withContext(fmt::format("Box {} was removed again", b->name)));
+  }
   if (options.exec.argv.empty()) {
     if (out.json) {
       printJson(*created);

@@ -19,7 +19,8 @@ struct RunOptions {
   std::string memory = "512M";
   std::string disk;  // empty: the template's size
   bool detach = false;
-  bool remove = false;  // --rm: remove the box after the command
+  bool remove = false;               // --rm: remove the box after the command
+  std::vector<std::string> publish;  // -p [ADDR:]HOSTPORT:BOXPORT, published once it runs
   ExecOptions exec;
 };
 
@@ -59,6 +60,31 @@ int cmdRollback(const ApiClient& client, const Output& out, const std::string& b
 int cmdDiskUsage(const ApiClient& client, const Output& out);
 // What running boxes' VMMs use of the host: memory (and its limit), CPU time, tasks, OOM kills.
 int cmdStats(const ApiClient& client, const Output& out, const std::vector<std::string>& boxes);
+
+// What runs and listens inside a box (box_io.cc).
+struct BoxLogOptions {
+  std::string exec_id;  // a detached process's log
+  std::string service;  // a service's log
+  bool follow = false;
+};
+// POSTs each "[ADDR:]HOSTPORT:BOXPORT" to /v1/boxes/{box}/ports.
+Result<> publishPorts(const ApiClient& client, const std::string& box,
+                      const std::vector<std::string>& specs);
+int cmdPortAdd(const ApiClient& client, const Output& out, const std::string& box,
+               const std::string& spec);
+int cmdPortList(const ApiClient& client, const Output& out, const std::string& box);
+int cmdPortRemove(const ApiClient& client, const Output& out, const std::string& box,
+                  const std::vector<std::string>& ports, const std::string& address);
+int cmdExecDetached(const ApiClient& client, const Output& out, const std::string& box,
+                    const ExecOptions& options);
+int cmdProcesses(const ApiClient& client, const Output& out, const std::string& box);
+int cmdKill(const ApiClient& client, const Output& out, const std::string& box,
+            const std::vector<std::string>& ids, const std::string& signal);
+int cmdServices(const ApiClient& client, const Output& out, const std::string& box);
+int cmdBoxLogs(const ApiClient& client, const Output& out, const std::string& box,
+               const BoxLogOptions& options);
+int cmdImageLoad(const ApiClient& client, const Output& out, const std::string& box,
+                 const std::string& file);
 
 // "512", "512M", "512MiB", "2G", "2GiB" -> MiB.
 Result<uint64_t> parseMemoryMib(const std::string& text);

@@ -250,6 +250,34 @@ asio::awaitable<Result<>> QemuVm::loadState(std::filesystem::path state_file) {
   }
 }
 
+asio::awaitable<Result<>> QemuVm::settle() {
+  // A migration outlives the hutchd that started it. Resuming while it runs would not last: at
+  // its end QEMU stops the VM again (postmigrate) with its disks handed over.
+  for (int i = 0;; ++i) {
+    auto info = co_await command("query-migrate");
+    if (!info) co_return fail(info.error().withContext("Cannot settle the VM"));
+    std::string status = info->value("status", "none");
+    if (status == "none" || status == "completed" || status == "failed" || status == "cancelled") {
+      break;
+    }
+    if (i == 0) {
+      vmmLog().warn("QEMU pid {}: cancelling a snapshot left {} by an earlier hutchd", pid_,
+                    status);
+      auto cancelled = co_await command("migrate_cancel");
+      if (!cancelled) co_return fail(cancelled.error().withContext("Cannot settle the VM"));
+    }
+    if (i > 500) co_return fail(Errc::kTimeout, "A snapshot left running would not cancel");
+    co_await sleep(std::chrono::milliseconds(10));
+  }
+  auto status = co_await queryStatus();
+  if (!status) co_return fail(status.error());
+  if (*status == "paused" || *status == "postmigrate") {
+    vmmLog().warn("QEMU pid {} was left {}; resuming it", pid_, *status);
+    co_return co_await resume();
+  }
+  co_return ok();
+}
+
 namespace {
 
 // The new top of a jailed VM's disk, made by hutchd (root) in the box directory, goes to the box
@@ -284,34 +312,6 @@ Result<ResourceUsage> QemuVm::usage() const {
                        .pids_max = usage->pids_max,
                        .oom_kills = usage->oom_kills,
                        .uid = static_cast<int64_t>(jail_->ids.uid)};
-}
-
-asio::awaitable<Result<>> QemuVm::settle() {
-  // A migration outlives the hutchd that started it. Resuming while it runs would not last: at
-  // its end QEMU stops the VM again (postmigrate) with its disks handed over.
-  for (int i = 0;; ++i) {
-    auto info = co_await command("query-migrate");
-    if (!info) co_return fail(info.error().withContext("Cannot settle the VM"));
-    std::string status = info->value("status", "none");
-    if (status == "none" || status == "completed" || status == "failed" || status == "cancelled") {
-      break;
-    }
-    if (i == 0) {
-      vmmLog().warn("QEMU pid {}: cancelling a snapshot left {} by an earlier hutchd", pid_,
-                    status);
-      auto cancelled = co_await command("migrate_cancel");
-      if (!cancelled) co_return fail(cancelled.error().withContext("Cannot settle the VM"));
-    }
-    if (i > 500) co_return fail(Errc::kTimeout, "A snapshot left running would not cancel");
-    co_await sleep(std::chrono::milliseconds(10));
-  }
-  auto status = co_await queryStatus();
-  if (!status) co_return fail(status.error());
-  if (*status == "paused" || *status == "postmigrate") {
-    vmmLog().warn("QEMU pid {} was left {}; resuming it", pid_, *status);
-    co_return co_await resume();
-  }
-  co_return ok();
 }
 
 asio::awaitable<Result<>> QemuVm::switchDisk(std::filesystem::path new_top) {

@@ -54,9 +54,9 @@ class QemuVm : public Vm {
   // A jailed QEMU opens `new_top` as the box's uid: it is given to the box first (it must be a
   // regular file of root's with one link, as hutchd made it).
   asio::awaitable<Result<>> switchDisk(std::filesystem::path new_top) override;
+  asio::awaitable<Result<>> settle() override;
   Result<ResourceUsage> usage() const override;
   const std::optional<VmJail>& jail() const { return jail_; }
-  asio::awaitable<Result<>> settle() override;
   // Loads a state file into a QEMU started with -incoming defer; the VM is paused afterwards.
   asio::awaitable<Result<>> loadState(std::filesystem::path state_file);
 

@@ -1,0 +1,185 @@
+// The docker template on real boxes: Docker Engine inside the box (no host Docker, no registry:
+// images are built here from Debian's busybox-static and loaded as tarballs), compose with two
+// services reached from the host through a published port, and dockerd plus a volume's data
+// surviving stop/start and a checkpoint rollback. Needs HUTCH_TEST_DOCKER_IMAGE (scripts/test.sh
+// builds the template); skipped without it. Lean on purpose: under TCG one `docker run` takes
+// several seconds.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <thread>
+
+#include "harness.h"
+#include "tcp_client.h"
+
+namespace hutch::e2e {
+namespace {
+
+// A `docker save` archive of a one-layer image "hutch-busybox:latest": the host's static
+// busybox with a few applet links. Built with tar and sha256sum, no Docker on the host.
+std::filesystem::path buildBusyboxImage(const std::filesystem::path& dir) {
+  std::string script = R"sh(
+set -e
+cd "$1"
+rm -rf root img && mkdir -p root/bin root/etc root/tmp img
+cp /bin/busybox root/bin/busybox
+for a in sh httpd wget cat echo sleep true ls mkdir; do ln -s busybox root/bin/$a; done
+echo 'root:x:0:0:root:/root:/bin/sh' > root/etc/passwd
+tar -C root --numeric-owner --owner=0 --group=0 -cf layer.tar .
+L=$(sha256sum layer.tar | cut -d' ' -f1)
+printf '{"architecture":"amd64","os":"linux","config":{"Cmd":["sh"],"Env":["PATH=/bin"]},"rootfs":{"type":"layers","diff_ids":["sha256:%s"]}}' "$L" > config.json
+C=$(sha256sum config.json | cut -d' ' -f1)
+mkdir img/$L && mv layer.tar img/$L/layer.tar && mv config.json img/$C.json
+printf '[{"Config":"%s.json","RepoTags":["hutch-busybox:latest"],"Layers":["%s/layer.tar"]}]' "$C" "$L" > img/manifest.json
+tar -C img -cf busybox-image.tar .
+tar -C root -cf rootfs.tar .
+)sh";
+  std::ofstream(dir / "make-image.sh") << script;
+  std::string cmd = "sh " + (dir / "make-image.sh").string() + " " + dir.string();
+  EXPECT_EQ(std::system(cmd.c_str()), 0);
+  return dir / "busybox-image.tar";
+}
+
+constexpr const char* kCompose = R"yaml(version: "2.4"
+services:
+  web:
+    image: hutch-busybox
+    command: ["sh", "-c", "mkdir -p /www && echo hello-from-compose > /www/index.html && exec httpd -f -p 8080 -h /www"]
+    ports: ["8080:8080"]
+  client:
+    image: hutch-busybox
+    command: ["sh", "-c", "until wget -q -O - http://web:8080/index.html; do sleep 0.5; done; exec sleep 100000"]
+    depends_on: [web]
+)yaml";
+
+class DockerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (std::getenv("HUTCH_TEST_DOCKER_IMAGE") == nullptr) {
+      GTEST_SKIP() << "HUTCH_TEST_DOCKER_IMAGE is not set: build the docker template "
+                      "(scripts/build-image.sh --recipe images/docker; scripts/test.sh does)";
+    }
+    if (!std::filesystem::exists("/bin/busybox")) {
+      GTEST_SKIP() << "/bin/busybox is missing: apt-get install busybox-static";
+    }
+    daemon_ = std::make_unique<Daemon>();
+  }
+  void TearDown() override { daemon_.reset(); }
+  Daemon& d() { return *daemon_; }
+
+  // Runs `docker ARGS...` in the box as the default user (a member of the docker group).
+  CommandResult docker(const std::string& box, std::vector<std::string> args,
+                       const std::string& cwd = "") {
+    std::vector<std::string> argv{"exec"};
+    if (!cwd.empty()) argv.insert(argv.end(), {"-w", cwd});
+    argv.insert(argv.end(), {box, "--", "docker"});
+    argv.insert(argv.end(), args.begin(), args.end());
+    return d().hutch(argv);
+  }
+
+  // dockerd answers (at once when the box came from the template's snapshot).
+  bool waitForDocker(const std::string& box) {
+    for (int i = 0; i < 240; ++i) {
+      if (docker(box, {"info", "--format", "{{.ServerVersion}}"}).exit_code == 0) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
+    return false;
+  }
+
+  void loadBusybox(const std::string& box) {
+    auto image = buildBusyboxImage(d().dir());
+    auto loaded = d().hutch({"image", "load", box, image.string()});
+    ASSERT_EQ(loaded.exit_code, 0) << loaded.err;
+    EXPECT_NE(loaded.out.find("Loaded image: hutch-busybox:latest"), std::string::npos)
+        << loaded.out;
+  }
+
+  std::unique_ptr<Daemon> daemon_;
+};
+
+TEST_F(DockerTest, ImagesBuildRunAndAComposeStackReachedFromTheHost) {
+  uint16_t port = freePort();
+  auto run = d().hutch(
+      {"run", "--name", "dk", "--template", "docker", "-p", std::to_string(port) + ":8080"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  ASSERT_TRUE(waitForDocker("dk"));
+  auto services = d().hutch({"--json", "services", "dk"});
+  EXPECT_NE(services.out.find("\"running\""), std::string::npos) << services.out;
+  auto log = d().hutch({"logs", "dk", "--service", "dockerd"});
+  EXPECT_EQ(log.exit_code, 0) << log.err;
+  EXPECT_NE(log.out.find("API listen on"), std::string::npos) << log.out;
+
+  loadBusybox("dk");
+  auto ran = docker("dk", {"run", "--rm", "hutch-busybox", "true"});
+  EXPECT_EQ(ran.exit_code, 0) << ran.err;
+
+  // docker import of a plain root filesystem tarball, fed through exec -i.
+  auto rootfs = readFile(d().dir() / "rootfs.tar");
+  auto imported = d().hutch({"exec", "-i", "dk", "--", "docker", "import", "-", "hutch-imported"},
+                            rootfs, true);
+  ASSERT_EQ(imported.exit_code, 0) << imported.err;
+  auto echo = docker("dk", {"run", "--rm", "hutch-imported", "/bin/echo", "imported"});
+  EXPECT_EQ(echo.out, "imported\n") << echo.err;
+
+  // docker build FROM a loaded image, with a RUN step.
+  auto dockerfile = d().hutch({"exec", "dk", "--", "sh", "-c",
+                               "mkdir -p build && printf 'FROM hutch-busybox\\nRUN echo built > "
+                               "/built\\n' > build/Dockerfile"});
+  ASSERT_EQ(dockerfile.exit_code, 0);
+  auto built = docker("dk", {"build", "-q", "-t", "hutch-built", "build"}, "/home/hutch");
+  ASSERT_EQ(built.exit_code, 0) << built.out << built.err;
+  EXPECT_EQ(docker("dk", {"run", "--rm", "hutch-built", "cat", "/built"}).out, "built\n");
+
+  // Two services: a web server and a client that reaches it by name; the host reaches the web
+  // server through the box's published port (host -> hutchd -> agent -> docker-proxy).
+  auto compose = d().hutch(
+      {"exec", "-i", "dk", "--", "sh", "-c", "mkdir -p app && cat > app/docker-compose.yml"},
+      kCompose, true);
+  ASSERT_EQ(compose.exit_code, 0);
+  // Debian 12 ships compose v1 (docker-compose 1.29), which has no --wait: the host waits on
+  // the published port instead.
+  auto up = d().hutch({"exec", "-w", "/home/hutch/app", "dk", "--", "docker-compose", "up", "-d"});
+  ASSERT_EQ(up.exit_code, 0) << up.err;
+  auto page = waitForHttp(port, "/index.html", "hello-from-compose", std::chrono::seconds(90));
+  ASSERT_TRUE(page && page->find("hello-from-compose") != std::string::npos);
+  std::string client_log;
+  for (int i = 0; i < 60 && client_log.find("hello-from-compose") == std::string::npos; ++i) {
+    client_log =
+        d().hutch({"exec", "-w", "/home/hutch/app", "dk", "--", "docker-compose", "logs", "client"})
+            .out;
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  EXPECT_NE(client_log.find("hello-from-compose"), std::string::npos) << client_log;
+}
+
+TEST_F(DockerTest, DockerdAndVolumeDataSurviveStopStartAndRollback) {
+  ASSERT_EQ(d().hutch({"run", "--name", "vol", "--template", "docker"}).exit_code, 0);
+  ASSERT_TRUE(waitForDocker("vol"));
+  loadBusybox("vol");
+  auto write = docker("vol", {"run", "--rm", "-v", "data:/data", "hutch-busybox", "sh", "-c",
+                              "echo persisted > /data/f"});
+  ASSERT_EQ(write.exit_code, 0) << write.err;
+
+  ASSERT_EQ(d().hutch({"stop", "vol"}).exit_code, 0);
+  ASSERT_EQ(d().hutch({"start", "vol"}).exit_code, 0);
+  ASSERT_TRUE(waitForDocker("vol")) << "dockerd did not come back after start";
+  auto read = docker("vol", {"run", "--rm", "-v", "data:/data", "hutch-busybox", "cat", "/data/f"});
+  EXPECT_EQ(read.out, "persisted\n") << read.err;
+
+  ASSERT_EQ(d().hutch({"checkpoint", "vol", "--name", "cp"}).exit_code, 0);
+  ASSERT_EQ(docker("vol", {"run", "--rm", "-v", "data:/data", "hutch-busybox", "sh", "-c",
+                           "echo changed > /data/f"})
+                .exit_code,
+            0);
+  auto rolled = d().hutch({"rollback", "vol", "cp"});
+  ASSERT_EQ(rolled.exit_code, 0) << rolled.err;
+  // Restored with its memory: dockerd answers right away, the volume holds the old data.
+  EXPECT_EQ(docker("vol", {"info", "--format", "{{.ServerVersion}}"}).exit_code, 0);
+  auto again =
+      docker("vol", {"run", "--rm", "-v", "data:/data", "hutch-busybox", "cat", "/data/f"});
+  EXPECT_EQ(again.out, "persisted\n") << again.err;
+}
+
+}  // namespace
+}  // namespace hutch::e2e
