@@ -533,7 +533,7 @@ void BoxService::recoverInterruptedCapture(Box& box) {
   if (!text) return;
   auto json = nlohmann::json::parse(*text, nullptr, false);
   std::error_code ec;
-  if (json.is_object() && json.value("new", "") != "") {
+  if (json.is_object() && !json.value("new", std::string()).empty()) {
     // The new top stands on the frozen layer whether or not QEMU switched to it: with it the
     // disk holds every write either way.
     std::string new_name = json.value("new", "");
