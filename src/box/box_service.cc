@@ -69,7 +69,11 @@ asio::awaitable<Result<Box>> BoxService::create(BoxSpec spec) {
   box.image_dir = tmpl.dir.string();
   box.created_at = box.updated_at = unixNow();
   if (pooled) box.uid_index = pooled->uid_index;  // its VM already runs as that uid
-  HUTCH_CO_TRY_VOID(store_.insert(box));
+  if (auto inserted = store_.insert(box); !inserted) {
+    // A name already taken: the pooled VM is still good, and must not be dropped running.
+    if (pooled) warm_[key].push_back(std::move(*pooled));
+    co_return fail(inserted.error());
+  }
   if (pooled) held_uid_indices_.erase(static_cast<uint32_t>(pooled->uid_index));
   spdlog::info("box={} name={} creating from template {}", box.id, box.name, tmpl.name);
 

@@ -202,6 +202,8 @@ class BoxService {
   std::set<uint32_t> held_uid_indices_;
   std::map<std::string, std::vector<Pooled>> warm_;  // the warm pool, by snapshot key
   std::set<std::string> filling_;                    // keys being refilled
+  bool draining_ = false;                            // drainPool() ran: no more pool VMs
+  int discarding_ = 0;                               // pooled VMs being killed
   BoxObserver* observer_ = nullptr;
 };
 

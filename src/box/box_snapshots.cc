@@ -308,7 +308,11 @@ std::optional<BoxService::Pooled> BoxService::takePooled(const std::string& key,
     std::shared_ptr<vmm::Vm> vm = std::move(entry.vm);
     fs::path dir = boxDir(id);
     int64_t index = entry.uid_index;
-    auto release = [this, index] { held_uid_indices_.erase(static_cast<uint32_t>(index)); };
+    ++discarding_;
+    auto release = [this, index] {
+      held_uid_indices_.erase(static_cast<uint32_t>(index));
+      --discarding_;
+    };
     asio::co_spawn(loop_, discardPooled(vm, dir, release), asio::detached);
   }
   return std::nullopt;
@@ -316,7 +320,7 @@ std::optional<BoxService::Pooled> BoxService::takePooled(const std::string& key,
 
 void BoxService::refillPool(const std::string& key, const storage::Template& tmpl,
                             const BoxConfig& config) {
-  if (config_.pool_size == 0 || filling_.contains(key)) return;
+  if (config_.pool_size == 0 || draining_ || filling_.contains(key)) return;
   if (warm_[key].size() >= config_.pool_size) return;
   filling_.insert(key);
   asio::co_spawn(loop_, fillPool(key, tmpl, config), asio::detached);
@@ -324,7 +328,7 @@ void BoxService::refillPool(const std::string& key, const storage::Template& tmp
 
 asio::awaitable<void> BoxService::fillPool(std::string key, storage::Template tmpl,
                                            BoxConfig config) {
-  while (warm_[key].size() < config_.pool_size) {
+  while (!draining_ && warm_[key].size() < config_.pool_size) {
     auto snapshot = store_.findTemplateSnapshot(key);
     if (!snapshot || !*snapshot) break;
     Snapshot snap = **snapshot;
@@ -367,6 +371,13 @@ asio::awaitable<void> BoxService::fillPool(std::string key, storage::Template tm
       removeQuietly(boxDir(box.id));
       break;
     }
+    if (draining_) {
+      // hutchd is shutting down: drainPool no longer sees this one.
+      co_await (*vm)->kill();
+      held_uid_indices_.erase(*index);
+      removeQuietly(boxDir(box.id));
+      break;
+    }
     spdlog::debug("Warm pool for {}: box {} ready (paused)", tmpl.name, box.id);
     warm_[key].push_back(Pooled{box.id, snap.id, std::move(*vm), box.uid_index});
   }
@@ -374,6 +385,14 @@ asio::awaitable<void> BoxService::fillPool(std::string key, storage::Template tm
 }
 
 asio::awaitable<void> BoxService::drainPool() {
+  // A fill under way would launch a VM after the drain, a discard might not have killed its VM
+  // yet: stop the fills and wait for both.
+  draining_ = true;
+  while (!filling_.empty() || discarding_ > 0) {
+    asio::steady_timer wait(loop_, std::chrono::milliseconds(20));
+    boost::system::error_code ec;
+    co_await wait.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
   auto warm = std::move(warm_);
   warm_.clear();
   for (auto& [key, entries] : warm) {
@@ -476,8 +495,19 @@ asio::awaitable<Result<BoxService::Capture>> BoxService::capture(Box& box, Runti
     co_return co_await undo(std::move(error));
   }
   fs::path layer = cap.layer;
-  auto make_top = [layer, new_top, disk_bytes] {
-    return storage::createLayerOverlay(layer, new_top, disk_bytes);
+  // Made in the capture's own (root's) directory and renamed into place: qemu-img would follow
+  // a symlink the box's uid planted at the new name (which the journal above tells it).
+  fs::path staged = dir / new_name;
+  auto make_top = [layer, staged, new_top, disk_bytes]() -> Result<> {
+    HUTCH_TRY_VOID(storage::createLayerOverlay(layer, staged, disk_bytes));
+    std::error_code ec;
+    fs::rename(staged, new_top, ec);
+    if (ec) {
+      fs::remove(staged, ec);
+      return fail(Errc::kInternal,
+                  fmt::format("Cannot move {} into place: {}", staged.string(), ec.message()));
+    }
+    return ok();
   };
   Result<> switched = co_await event::offload(pool_, std::move(make_top));
   if (switched) switched = co_await runtime.vm->switchDisk(new_top);

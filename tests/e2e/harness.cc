@@ -57,7 +57,7 @@ std::string readFile(const std::filesystem::path& path) {
   return s.str();
 }
 
-Daemon::Daemon() {
+Daemon::Daemon(std::vector<std::string> extra_args) : extra_args_(std::move(extra_args)) {
   const char* image = std::getenv("HUTCH_TEST_IMAGE");
   if (image == nullptr || !std::filesystem::exists(std::filesystem::path(image) / "rootfs.img")) {
     ADD_FAILURE() << "HUTCH_TEST_IMAGE must name a built guest image directory (scripts/test.sh "
@@ -93,10 +93,11 @@ void Daemon::startDaemon() {
   UniqueFd log = openOrDie(dir_ / "hutchd.log", O_WRONLY | O_CREAT | O_APPEND);
   // Daemons of concurrent test runs on one host must not hand out the same box uids.
   std::string uid_base = std::to_string(0x7C010000U + (::getpid() % 512U) * 65536U);
-  auto pid =
-      sys::spawn({.argv = {hutchdBin().string(), "--socket", socket(), "--state-dir",
-                           stateDir().string(), "--log-level", "debug", "--uid-base", uid_base},
-                  .fds = {{log.get(), 1}, {log.get(), 2}}});
+  std::vector<std::string> argv = {
+      hutchdBin().string(), "--socket", socket(),     "--state-dir", stateDir().string(),
+      "--log-level",        "debug",    "--uid-base", uid_base};
+  argv.insert(argv.end(), extra_args_.begin(), extra_args_.end());
+  auto pid = sys::spawn({.argv = argv, .fds = {{log.get(), 1}, {log.get(), 2}}});
   if (!pid) {
     ADD_FAILURE() << "cannot start hutchd: " << pid.error().describe();
     std::abort();

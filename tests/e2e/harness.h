@@ -23,8 +23,9 @@ struct CommandResult {
 
 class Daemon {
  public:
-  // Starts hutchd with a fresh state dir whose template "base" is $HUTCH_TEST_IMAGE.
-  Daemon();
+  // Starts hutchd with a fresh state dir whose template "base" is $HUTCH_TEST_IMAGE, with
+  // `extra_args` (e.g. {"--pool-size", "2"}) on its command line, restarts included.
+  explicit Daemon(std::vector<std::string> extra_args = {});
   ~Daemon();
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;
@@ -53,6 +54,7 @@ class Daemon {
   void startDaemon();
 
   std::filesystem::path dir_;
+  std::vector<std::string> extra_args_;
   pid_t pid_ = -1;
 };
 

@@ -326,10 +326,9 @@ bool waitForPool(const Daemon& d, size_t want) {
   return false;
 }
 
-// Disabled: the pool is off by default (hutchd --pool-size) until its uid handoff to the jail is
-// fixed (docs/snapshots.md); the harness has no way to pass daemon flags yet.
-TEST(WarmPoolTest, DISABLED_CreatesTakeAPausedRestoredBoxAndThePoolRefills) {
-  Daemon d;
+// The pool is off by default (docs/snapshots.md): this daemon turns it on.
+TEST(WarmPoolTest, CreatesTakeAPausedRestoredBoxAndThePoolRefills) {
+  Daemon d({"--pool-size", "2"});
   ASSERT_EQ(d.hutch({"run", "--name", "first"}).exit_code, 0);
   ASSERT_TRUE(waitForPool(d, 2)) << "the pool did not fill to its default size of 2";
   auto second = d.hutch({"run", "--name", "second", "--", "hostname"});
