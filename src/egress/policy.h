@@ -1,0 +1,60 @@
+// Egress policy: which names and ports a box may reach through hutch's proxy and resolver.
+// A plain value, parsed from JSON, decided on without I/O. Deny rules win over allow rules.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/result.h"
+
+namespace hutch::egress {
+
+// One rule. domain: "api.example.com" (exactly that name), "*.example.com" (any name below
+// example.com, not example.com itself) or "*" (any name). Names compare case-insensitively and
+// without a trailing dot. ports: empty = every port.
+struct Rule {
+  std::string domain;
+  std::vector<uint16_t> ports;
+  bool operator==(const Rule&) const = default;
+};
+
+struct Policy {
+  std::vector<Rule> allow;
+  std::vector<Rule> deny;
+  bool operator==(const Policy&) const = default;
+};
+
+// The JSON form (docs/network.md):
+//   {"allow": [{"domain": "api.example.com", "ports": [443]}, {"domain": "*.debian.org"}],
+//    "deny":  [{"domain": "evil.example.com"}],
+//    "presets": ["debian-mirrors"]}
+// "presets" adds the preset's rules (below) at parse time; the parsed Policy holds only rules.
+// Unknown keys, bad domains ("", "a..b", "*x.com", IP literals), ports outside 1..65535 are
+// errors (kInvalidArgument) whose message names the offending field and what is accepted.
+Result<Policy> parsePolicy(const nlohmann::json& doc, const std::filesystem::path& etc_apt = "/etc/apt");
+nlohmann::json toJson(const Policy& policy);  // {"allow": [...], "deny": [...]}
+
+// Presets by name: "none" (nothing), "allow-all" ({"domain": "*"}), "debian-mirrors" (every host
+// named by the apt sources under etc_apt, ports 80 and 443, read now: never hard-coded).
+Result<Policy> preset(std::string_view name, const std::filesystem::path& etc_apt = "/etc/apt");
+// `text` is a preset name or a JSON document (what `--network-policy` and `hutch policy set` take
+// after the CLI has read the file).
+Result<Policy> parsePolicyText(std::string_view text, const std::filesystem::path& etc_apt = "/etc/apt");
+
+struct Decision {
+  bool allowed = false;
+  std::string reason;  // "allowed by api.example.com:443", "denied by *.evil.com", "no allow rule matches"
+};
+
+// A connection to host:port. host must be a name; an IP literal is always denied ("raw IP").
+Decision decide(const Policy& policy, std::string_view host, uint16_t port);
+// A DNS question for `name`: answered when some allow rule matches it on any port and no deny
+// rule without ports matches it.
+Decision decideName(const Policy& policy, std::string_view name);
+
+}  // namespace hutch::egress
