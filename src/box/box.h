@@ -35,7 +35,19 @@ struct BoxConfig {
 struct BoxSpec {
   std::string name;  // empty: generated
   BoxConfig config;
+  // Egress policy: a preset name or a JSON document (egress/policy.h); empty: the template's
+  // default (network-policy.json in its directory) or else the daemon's.
+  std::string network_policy;
+  std::vector<std::string> secrets;  // names of host secrets the box may use (placeholders only)
   bool operator==(const BoxSpec&) const = default;
+};
+
+// A host secret a box may use: the box sees only the placeholder (in its environment, as
+// NAME=placeholder); hutch's egress proxy swaps in the value on the way out.
+struct BoxSecret {
+  std::string name;
+  std::string placeholder;
+  bool operator==(const BoxSecret&) const = default;
 };
 
 struct Box {
@@ -56,6 +68,10 @@ struct Box {
   // The box's own uid and gid on the host are derived from this (jail::boxIds); unique among
   // boxes, taken at its first boot, freed with the box. -1: none yet.
   int64_t uid_index = -1;
+  // The box's egress policy, as egress::toJson renders it ("" for boxes from before networking:
+  // they get none).
+  std::string network_policy;
+  std::vector<BoxSecret> secrets;
 
   bool operator==(const Box&) const = default;
 };

@@ -48,6 +48,7 @@ nlohmann::json SnapshotManifest::toJson() const {
           {"qemu_version", env.qemu_version},
           {"accel", env.accel},
           {"cpu_model", env.cpu_model},
+          {"network", env.network},
           {"machine", machine},
           {"ram_block", ram_block},
           {"ignore_shared", ignore_shared},
@@ -74,6 +75,7 @@ Result<SnapshotManifest> SnapshotManifest::fromJson(const nlohmann::json& json) 
     m.env.qemu_version = json.at("qemu_version").get<std::string>();
     m.env.accel = json.at("accel").get<std::string>();
     m.env.cpu_model = json.at("cpu_model").get<std::string>();
+    m.env.network = json.value("network", "none");  // manifests before networking had none
     m.machine = json.at("machine").get<std::string>();
     m.ram_block = json.at("ram_block").get<std::string>();
     m.ignore_shared = json.at("ignore_shared").get<bool>();
@@ -111,6 +113,10 @@ std::optional<std::string> incompatibility(const SnapshotManifest& m, const Snap
   if (m.env.cpu_model != env.cpu_model) {
     return fmt::format("it was made on a '{}' CPU, this host has '{}'", m.env.cpu_model,
                        env.cpu_model);
+  }
+  if (m.env.network != env.network) {
+    return fmt::format("it was made with network '{}', boxes here get '{}'", m.env.network,
+                       env.network);
   }
   if (m.machine != "microvm" || m.ram_block != "mem" || !m.ignore_shared) {
     return fmt::format(

@@ -43,6 +43,9 @@ struct SnapshotEnv {
   std::string qemu_version;  // "7.2.22"
   std::string accel;         // "tcg" | "kvm"
   std::string cpu_model;     // the host CPU ("model name" in /proc/cpuinfo)
+  // The VM's NIC, as a restore must find it again: "none", or the device and the guest's
+  // address ("virtio-net 10.0.2.15/24"), the same in every box.
+  std::string network = "none";
   bool operator==(const SnapshotEnv&) const = default;
 };
 

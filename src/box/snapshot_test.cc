@@ -68,6 +68,15 @@ TEST(SnapshotManifestTest, CompatibleOnlyWithTheSameHostAndShape) {
   other.env.cpu_model = "Other CPU";
   EXPECT_NE(reason(other).find("'Other CPU' CPU"), std::string::npos);
   other = m;
+  other.env.network = "virtio-net 10.0.2.15/24";
+  EXPECT_EQ(reason(other), "it was made with network 'virtio-net 10.0.2.15/24', boxes here get 'none'");
+  // A manifest from before networking names none: it still restores into a box without a NIC.
+  auto old = m.toJson();
+  old.erase("network");
+  auto parsed = SnapshotManifest::fromJson(old);
+  ASSERT_TRUE(parsed);
+  EXPECT_EQ(reason(*parsed), "");
+  other = m;
   other.ram_block = "ram0";
   EXPECT_NE(reason(other).find("RAM block 'ram0'"), std::string::npos);
   EXPECT_NE(reason(m, 1, 1024).find("asks for 1"), std::string::npos);

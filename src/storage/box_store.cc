@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <nlohmann/json.hpp>
+
 namespace hutch::storage {
 
 namespace {
@@ -58,11 +60,15 @@ CREATE TABLE ports (
   PRIMARY KEY (host_address, host_port)
 );
 CREATE INDEX ports_by_box ON ports (box_id);)sql",
+    // Egress (issue 6): the box's policy (JSON) and its secrets ([{name, placeholder}]).
+    R"sql(
+ALTER TABLE boxes ADD COLUMN network_policy TEXT NOT NULL DEFAULT '';
+ALTER TABLE boxes ADD COLUMN secrets TEXT NOT NULL DEFAULT '[]';)sql",
 };
 
 constexpr const char* kColumns =
     "id, name, template, cpus, memory_mib, state, reason, accel, pid, created_at, updated_at, "
-    "disk_mib, image_dir, boot, disk, uid_index";
+    "disk_mib, image_dir, boot, disk, uid_index, network_policy, secrets";
 
 constexpr const char* kSnapshotColumns =
     "id, kind, box_id, name, template_key, dir, layer, size_bytes, created_at";
@@ -92,6 +98,12 @@ Result<std::vector<box::Snapshot>> readSnapshots(Statement& st) {
   return out;
 }
 
+std::string secretsJson(const std::vector<box::BoxSecret>& secrets) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& s : secrets) list.push_back({{"name", s.name}, {"placeholder", s.placeholder}});
+  return list.dump();
+}
+
 Result<box::Box> readRow(const Statement& st) {
   box::Box b;
   b.id = st.columnText(0);
@@ -110,6 +122,14 @@ Result<box::Box> readRow(const Statement& st) {
   b.boot = st.columnText(13);
   b.disk = st.columnText(14);
   b.uid_index = st.columnInt(15);
+  b.network_policy = st.columnText(16);
+  auto secrets = nlohmann::json::parse(st.columnText(17), nullptr, false);
+  if (!secrets.is_array()) {
+    return fail(Errc::kInternal, fmt::format("Box {} has a corrupt secrets column", b.id));
+  }
+  for (const auto& s : secrets) {
+    b.secrets.push_back({s.value("name", ""), s.value("placeholder", "")});
+  }
   return b;
 }
 
@@ -129,7 +149,9 @@ void bindRow(Statement& st, const box::Box& b) {
       .bind(13, b.image_dir)
       .bind(14, b.boot)
       .bind(15, b.disk)
-      .bind(16, b.uid_index);
+      .bind(16, b.uid_index)
+      .bind(17, b.network_policy)
+      .bind(18, secretsJson(b.secrets));
 }
 
 }  // namespace
@@ -162,7 +184,7 @@ Result<> BoxStore::migrate() {
 Result<> BoxStore::insert(const box::Box& b) {
   HUTCH_TRY(Statement st,
             db_.prepare(fmt::format(
-                "INSERT INTO boxes ({}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", kColumns)));
+                "INSERT INTO boxes ({}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", kColumns)));
   bindRow(st, b);
   auto r = st.run();
   if (!r && r.error().code() == Errc::kAlreadyExists) {
@@ -179,7 +201,7 @@ Result<> BoxStore::update(const box::Box& b) {
                 "UPDATE boxes SET id=?1, name=?2, template=?3, cpus=?4, "
                 "memory_mib=?5, state=?6, reason=?7, accel=?8, pid=?9, "
                 "created_at=?10, updated_at=?11, disk_mib=?12, image_dir=?13, boot=?14, disk=?15, "
-                "uid_index=?16 "
+                "uid_index=?16, network_policy=?17, secrets=?18 "
                 "WHERE id=?1"));
   bindRow(st, b);
   HUTCH_TRY_VOID(st.run());

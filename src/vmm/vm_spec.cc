@@ -3,6 +3,8 @@
 #include <sys/un.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <regex>
 #include <system_error>
 
 namespace hutch::vmm {
@@ -99,6 +101,20 @@ Result<> VmSpec::validate() const {
   if (!std::filesystem::is_directory(run_dir, ec)) {
     return fail(Errc::kNotFound,
                 "The run directory " + run_dir.string() + " does not exist: create it first");
+  }
+  if (!netns.empty()) {
+    if (!std::filesystem::exists(netns, ec)) {
+      return fail(Errc::kNotFound, "The network namespace " + netns.string() +
+                                       " does not exist: make the box's network first");
+    }
+    if (tap.empty() || tap.size() > 15) {
+      return fail(Errc::kInvalidArgument, "\"" + tap + "\" is not a tap device name (1-15 bytes)");
+    }
+    static const std::regex kMac("^[0-9a-f]{2}(:[0-9a-f]{2}){5}$");
+    if (!std::regex_match(mac, kMac)) {
+      return fail(Errc::kInvalidArgument,
+                  "\"" + mac + "\" is not a MAC address (six lowercase hex pairs, like 52:54:00:12:34:56)");
+    }
   }
   // Unix socket paths are limited to sizeof(sun_path) - 1 bytes.
   for (const auto& socket : {qmpSocket(), agentSocket()}) {

@@ -42,6 +42,12 @@ struct VmSpec {
   // loads this state file; launch() returns with the VM paused, ready to resume().
   std::filesystem::path incoming_state;
   std::filesystem::path run_dir;  // box directory: sockets, logs, pid file live here
+  // The VM's NIC: a virtio-net device on the tap device `tap` in this network namespace (the
+  // backend opens it and hands QEMU the descriptor; QEMU itself stays out of the namespace).
+  // Empty: no NIC.
+  std::filesystem::path netns;
+  std::string tap = "tap0";
+  std::string mac = "52:54:00:12:34:56";
   // A jailing backend runs the VMM as its own uid and gid, derived from this index (hutchd
   // stores one per box; jail::boxIds). Required when the backend jails.
   std::optional<uint32_t> uid_index;

@@ -87,6 +87,18 @@ TEST_F(VmSpecTest, RunDirMustExistAndBeShort) {
   EXPECT_NE(problem().find("use a shorter run directory"), std::string::npos);
 }
 
+TEST_F(VmSpecTest, NetworkNeedsAnExistingNamespaceATapNameAndAMac) {
+  spec_.netns = dir_ / "no-such-netns";
+  EXPECT_NE(problem().find("make the box's network first"), std::string::npos) << problem();
+  spec_.netns = dir_ / "vmlinux";  // any existing file stands in for /run/netns/NAME
+  EXPECT_EQ(problem(), "");
+  spec_.mac = "52:54:00:12:34";
+  EXPECT_NE(problem().find("is not a MAC address"), std::string::npos) << problem();
+  spec_.mac = "52:54:00:12:34:56";
+  spec_.tap = std::string(16, 't');
+  EXPECT_NE(problem().find("is not a tap device name"), std::string::npos) << problem();
+}
+
 TEST_F(VmSpecTest, GuestParamsAreChecked) {
   spec_.guest_params["hostname"] = "box-1";
   EXPECT_EQ(problem(), "");

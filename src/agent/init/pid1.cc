@@ -8,6 +8,7 @@
 #include "agent/init/kernel_cmdline.h"
 #include "agent/init/loopback.h"
 #include "agent/init/mounts.h"
+#include "agent/init/network.h"
 #include "agent/log.h"
 
 namespace hutch::agent {
@@ -17,8 +18,14 @@ void setUpAsPid1() {
   mountSystemFilesystems();
   if (auto up = bringUpLoopback(); !up) logWarning(up.error().describe());
   auto system = realSystemControl();
-  if (auto named = applyHostname(readKernelCmdline(), *system); !named) {
+  std::string cmdline = readKernelCmdline();
+  if (auto named = applyHostname(cmdline, *system); !named) {
     logWarning(named.error().describe());
+  }
+  if (auto net = parseNetConfig(cmdline); !net) {
+    logWarning(net.error().describe());
+  } else if (*net) {
+    if (auto up = applyNetConfig(**net); !up) logWarning(up.error().describe());
   }
   if (auto grown = growRootFilesystem(deviceOf("/")); !grown) {
     logWarning(grown.error().describe());

@@ -140,12 +140,18 @@ QemuArgv QemuArgv::forSpec(const VmSpec& spec, std::filesystem::path binary) {
   q.boot.cmdline = KernelCmdline::forGuest(spec.tsc_khz, spec.guest_params);
   q.disks.push_back(VirtioBlockDevice{.id = "root", .file = spec.disk, .format = spec.disk_format});
   q.agent = VirtioSerialPort{.socket = spec.agentSocket()};
+  if (!spec.netns.empty()) q.nic = VirtioNetTap{.fd = kTapFd, .mac = spec.mac};
   q.rng = VirtioRng{};
   q.console = SerialConsoleLog{.log = spec.consoleLog()};
   q.qmp.socket = spec.qmpSocket();
   if (!spec.incoming_state.empty()) q.incoming = IncomingMigration{};
   q.sandbox = SandboxOption{};
   return q;
+}
+
+void VirtioNetTap::appendTo(Argv& argv) const {
+  argv.insert(argv.end(), {"-netdev", "tap,id=net0,fd=" + std::to_string(fd), "-device",
+                           "virtio-net-device,netdev=net0,mac=" + escapeOptionValue(mac)});
 }
 
 Argv QemuArgv::render() const {
@@ -158,6 +164,7 @@ Argv QemuArgv::render() const {
   boot.appendTo(argv);
   for (const VirtioBlockDevice& disk : disks) disk.appendTo(argv);
   if (agent) agent->appendTo(argv);
+  if (nic) nic->appendTo(argv);
   if (rng) rng->appendTo(argv);
   if (console) console->appendTo(argv);
   qmp.appendTo(argv);

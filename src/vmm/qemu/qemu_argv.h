@@ -99,6 +99,14 @@ struct VirtioSerialPort {
   void appendTo(Argv& argv) const;
 };
 
+// -netdev tap,id=net0,fd=N -device virtio-net-device,netdev=net0,mac=M: the NIC, on a tap
+// descriptor QEMU inherits as fd N (the backend opened it in the box's network namespace).
+struct VirtioNetTap {
+  int fd = 4;
+  std::string mac;
+  void appendTo(Argv& argv) const;
+};
+
 // -object rng-random,id=rng0,filename=/dev/urandom -device virtio-rng-device,rng=rng0: without
 // it the guest's RNG is not ready when the agent starts and the first su/sudo can stall.
 struct VirtioRng {
@@ -137,6 +145,7 @@ struct QemuArgv {
   DirectKernelBoot boot;
   std::vector<VirtioBlockDevice> disks;
   std::optional<VirtioSerialPort> agent;
+  std::optional<VirtioNetTap> nic;
   std::optional<VirtioRng> rng;
   std::optional<SerialConsoleLog> console;
   QmpSocket qmp;
@@ -144,6 +153,8 @@ struct QemuArgv {
   std::optional<SandboxOption> sandbox;
   Argv extra;  // appended verbatim (tests, experiments)
 
+  // The descriptor number the NIC's tap is passed as.
+  static constexpr int kTapFd = 4;
   // The command line hutch uses for `spec` (which should be valid).
   static QemuArgv forSpec(const VmSpec& spec, std::filesystem::path binary);
   Argv render() const;

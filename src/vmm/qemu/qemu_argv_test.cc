@@ -163,3 +163,25 @@ TEST(QemuArgvTest, ExtraArgumentsGoLast) {
 
 }  // namespace
 }  // namespace hutch::vmm::qemu
+
+namespace hutch::vmm::qemu {
+namespace {
+
+TEST(QemuArgvTest, NicOnlyWithANetworkNamespaceAndOnTheInheritedTapFd) {
+  VmSpec spec;
+  spec.id = "n";
+  spec.kernel = "/k";
+  spec.disk = "/d";
+  spec.run_dir = "/r";
+  Argv none = QemuArgv::forSpec(spec, "q").render();
+  EXPECT_EQ(std::find(none.begin(), none.end(), "-netdev"), none.end());
+  spec.netns = "/run/netns/hutch-3";
+  Argv argv = QemuArgv::forSpec(spec, "q").render();
+  auto it = std::find(argv.begin(), argv.end(), "-netdev");
+  ASSERT_NE(it, argv.end());
+  EXPECT_EQ(*(it + 1), "tap,id=net0,fd=" + std::to_string(QemuArgv::kTapFd));
+  EXPECT_EQ(*(it + 3), "virtio-net-device,netdev=net0,mac=52:54:00:12:34:56");
+}
+
+}  // namespace
+}  // namespace hutch::vmm::qemu

@@ -17,6 +17,7 @@
 
 #include "jail/box_dir.h"
 #include "jail/box_ids.h"
+#include "net/netns.h"
 #include "sys/files.h"
 #include "sys/pidfd.h"
 #include "sys/proc_fs.h"
@@ -205,6 +206,7 @@ Result<jail::JailSpec> QemuBackend::jailSpecFor(const VmSpec& spec, jail::BoxIds
   js.gid = ids.gid;
   js.cwd = spec.run_dir;
   js.paths = jailPathsFor(spec, binary_, chain, preload);
+  if (!spec.netns.empty()) js.keep_fds = {QemuArgv::kTapFd};
   if (spec.ram == GuestRam::kMappedFile) {
     js.env = {"LD_PRELOAD=" + preload.string(), "HUTCH_READONLY_RAM=" + spec.memory_file.string()};
   }
@@ -244,6 +246,13 @@ Result<QemuBackend::Started> QemuBackend::startProcess(const VmSpec& spec) const
   sys::SpawnOptions options;
   options.argv = argv;
   options.fds = {{log->get(), 1}, {log->get(), 2}};
+  UniqueFd tap;
+  if (!spec.netns.empty()) {
+    auto opened = net::openTap(spec.netns, spec.tap);
+    if (!opened) return fail(opened.error().withContext(context));
+    tap = std::move(*opened);
+    options.fds.push_back({tap.get(), QemuArgv::kTapFd});
+  }
   options.new_session = true;
   options.cwd = spec.run_dir;
   std::optional<VmJail> vm_jail;
