@@ -82,6 +82,7 @@ awaitable<Reply> startProcess(box::BoxService& service, RequestContext& ctx) {
   if (!valid) co_return errorResponse(valid.error());
   auto agent = service.agentFor(param(ctx, "box"));
   if (!agent) co_return errorResponse(agent.error());
+  if (auto b = service.get(param(ctx, "box")); b) addBoxEnvironment(*b, *request);
   std::vector<std::string> argv = request->argv;
   std::string user = request->user;
   auto session = co_await (*agent)->exec(std::move(*request));

@@ -225,6 +225,7 @@ awaitable<Reply> execInBox(box::BoxService& service, RequestContext& ctx) {
   if (!valid) co_return errorResponse(valid.error());
   auto agent = service.agentFor(param(ctx, "box"));
   if (!agent) co_return errorResponse(agent.error());
+  if (auto b = service.get(param(ctx, "box")); b) addBoxEnvironment(*b, *request);
 
   std::shared_ptr<Connection> c = ctx.connection;
   Response res{http::status::switching_protocols, 11};

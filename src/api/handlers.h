@@ -4,9 +4,11 @@
 #include <string>
 
 #include "api/http_server.h"
+#include "proto/messages.h"
 #include "box/box_service.h"
 #include "box/port_forwards.h"
 #include "box/template_service.h"
+#include "net/secrets.h"
 #include "vmm/accel.h"
 
 namespace hutch::api {
@@ -25,5 +27,12 @@ void registerRoutes(Router<Handler>& router, box::BoxService& service,
 // Published ports, detached processes and services (box_io_handlers.cc).
 void registerBoxIoRoutes(Router<Handler>& router, box::BoxService& service,
                          box::PortForwards& ports);
+
+// A box's egress policy and policy log, and the host's secrets (network_handlers.cc).
+void registerNetworkRoutes(Router<Handler>& router, box::BoxService& service,
+                           net::SecretStore& secrets);
+
+// The box's own environment (its secrets' placeholders) under what the request sets itself.
+void addBoxEnvironment(const box::Box& box, proto::ExecRequest& request);
 
 }  // namespace hutch::api

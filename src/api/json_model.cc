@@ -8,8 +8,6 @@
 
 namespace hutch::api {
 
-namespace {
-
 Result<> rejectUnknownFields(const json& j, const std::set<std::string>& known,
                              std::string_view what) {
   for (const auto& [key, _] : j.items()) {
@@ -20,27 +18,6 @@ Result<> rejectUnknownFields(const json& j, const std::set<std::string>& known,
   }
   return ok();
 }
-
-template <class T>
-Result<> readField(const json& j, const char* key, T& out, std::string_view what) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return ok();
-  auto wrongType = [&] {
-    return fail(Errc::kInvalidArgument, fmt::format("Field '{}' in {} has the wrong type ({})", key,
-                                                    what, it->type_name()));
-  };
-  if constexpr (std::is_integral_v<T>) {
-    if (!it->is_number_integer()) return wrongType();
-  }
-  try {
-    out = it->get<T>();
-  } catch (const json::exception&) {
-    return wrongType();
-  }
-  return ok();
-}
-
-}  // namespace
 
 Result<json> parseObject(std::string_view body) {
   json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
@@ -54,6 +31,16 @@ Result<json> parseObject(std::string_view body) {
   return j;
 }
 
+namespace {
+
+std::vector<std::string> secretNames(const box::Box& b) {
+  std::vector<std::string> names;
+  for (const auto& s : b.secrets) names.push_back(s.name);
+  return names;
+}
+
+}  // namespace
+
 json toJson(const box::Box& b) {
   return json{{"id", b.id},
               {"name", b.name},
@@ -66,6 +53,7 @@ json toJson(const box::Box& b) {
               {"accel", b.accel},
               {"pid", b.pid},
               {"boot", b.boot},
+              {"secrets", secretNames(b)},
               {"created_at", b.created_at},
               {"updated_at", b.updated_at}};
 }
@@ -86,6 +74,9 @@ Result<box::Box> boxFromJson(const json& j) {
   HUTCH_TRY_VOID(readField(j, "accel", b.accel, kWhat));
   HUTCH_TRY_VOID(readField(j, "pid", b.pid, kWhat));
   HUTCH_TRY_VOID(readField(j, "boot", b.boot, kWhat));
+  std::vector<std::string> secrets;
+  HUTCH_TRY_VOID(readField(j, "secrets", secrets, kWhat));
+  for (auto& name : secrets) b.secrets.push_back({std::move(name), ""});
   HUTCH_TRY_VOID(readField(j, "created_at", b.created_at, kWhat));
   HUTCH_TRY_VOID(readField(j, "updated_at", b.updated_at, kWhat));
   HUTCH_TRY(b.state, box::parseState(state));
@@ -98,6 +89,11 @@ json toJson(const CreateBoxRequest& r) {
          {"memory_mib", r.config.memory_mib}};
   if (r.config.disk_mib != 0) j["disk_mib"] = r.config.disk_mib;
   if (!r.name.empty()) j["name"] = r.name;
+  if (!r.network_policy.empty()) {
+    json policy = json::parse(r.network_policy, nullptr, false);
+    j["network_policy"] = policy.is_object() ? policy : json(r.network_policy);
+  }
+  if (!r.secrets.empty()) j["secrets"] = r.secrets;
   return j;
 }
 
@@ -105,7 +101,10 @@ Result<CreateBoxRequest> parseCreateBox(std::string_view body) {
   HUTCH_TRY(json j, parseObject(body));
   constexpr std::string_view kWhat = "the create request";
   HUTCH_TRY_VOID(
-      rejectUnknownFields(j, {"name", "template", "cpus", "memory_mib", "disk_mib"}, kWhat));
+      rejectUnknownFields(j,
+                          {"name", "template", "cpus", "memory_mib", "disk_mib", "network_policy",
+                           "secrets"},
+                          kWhat));
   CreateBoxRequest r;
   int64_t cpus = r.config.cpus;
   int64_t memory = static_cast<int64_t>(r.config.memory_mib);
@@ -115,6 +114,18 @@ Result<CreateBoxRequest> parseCreateBox(std::string_view body) {
   HUTCH_TRY_VOID(readField(j, "memory_mib", memory, kWhat));
   int64_t disk = 0;
   HUTCH_TRY_VOID(readField(j, "disk_mib", disk, kWhat));
+  if (auto policy = j.find("network_policy"); policy != j.end() && !policy->is_null()) {
+    if (policy->is_string()) {
+      r.network_policy = policy->get<std::string>();
+    } else if (policy->is_object()) {
+      r.network_policy = policy->dump();
+    } else {
+      return fail(Errc::kInvalidArgument,
+                  "network_policy is a preset name (none, allow-all, debian-mirrors) or a policy "
+                  "object");
+    }
+  }
+  HUTCH_TRY_VOID(readField(j, "secrets", r.secrets, kWhat));
   if (disk < 0) return fail(Errc::kInvalidArgument, "disk_mib must not be negative");
   r.config.disk_mib = static_cast<uint64_t>(disk);
   if (cpus < 1 || cpus > 64) {

@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
+#include <fmt/format.h>
 #include <string>
 #include <string_view>
 
@@ -50,5 +52,27 @@ Error errorFromResponse(int status, std::string_view body);
 
 // Parses a JSON object body; a clear kInvalidArgument error for anything else.
 Result<json> parseObject(std::string_view body);
+// kInvalidArgument naming the first key of `j` not in `known`.
+Result<> rejectUnknownFields(const json& j, const std::set<std::string>& known,
+                             std::string_view what);
+// Reads j[key] into out when present and not null; a wrong type is kInvalidArgument.
+template <class T>
+Result<> readField(const json& j, const char* key, T& out, std::string_view what) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return ok();
+  auto wrongType = [&] {
+    return fail(Errc::kInvalidArgument, fmt::format("Field '{}' in {} has the wrong type ({})", key,
+                                                    what, it->type_name()));
+  };
+  if constexpr (std::is_integral_v<T>) {
+    if (!it->is_number_integer()) return wrongType();
+  }
+  try {
+    out = it->get<T>();
+  } catch (const json::exception&) {
+    return wrongType();
+  }
+  return ok();
+}
 
 }  // namespace hutch::api

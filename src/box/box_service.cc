@@ -11,6 +11,7 @@
 #include <chrono>
 #include <fstream>
 
+#include "box/network_service.h"
 #include "event/offload.h"
 #include "jail/box_dir.h"
 #include "jail/box_ids.h"
@@ -43,6 +44,21 @@ Result<> BoxService::setState(Box& box, BoxState state, std::string reason) {
   return ok();
 }
 
+namespace {
+
+// Puts $HUTCH_CA into the guest's trust store: the file update-ca-certificates keeps, and the
+// bundle OpenSSL, curl, git, pip and npm read (appended once).
+constexpr const char* kInstallCa = R"sh(set -e
+dir=/usr/local/share/ca-certificates
+mkdir -p "$dir" /etc/ssl/certs
+printf '%s\n' "$HUTCH_CA" > "$dir/hutch-box-ca.crt"
+bundle=/etc/ssl/certs/ca-certificates.crt
+line=$(sed -n 2p "$dir/hutch-box-ca.crt")
+grep -qF "$line" "$bundle" 2>/dev/null || cat "$dir/hutch-box-ca.crt" >> "$bundle"
+)sh";
+
+}  // namespace
+
 asio::awaitable<Result<Box>> BoxService::create(BoxSpec spec) {
   HUTCH_CO_TRY_VOID(spec.config.validate());
   if (!spec.name.empty()) HUTCH_CO_TRY_VOID(validateName(spec.name));
@@ -60,7 +76,27 @@ asio::awaitable<Result<Box>> BoxService::create(BoxSpec spec) {
   std::optional<Pooled> pooled;
   if (config_.use_snapshots && spec.config.disk_mib == 0) pooled = takePooled(key, spec.config);
 
+  std::string policy;
+  std::vector<BoxSecret> secrets;
+  if (network_) {
+    auto resolved = network_->policyFor(spec.network_policy, tmpl.dir);
+    auto named = network_->secretsFor(spec.secrets);
+    if (!resolved || !named) {
+      if (pooled) warm_[key].push_back(std::move(*pooled));
+      co_return fail(!resolved ? resolved.error() : named.error());
+    }
+    policy = std::move(*resolved);
+    secrets = std::move(*named);
+  } else if (!spec.network_policy.empty() || !spec.secrets.empty()) {
+    if (pooled) warm_[key].push_back(std::move(*pooled));
+    co_return fail(Errc::kUnsupported,
+                   "This hutchd runs without networking (--no-network): boxes have no network, "
+                   "so a network policy or secrets mean nothing; leave them out");
+  }
+
   Box box;
+  box.network_policy = std::move(policy);
+  box.secrets = std::move(secrets);
   box.id = pooled ? pooled->id : randomId();
   box.name = spec.name.empty() ? "box-" + box.id.substr(0, 8) : spec.name;
   box.config = spec.config;
@@ -158,6 +194,7 @@ asio::awaitable<Result<Box>> BoxService::bootBox(Box& box, const RestoreSource* 
     runtime->stopping = true;  // the watcher must not report this exit a second time
     if (runtime->vm && !runtime->exited) co_await runtime->vm->kill();
     runtimes_.erase(box.id);
+    networkDown(box.id, box.uid_index);
     (void)setState(box, BoxState::kFailed, booted.error().describe());
     co_return fail(booted.error().withContext(fmt::format(
         "Box {} failed to start (see 'hutch logs {}' for its console)", box.name, box.name)));
@@ -186,7 +223,53 @@ vmm::VmSpec BoxService::vmSpecFor(const Box& box) const {
   std::string hostname = box.name;
   std::replace(hostname.begin(), hostname.end(), '_', '-');
   spec.guest_params["hostname"] = hostname;
+  if (network_ && box.uid_index >= 0) {
+    spec.netns = network_->netnsPath(static_cast<uint32_t>(box.uid_index));
+    NetworkService::setGuestParams(spec.guest_params);
+  }
   return spec;
+}
+
+asio::awaitable<Result<>> BoxService::prepareNetwork(uint32_t index) {
+  if (!network_) co_return ok();
+  NetworkService* network = network_;
+  auto make = [network, index]() -> Result<> {
+    HUTCH_TRY_VOID(network->prepare(index));
+    return ok();
+  };
+  co_return co_await event::offload(pool_, std::move(make));
+}
+
+asio::awaitable<Result<>> BoxService::networkUp(const Box& box, Runtime& runtime) {
+  if (!network_) co_return ok();
+  if (auto attached = network_->attach(box); !attached) {
+    // hutch-egress restarts by itself and then serves the box: not a reason to fail it.
+    if (attached.error().code() != Errc::kUnavailable) co_return fail(attached.error());
+    spdlog::warn("box={} {}", box.id, attached.error().describe());
+  }
+  if (box.secrets.empty()) co_return ok();
+  // The box's CA in its trust store, so that TLS to its secrets' domains (which hutch-egress
+  // terminates to swap the placeholder for the value) verifies.
+  HUTCH_CO_TRY(std::string ca, network_->caCert(box.id));
+  proto::ExecRequest request;
+  request.argv = {"/bin/sh", "-c", kInstallCa};
+  request.env = {"HUTCH_CA=" + ca, "PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
+  request.user = "root";
+  auto session = co_await runtime.agent->exec(request);
+  if (!session) co_return fail(session.error().withContext("Cannot install the box's CA"));
+  for (;;) {
+    auto event = co_await (*session)->next();
+    if (!event) co_return fail(event.error().withContext("Cannot install the box's CA"));
+    if (event->kind != guest::ExecEvent::Kind::kExit) continue;
+    if (event->exit_status.code && *event->exit_status.code == 0) co_return ok();
+    co_return fail(Errc::kInternal, "Installing the box's CA in its trust store failed");
+  }
+}
+
+void BoxService::networkDown(const std::string& box_id, int64_t index) {
+  if (!network_) return;
+  if (!box_id.empty()) network_->detach(box_id);
+  if (index >= 0) network_->release(static_cast<uint32_t>(index));
 }
 
 std::vector<std::string> BoxService::backingFilesFor(const std::filesystem::path& image_dir) const {
@@ -248,6 +331,7 @@ asio::awaitable<Result<>> BoxService::boot(Box& box, std::shared_ptr<Runtime> ru
     spec.memory_file = from->memory_file;
   }
   if (!runtime->vm) {
+    HUTCH_CO_TRY_VOID(co_await prepareNetwork(static_cast<uint32_t>(box.uid_index)));
     HUTCH_CO_TRY(runtime->vm, co_await backend_.launch(spec));
   }
   box.pid = runtime->vm->pid();
@@ -266,6 +350,7 @@ asio::awaitable<Result<>> BoxService::boot(Box& box, std::shared_ptr<Runtime> ru
   }
   runtime->agent = std::move(*agent);
   if (restored) HUTCH_CO_TRY_VOID(co_await applyIdentity(box, *runtime, false));
+  HUTCH_CO_TRY_VOID(co_await networkUp(box, *runtime));
   co_return ok();
 }
 
@@ -288,6 +373,11 @@ asio::awaitable<void> BoxService::watch(std::string id, std::shared_ptr<Runtime>
   std::string how = co_await runtime->vm->waitExit();
   runtime->exited = true;
   runtime->exit_reason = how;
+  // Before anyone waiting for the exit goes on (a stop, a start after it): its network goes
+  // with the VM. A runtime already replaced (rollback) or removed leaves that to its successor.
+  if (auto it = runtimes_.find(id); it != runtimes_.end() && it->second == runtime) {
+    if (auto box = store_.find(id); box) networkDown(id, box->uid_index);
+  }
   runtime->exit_signal.cancel();
   if (runtime->agent) runtime->agent->close();
   if (runtime->stopping || runtime->removed) co_return;
@@ -395,6 +485,10 @@ asio::awaitable<Result<>> BoxService::remove(const std::string& key, bool force)
     std::filesystem::remove_all(snap.dir, ec);
   }
   HUTCH_CO_TRY_VOID(store_.remove(box.id));
+  if (network_) {
+    network_->forget(box.id);
+    if (box.uid_index >= 0) network_->release(static_cast<uint32_t>(box.uid_index));
+  }
   if (observer_) observer_->boxRemoved(box.id);
   collectGarbage();
   spdlog::info("box={} removed", box.id);
@@ -471,6 +565,17 @@ asio::awaitable<Result<>> BoxService::recoverAfterRestart() {
     }
   }
   co_await removeOrphans();
+  if (network_) {
+    // Namespaces of VMs that are gone (an earlier hutchd's boxes, template or pool VMs).
+    std::vector<uint32_t> keep;
+    for (const auto& [id, runtime] : runtimes_) {
+      if (auto box = store_.find(id); box && box->uid_index >= 0) {
+        keep.push_back(static_cast<uint32_t>(box->uid_index));
+      }
+    }
+    for (uint32_t held : held_uid_indices_) keep.push_back(held);
+    network_->removeOrphans(keep);
+  }
   collectGarbage();
   co_return ok();
 }
@@ -488,7 +593,26 @@ asio::awaitable<Result<>> BoxService::adopt(Box& box) {
   HUTCH_CO_TRY_VOID(store_.update(box));
   runtimes_[box.id] = runtime;
   asio::co_spawn(loop_, watch(box.id, runtime), asio::detached);
+  HUTCH_CO_TRY_VOID(co_await networkUp(box, *runtime));
   co_return ok();
+}
+
+Result<Box> BoxService::setPolicy(const std::string& key, const std::string& text) {
+  HUTCH_TRY(Box box, store_.find(key));
+  if (!network_) {
+    return fail(Errc::kUnsupported,
+                "This hutchd runs without networking (--no-network): there is no policy to set");
+  }
+  if (text.empty()) {
+    return fail(Errc::kInvalidArgument,
+                "Give a policy: a preset (none, allow-all, debian-mirrors) or a JSON document");
+  }
+  HUTCH_TRY(box.network_policy, network_->policyFor(text, box.image_dir));
+  box.updated_at = unixNow();
+  HUTCH_TRY_VOID(store_.update(box));
+  HUTCH_TRY_VOID(network_->updatePolicy(box));
+  spdlog::info("box={} network policy changed", box.id);
+  return box;
 }
 
 void BoxService::detachAll() {

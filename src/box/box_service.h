@@ -49,6 +49,8 @@ struct ServiceConfig {
   unsigned pool_size = 0;  // restored, paused boxes kept ready per template snapshot
 };
 
+class NetworkService;
+
 // Told of every box state change (after it is stored) and of removals: what lives and dies with
 // a running box outside BoxService (published ports, port_forwards.h) follows it this way.
 class BoxObserver {
@@ -83,6 +85,13 @@ class BoxService {
   // What a running box's VMM uses of the host (its cgroup): memory, CPU time, tasks.
   Result<vmm::ResourceUsage> usage(const std::string& key);
   const std::string& defaultUser() const { return config_.default_user; }
+  // Every VM gets a NIC in a walled network namespace and every running box is served by
+  // hutch-egress (network_service.h). Without one (hutchd --no-network) boxes have no NIC.
+  // Set before anything runs; it must outlive the service.
+  void setNetwork(NetworkService* network) { network_ = network; }
+  NetworkService* network() const { return network_; }
+  // Changes a box's egress policy (`text`: a preset or JSON), live if it runs.
+  Result<Box> setPolicy(const std::string& key, const std::string& text);
   // One observer (or none); it must outlive the service or be reset to nullptr first.
   void setObserver(BoxObserver* observer) { observer_ = observer; }
 
@@ -185,6 +194,14 @@ class BoxService {
   asio::awaitable<Result<std::shared_ptr<guest::AgentClient>>> connectAgent(
       const std::filesystem::path& socket, std::chrono::steady_clock::time_point deadline);
   asio::awaitable<Result<>> adopt(Box& box);
+  // The network namespace for the VM of uid index `index`, made afresh (nothing without a
+  // NetworkService).
+  asio::awaitable<Result<>> prepareNetwork(uint32_t index);
+  // A running box: hutch-egress serves it; its CA goes into its trust store when it has secrets.
+  asio::awaitable<Result<>> networkUp(const Box& box, Runtime& runtime);
+  // The VM of the box (or of a template or pool VM: empty id) is gone: no more egress, no
+  // namespace.
+  void networkDown(const std::string& box_id, int64_t index);
   asio::awaitable<void> watch(std::string id, std::shared_ptr<Runtime> runtime);
   asio::awaitable<bool> waitExit(Runtime& runtime, std::chrono::steady_clock::duration timeout);
   Result<> setState(Box& box, BoxState state, std::string reason = {});
@@ -205,6 +222,7 @@ class BoxService {
   bool draining_ = false;                            // drainPool() ran: no more pool VMs
   int discarding_ = 0;                               // pooled VMs being killed
   BoxObserver* observer_ = nullptr;
+  NetworkService* network_ = nullptr;
 };
 
 }  // namespace hutch::box

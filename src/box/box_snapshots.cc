@@ -14,6 +14,7 @@
 #include <set>
 
 #include "box/box_service.h"
+#include "box/network_service.h"
 #include "event/offload.h"
 #include "guest/identity.h"
 #include "storage/overlay.h"
@@ -208,10 +209,22 @@ asio::awaitable<Result<Snapshot>> BoxService::makeTemplateSnapshot(const storage
   spec.uid_index = *index;
   held_uid_indices_.insert(*index);
   struct Release {
-    std::set<uint32_t>& held;
+    BoxService& service;
     uint32_t index;
-    ~Release() { held.erase(index); }
-  } release{held_uid_indices_, *index};
+    ~Release() {
+      service.networkDown("", index);
+      service.held_uid_indices_.erase(index);
+    }
+  } release{*this, *index};
+  if (network_) {
+    spec.netns = network_->netnsPath(*index);
+    NetworkService::setGuestParams(spec.guest_params);
+  }
+  auto net = co_await prepareNetwork(*index);
+  if (!net) {
+    cleanup();
+    co_return fail(net.error().withContext("The template VM has no network"));
+  }
 
   auto vm = co_await backend_.launch(spec);
   if (!vm) {
@@ -310,6 +323,7 @@ std::optional<BoxService::Pooled> BoxService::takePooled(const std::string& key,
     int64_t index = entry.uid_index;
     ++discarding_;
     auto release = [this, index] {
+      networkDown("", index);
       held_uid_indices_.erase(static_cast<uint32_t>(index));
       --discarding_;
     };
@@ -364,8 +378,11 @@ asio::awaitable<void> BoxService::fillPool(std::string key, storage::Template tm
     spec.incoming_state = snap.dir / "state";
     spec.ram = vmm::GuestRam::kMappedFile;
     spec.memory_file = snap.dir / "memory";
-    auto vm = co_await backend_.launch(spec);
+    auto net = co_await prepareNetwork(*index);
+    Result<std::unique_ptr<vmm::Vm>> vm =
+        net ? co_await backend_.launch(spec) : Result<std::unique_ptr<vmm::Vm>>(fail(net.error()));
     if (!vm) {
+      networkDown("", *index);
       held_uid_indices_.erase(*index);
       spdlog::warn("Warm pool for {}: {}", tmpl.name, vm.error().describe());
       removeQuietly(boxDir(box.id));
@@ -374,6 +391,7 @@ asio::awaitable<void> BoxService::fillPool(std::string key, storage::Template tm
     if (draining_) {
       // hutchd is shutting down: drainPool no longer sees this one.
       co_await (*vm)->kill();
+      networkDown("", *index);
       held_uid_indices_.erase(*index);
       removeQuietly(boxDir(box.id));
       break;
@@ -398,6 +416,7 @@ asio::awaitable<void> BoxService::drainPool() {
   for (auto& [key, entries] : warm) {
     for (Pooled& entry : entries) {
       co_await entry.vm->kill();
+      networkDown("", entry.uid_index);
       held_uid_indices_.erase(static_cast<uint32_t>(entry.uid_index));
       removeQuietly(boxDir(entry.id));
     }
@@ -587,9 +606,19 @@ asio::awaitable<Result<Box>> BoxService::createFromCapture(const Box& parent, st
   child.state = BoxState::kCreating;
   child.accel = parent.accel;
   child.image_dir = parent.image_dir;
+  // Its processes hold the parent's environment: the same policy, secrets and placeholders,
+  // and the parent's CA is in the trust store on its disk.
+  child.network_policy = parent.network_policy;
+  child.secrets = parent.secrets;
   child.boot = fmt::format("restored from {}", source.label);
   child.created_at = child.updated_at = unixNow();
   HUTCH_CO_TRY_VOID(store_.insert(child));
+  if (network_ && !child.secrets.empty()) {
+    if (auto ca = network_->inheritCa(parent.id, child.id); !ca) {
+      (void)setState(child, BoxState::kFailed, ca.error().describe());
+      co_return fail(ca.error());
+    }
+  }
   std::error_code ec;
   fs::create_directories(boxDir(child.id), ec);
   if (ec) {

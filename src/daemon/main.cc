@@ -16,9 +16,13 @@
 #include "api/handlers.h"
 #include "api/http_server.h"
 #include "box/box_service.h"
+#include "box/network_service.h"
 #include "box/port_forwards.h"
 #include "box/snapshot.h"
+#include "egress/proxy/ca.h"
 #include "jail/box_ids.h"
+#include "net/box_net.h"
+#include "net/secrets.h"
 #include "jail/cgroup.h"
 #include "storage/box_store.h"
 #include "storage/templates.h"
@@ -76,6 +80,21 @@ int run(int argc, char** argv) {
   bool no_snapshots = false;
   app.add_flag("--no-snapshots", no_snapshots,
                "Boot every box cold instead of restoring its template's snapshot");
+  bool no_network = false;
+  app.add_flag("--no-network", no_network,
+               "Give boxes no network at all (no NIC, no hutch-egress; see docs/network.md)");
+  std::string egress = HUTCH_EGRESS_PATH;
+  app.add_option("--egress", egress, "The hutch-egress proxy boxes reach the network through")
+      ->capture_default_str();
+  std::string default_policy = "none";
+  app.add_option("--default-network-policy", default_policy,
+                 "Egress policy of boxes whose request and template name none: none, allow-all, "
+                 "debian-mirrors or a JSON file")
+      ->capture_default_str();
+  std::string upstream_ca;
+  app.add_option("--egress-upstream-ca", upstream_ca,
+                 "Extra CA certificates (PEM) hutch-egress trusts for upstream TLS, besides the "
+                 "system's");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
@@ -166,12 +185,69 @@ int run(int argc, char** argv) {
   }
   config.env = {*qemu_version, std::string(hutch::vmm::accelName(accel->accel)),
                 hutch::box::hostCpuModel()};
+  if (!no_network) config.env.network = hutch::box::NetworkService::snapshotNetwork();
   spdlog::info("QEMU {}; snapshots {}", *qemu_version, no_snapshots ? "off" : "on");
   if (auto boot_id = hutch::sys::readFile("/proc/sys/kernel/random/boot_id"); boot_id) {
     config.boot_id = *boot_id;
     while (!config.boot_id.empty() && config.boot_id.back() == '\n') config.boot_id.pop_back();
   }
   hutch::box::BoxService service(loop.get_executor(), pool, *store, templates, backend, config);
+
+  // Networking: a walled namespace per VM, hutch-egress for every running box.
+  auto secrets = hutch::net::SecretStore::open(state / "secrets");
+  if (!secrets) {
+    spdlog::error("{}", secrets.error().describe());
+    return 73;
+  }
+  std::unique_ptr<hutch::box::NetworkService> network;
+  if (no_network) {
+    spdlog::warn("--no-network: boxes get no NIC");
+  } else {
+    if (std::filesystem::exists(default_policy)) {
+      auto text = hutch::sys::readFile(default_policy);
+      if (!text) {
+        spdlog::error("--default-network-policy: {}", text.error().describe());
+        return 66;
+      }
+      default_policy = *text;
+    }
+    if (auto checked = hutch::egress::parsePolicyText(default_policy); !checked) {
+      spdlog::error("--default-network-policy: {}", checked.error().describe());
+      return 64;
+    }
+    if (::access(egress.c_str(), X_OK) != 0) {
+      spdlog::error("Cannot run {}: install hutch-egress, pass --egress PATH, or --no-network",
+                    egress);
+      return 69;
+    }
+    // A namespace name per uid, so that two hutchd with their own --uid-base never meet.
+    auto networks = hutch::net::BoxNetworks::create(fmt::format("hutch-{:x}-", uid_base),
+                                                    state / "net");
+    if (!networks) {
+      spdlog::error("{}", networks.error().describe());
+      return 73;
+    }
+    hutch::box::NetworkConfig net_config;
+    net_config.egress_binary = egress;
+    net_config.state_dir = state / "egress";
+    net_config.upstream_ca = upstream_ca;
+    net_config.default_policy = default_policy;
+    // hutch-egress runs as the uid just below the boxes' range: no box's, not root.
+    net_config.egress_user = std::make_pair(uid_base - 1, uid_base - 1);
+    net_config.make_ca = [](const std::string& box_id) -> hutch::Result<hutch::box::CaPem> {
+      HUTCH_TRY(auto ca, hutch::egress::proxy::makeBoxCa(box_id));
+      return hutch::box::CaPem{ca.cert, ca.key};
+    };
+    network = std::make_unique<hutch::box::NetworkService>(
+        loop.get_executor(), std::move(*networks), *secrets, std::move(net_config));
+    if (auto started = network->start(); !started) {
+      spdlog::error("{}", started.error().describe());
+      return 69;
+    }
+    service.setNetwork(network.get());
+    spdlog::info("network: walled namespace per box, egress through {} (default policy: {})",
+                 egress, default_policy.size() > 40 ? "from a file" : default_policy);
+  }
   hutch::api::Router<hutch::api::Handler> router;
   hutch::api::DaemonInfo info{kVersion, *accel, backend.name(), state.string()};
   hutch::box::TemplateService template_service(
@@ -181,6 +257,7 @@ int run(int argc, char** argv) {
   service.setObserver(&ports);
   hutch::api::registerRoutes(router, service, template_service, info);
   hutch::api::registerBoxIoRoutes(router, service, ports);
+  hutch::api::registerNetworkRoutes(router, service, *secrets);
   hutch::api::HttpServer server(loop.get_executor(), router);
 
   // Reattach to boxes an earlier hutchd left running, then serve the API. (The loop keeps
@@ -216,6 +293,7 @@ int run(int argc, char** argv) {
         [&]() -> boost::asio::awaitable<void> {
           co_await service.drainPool();
           service.detachAll();
+          if (network) network->stop();
           loop.stop();
         },
         boost::asio::detached);

@@ -1,0 +1,150 @@
+// Routes for a box's network (docs/api.md): its egress policy, its policy log, and the host's
+// secrets. Thin: decode, call, map errors. Secret values go in, never out.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+
+#include "api/handlers.h"
+#include "api/json_model.h"
+#include "box/network_service.h"
+
+namespace hutch::api {
+
+namespace {
+
+using asio::awaitable;
+using Reply = std::optional<Response>;
+
+const std::string& param(const RequestContext& ctx, const char* name) {
+  return ctx.params.find(name)->second;
+}
+
+json policyJson(const box::Box& b) {
+  json policy = json::parse(b.network_policy.empty() ? "{}" : b.network_policy, nullptr, false);
+  return json{{"id", b.id}, {"name", b.name}, {"policy", policy}};
+}
+
+// GET /v1/boxes/{box}/policy
+awaitable<Reply> getPolicy(box::BoxService& service, RequestContext& ctx) {
+  auto b = service.get(param(ctx, "box"));
+  if (!b) co_return errorResponse(b.error());
+  co_return jsonResponse(http::status::ok, policyJson(*b));
+}
+
+// PUT /v1/boxes/{box}/policy {"policy": "allow-all" | {...}}: live for a running box.
+awaitable<Reply> setPolicy(box::BoxService& service, RequestContext& ctx) {
+  auto body = parseObject(ctx.request.body());
+  if (!body) co_return errorResponse(body.error());
+  if (auto unknown = rejectUnknownFields(*body, {"policy"}, "a policy request"); !unknown) {
+    co_return errorResponse(unknown.error());
+  }
+  std::string text;
+  if (body->contains("policy") && (*body)["policy"].is_string()) {
+    text = (*body)["policy"].get<std::string>();
+  } else if (body->contains("policy") && (*body)["policy"].is_object()) {
+    text = (*body)["policy"].dump();
+  } else {
+    co_return errorResponse(Error(Errc::kInvalidArgument,
+                                  "Give \"policy\": a preset name (none, allow-all, "
+                                  "debian-mirrors) or a policy object (docs/network.md)"));
+  }
+  auto b = service.setPolicy(param(ctx, "box"), text);
+  if (!b) co_return errorResponse(b.error());
+  co_return jsonResponse(http::status::ok, policyJson(*b));
+}
+
+Result<uint64_t> numberParam(const RequestContext& ctx, const char* name, uint64_t fallback) {
+  auto it = ctx.query.find(name);
+  if (it == ctx.query.end()) return fallback;
+  uint64_t value = 0;
+  const std::string& text = it->second;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size()) {
+    return fail(Errc::kInvalidArgument, fmt::format("{}={} is not a number", name, text));
+  }
+  return value;
+}
+
+// GET /v1/boxes/{box}/policy/log?after=N&limit=M: {"entries": [...], "next": N}
+awaitable<Reply> policyLog(box::BoxService& service, RequestContext& ctx) {
+  auto b = service.get(param(ctx, "box"));
+  if (!b) co_return errorResponse(b.error());
+  if (!service.network()) {
+    co_return errorResponse(Error(Errc::kUnsupported, "This hutchd runs without networking"));
+  }
+  auto after = numberParam(ctx, "after", 0);
+  auto limit = numberParam(ctx, "limit", 1000);
+  if (!after || !limit) co_return errorResponse(!after ? after.error() : limit.error());
+  auto page = service.network()->log(b->id, *after, std::min<uint64_t>(*limit, 10000));
+  if (!page) co_return errorResponse(page.error());
+  co_return jsonResponse(http::status::ok, json{{"entries", page->entries}, {"next", page->next}});
+}
+
+// PUT /v1/secrets/{name} {"value", "domains", "header", "format"}
+awaitable<Reply> putSecret(net::SecretStore& secrets, RequestContext& ctx) {
+  auto body = parseObject(ctx.request.body());
+  if (!body) co_return errorResponse(body.error());
+  constexpr std::string_view kWhat = "a secret";
+  if (auto unknown = rejectUnknownFields(*body, {"value", "domains", "header", "format"}, kWhat);
+      !unknown) {
+    co_return errorResponse(unknown.error());
+  }
+  net::Secret secret;
+  secret.name = param(ctx, "name");
+  for (auto field : {readField(*body, "value", secret.value, kWhat),
+                     readField(*body, "domains", secret.domains, kWhat),
+                     readField(*body, "header", secret.header, kWhat),
+                     readField(*body, "format", secret.format, kWhat)}) {
+    if (!field) co_return errorResponse(field.error());
+  }
+  if (auto put = secrets.put(secret); !put) co_return errorResponse(put.error());
+  auto stored = secrets.get(secret.name);
+  if (!stored) co_return errorResponse(stored.error());
+  co_return jsonResponse(http::status::ok, net::describeSecret(*stored));
+}
+
+awaitable<Reply> listSecrets(net::SecretStore& secrets, RequestContext&) {
+  auto all = secrets.list();
+  if (!all) co_return errorResponse(all.error());
+  json items = json::array();
+  for (const auto& s : *all) items.push_back(net::describeSecret(s));
+  co_return jsonResponse(http::status::ok, json{{"secrets", items}});
+}
+
+awaitable<Reply> removeSecret(net::SecretStore& secrets, RequestContext& ctx) {
+  if (auto removed = secrets.remove(param(ctx, "name")); !removed) {
+    co_return errorResponse(removed.error());
+  }
+  co_return jsonResponse(http::status::ok, json{{"removed", param(ctx, "name")}});
+}
+
+}  // namespace
+
+void addBoxEnvironment(const box::Box& box, proto::ExecRequest& request) {
+  for (const std::string& entry : box::NetworkService::environment(box)) {
+    std::string key = entry.substr(0, entry.find('=') + 1);
+    bool set = std::any_of(request.env.begin(), request.env.end(),
+                           [&](const std::string& e) { return e.starts_with(key); });
+    if (!set) request.env.push_back(entry);
+  }
+}
+
+void registerNetworkRoutes(Router<Handler>& router, box::BoxService& service,
+                           net::SecretStore& secrets) {
+  using http::verb;
+  auto withService = [&service](auto f) {
+    return [f, &service](RequestContext& ctx) { return f(service, ctx); };
+  };
+  auto withSecrets = [&secrets](auto f) {
+    return [f, &secrets](RequestContext& ctx) { return f(secrets, ctx); };
+  };
+  router.add(verb::get, "/v1/boxes/{box}/policy", withService(getPolicy));
+  router.add(verb::put, "/v1/boxes/{box}/policy", withService(setPolicy));
+  router.add(verb::get, "/v1/boxes/{box}/policy/log", withService(policyLog));
+  router.add(verb::get, "/v1/secrets", withSecrets(listSecrets));
+  router.add(verb::put, "/v1/secrets/{name}", withSecrets(putSecret));
+  router.add(verb::delete_, "/v1/secrets/{name}", withSecrets(removeSecret));
+}
+
+}  // namespace hutch::api
