@@ -11,6 +11,7 @@
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <charconv>
 #include <exception>
 #include <filesystem>
 #include <fstream>
@@ -245,8 +246,9 @@ UniqueFd boundUdpSocket() {
 // The address the fake upstream gives a name: 192.0.2.N for "hostN.<anything>", else 192.0.2.1.
 asio::ip::address_v4 addressFor(std::string_view name) {
   unsigned n = 1;
-  if (name.starts_with("host") || name.starts_with("Host"))
-    n = static_cast<unsigned>(std::atoi(name.data() + 4));
+  if (name.starts_with("host") || name.starts_with("Host")) {
+    std::from_chars(name.data() + 4, name.data() + name.size(), n);
+  }
   return asio::ip::make_address_v4("192.0.2." + std::to_string(n));
 }
 
@@ -368,7 +370,7 @@ class DnsResolverTest : public ::testing::Test {
     std::exception_ptr failure;
     bool finished = false;
     asio::co_spawn(io, std::move(body), [&](std::exception_ptr e) {
-      failure = e;
+      failure = std::move(e);
       finished = true;
       watchdog.cancel();
       if (resolver) resolver->stop();

@@ -51,6 +51,7 @@ class AptTree {
 
 std::vector<std::string> domains(const std::vector<Rule>& rules) {
   std::vector<std::string> out;
+  out.reserve(rules.size());
   for (const auto& r : rules) out.push_back(r.domain);
   return out;
 }
