@@ -185,6 +185,15 @@ TEST(PolicyParse, BadPorts) {
             (std::vector<uint16_t>{1, 65535}));
 }
 
+TEST(PolicyParse, WholeMessages) {
+  EXPECT_EQ(parseError(R"({"allow": [{"domain": "a.example", "ports": [0]}]})"),
+            "Invalid network policy: allow[0].ports[0] is 0: ports are whole numbers 1..65535");
+  EXPECT_EQ(parseError(R"({"deny": [{"domain": "10.0.0.1"}]})"),
+            "Invalid network policy: deny[0].domain \"10.0.0.1\" is an IP address; rules name "
+            "hosts, never addresses: a DNS name such as \"api.example.com\", \"*.example.com\" for "
+            "every name below example.com, or \"*\" for every name");
+}
+
 TEST(PolicyParse, Text) {
   EXPECT_EQ(parse("none"), Policy{});
   EXPECT_EQ(parse("  allow-all\n"), (Policy{{Rule{"*", {}}}, {}}));
