@@ -17,6 +17,7 @@ namespace {
 
 using Json = nlohmann::json;
 
+constexpr std::string_view kInvalid = "Invalid network policy";
 constexpr std::string_view kPresetNames = "none, allow-all, debian-mirrors";
 constexpr std::string_view kDomainsAccepted =
     "a DNS name such as \"api.example.com\", \"*.example.com\" for every name below "
@@ -417,25 +418,30 @@ Result<Policy> parsePolicy(const nlohmann::json& doc, const std::filesystem::pat
   }
   Policy policy;
   if (doc.contains("allow")) {
-    HUTCH_TRY(policy.allow, parseRules(doc["allow"], "allow"));
+    auto allow = parseRules(doc["allow"], "allow");
+    if (!allow) return fail(allow.error().withContext(kInvalid));
+    policy.allow = std::move(*allow);
   }
   if (doc.contains("deny")) {
-    HUTCH_TRY(policy.deny, parseRules(doc["deny"], "deny"));
+    auto deny = parseRules(doc["deny"], "deny");
+    if (!deny) return fail(deny.error().withContext(kInvalid));
+    policy.deny = std::move(*deny);
   }
   if (doc.contains("presets")) {
     const Json& presets = doc["presets"];
     if (!presets.is_array()) {
       return fail(Errc::kInvalidArgument,
-                  fmt::format("\"presets\" must be a list of preset names ({})", kPresetNames));
+                  fmt::format("{}: \"presets\" must be a list of preset names ({})", kInvalid,
+                              kPresetNames));
     }
     for (size_t i = 0; i < presets.size(); ++i) {
       std::string field = fmt::format("presets[{}]", i);
       if (!presets[i].is_string()) {
-        return fail(Errc::kInvalidArgument,
-                    fmt::format("{} must be a preset name ({})", field, kPresetNames));
+        return fail(Errc::kInvalidArgument, fmt::format("{}: {} must be a preset name ({})",
+                                                        kInvalid, field, kPresetNames));
       }
       auto added = preset(presets[i].get_ref<const std::string&>(), etc_apt);
-      if (!added) return fail(added.error().withContext(field));
+      if (!added) return fail(added.error().withContext(fmt::format("{}: {}", kInvalid, field)));
       append(policy.allow, added->allow);
       append(policy.deny, added->deny);
     }

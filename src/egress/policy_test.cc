@@ -51,6 +51,7 @@ class AptTree {
 
 std::vector<std::string> domains(const std::vector<Rule>& rules) {
   std::vector<std::string> out;
+  out.reserve(rules.size());
   for (const auto& r : rules) out.push_back(r.domain);
   return out;
 }
@@ -182,6 +183,15 @@ TEST(PolicyParse, BadPorts) {
   }
   EXPECT_EQ(parse(R"({"allow": [{"domain": "a.example", "ports": [1, 65535]}]})").allow[0].ports,
             (std::vector<uint16_t>{1, 65535}));
+}
+
+TEST(PolicyParse, WholeMessages) {
+  EXPECT_EQ(parseError(R"({"allow": [{"domain": "a.example", "ports": [0]}]})"),
+            "Invalid network policy: allow[0].ports[0] is 0: ports are whole numbers 1..65535");
+  EXPECT_EQ(parseError(R"({"deny": [{"domain": "10.0.0.1"}]})"),
+            "Invalid network policy: deny[0].domain \"10.0.0.1\" is an IP address; rules name "
+            "hosts, never addresses: a DNS name such as \"api.example.com\", \"*.example.com\" for "
+            "every name below example.com, or \"*\" for every name");
 }
 
 TEST(PolicyParse, Text) {
