@@ -12,10 +12,14 @@ packages=(
   libarchive-dev
   # VMM and disks
   qemu-system-x86 qemu-utils e2fsprogs
+  # box networks: namespaces and taps (ip), the wall (nft)
+  iproute2 nftables
   # guest image pipeline
   mmdebstrap busybox-static cpio kmod zstd xz-utils binutils lz4
   # tests and benchmarks
   python3 procps psmisc util-linux sqlite3 jq
+  # the network tests' stand-in internet resolver
+  dnsmasq-base
 )
 
 missing=()

@@ -31,6 +31,12 @@ int main(int argc, char** argv) {
       ->allow_extra_args(false);
   run_cmd->add_option("-p,--publish", run.publish, "Publish [ADDR:]HOSTPORT:BOXPORT (repeatable)")
       ->allow_extra_args(false);
+  run_cmd->add_option("--network-policy", run.network_policy,
+                      "Egress policy: none, allow-all, debian-mirrors, or a JSON file "
+                      "(default: the template's)");
+  run_cmd->add_option("--secret", run.secrets,
+                      "A host secret the box gets a placeholder for (repeatable; hutch secret set)")
+      ->allow_extra_args(false);
   run_cmd->add_option("cmd", run.exec.argv, "Command to run after -- (optional)");
 
   std::string exec_box;
@@ -190,6 +196,45 @@ int main(int argc, char** argv) {
   rollback_cmd->add_option("box", rollback_box, "Box name or id")->required();
   rollback_cmd->add_option("checkpoint", rollback_to, "Checkpoint name")->required();
 
+  std::string policy_box;
+  std::string policy_file;
+  bool policy_follow = false;
+  auto* policy_cmd =
+      app.add_subcommand("policy", "A box's egress policy: 'policy set|show|log BOX'");
+  policy_cmd->require_subcommand(1);
+  auto* policy_set = policy_cmd->add_subcommand("set", "Change a box's policy (live if it runs)");
+  policy_set->add_option("box", policy_box, "Box name or id")->required();
+  policy_set->add_option("policy", policy_file,
+                         "A JSON file, '-' for stdin, or none, allow-all, debian-mirrors")
+      ->required();
+  auto* policy_show = policy_cmd->add_subcommand("show", "Show a box's policy");
+  policy_show->add_option("box", policy_box, "Box name or id")->required();
+  auto* policy_log = policy_cmd->add_subcommand(
+      "log", "What a box reached or was refused: time, destination, decision, bytes");
+  policy_log->add_flag("-f,--follow", policy_follow, "Keep printing new entries");
+  policy_log->add_option("box", policy_box, "Box name or id")->required();
+
+  SecretOptions secret;
+  auto* secret_cmd = app.add_subcommand(
+      "secret", "Host secrets boxes use without seeing them: 'secret set|ls|rm'");
+  secret_cmd->require_subcommand(1);
+  auto* secret_set = secret_cmd->add_subcommand(
+      "set", "Store a secret on the host; its value is read from stdin");
+  secret_set->add_option("--domain", secret.domains,
+                         "Where it may be sent (repeatable; *.example.com for subdomains)")
+      ->required()
+      ->allow_extra_args(false);
+  secret_set->add_option("--header", secret.header,
+                         "Set this request header (e.g. Authorization); default: replace the "
+                         "placeholder wherever it appears in headers");
+  secret_set->add_option("--format", secret.format,
+                         "The header's value, with {value} (default: {value})");
+  secret_set->add_option("name", secret.name, "NAME (A-Z, 0-9, _): the box's variable")->required();
+  auto* secret_ls = secret_cmd->add_subcommand("ls", "List secrets (never their values)");
+  std::vector<std::string> secret_rm_names;
+  auto* secret_rm = secret_cmd->add_subcommand("rm", "Remove secrets");
+  secret_rm->add_option("name", secret_rm_names, "Secret names")->required();
+
   auto* df_cmd =
       app.add_subcommand("df", "Disk space used by templates, snapshots, checkpoints and boxes");
 
@@ -276,5 +321,11 @@ int main(int argc, char** argv) {
   }
   if (rollback_cmd->parsed()) return cmdRollback(client, out, rollback_box, rollback_to);
   if (df_cmd->parsed()) return cmdDiskUsage(client, out);
+  if (policy_set->parsed()) return cmdPolicySet(client, out, policy_box, policy_file);
+  if (policy_show->parsed()) return cmdPolicyShow(client, out, policy_box);
+  if (policy_log->parsed()) return cmdPolicyLog(client, out, policy_box, policy_follow);
+  if (secret_set->parsed()) return cmdSecretSet(client, out, secret);
+  if (secret_ls->parsed()) return cmdSecretList(client, out);
+  if (secret_rm->parsed()) return cmdSecretRemove(client, out, secret_rm_names);
   return 64;
 }

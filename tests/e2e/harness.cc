@@ -57,7 +57,10 @@ std::string readFile(const std::filesystem::path& path) {
   return s.str();
 }
 
-Daemon::Daemon(std::vector<std::string> extra_args) : extra_args_(std::move(extra_args)) {
+Daemon::Daemon(std::vector<std::string> extra_args) : Daemon(std::move(extra_args), "") {}
+
+Daemon::Daemon(std::vector<std::string> extra_args, std::string netns)
+    : extra_args_(std::move(extra_args)), netns_(std::move(netns)) {
   const char* image = std::getenv("HUTCH_TEST_IMAGE");
   if (image == nullptr || !std::filesystem::exists(std::filesystem::path(image) / "rootfs.img")) {
     ADD_FAILURE() << "HUTCH_TEST_IMAGE must name a built guest image directory (scripts/test.sh "
@@ -97,6 +100,7 @@ void Daemon::startDaemon() {
       hutchdBin().string(), "--socket", socket(),     "--state-dir", stateDir().string(),
       "--log-level",        "debug",    "--uid-base", uid_base};
   argv.insert(argv.end(), extra_args_.begin(), extra_args_.end());
+  if (!netns_.empty()) argv.insert(argv.begin(), {"ip", "netns", "exec", netns_});
   auto pid = sys::spawn({.argv = argv, .fds = {{log.get(), 1}, {log.get(), 2}}});
   if (!pid) {
     ADD_FAILURE() << "cannot start hutchd: " << pid.error().describe();

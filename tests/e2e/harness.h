@@ -26,6 +26,9 @@ class Daemon {
   // Starts hutchd with a fresh state dir whose template "base" is $HUTCH_TEST_IMAGE, with
   // `extra_args` (e.g. {"--pool-size", "2"}) on its command line, restarts included.
   explicit Daemon(std::vector<std::string> extra_args = {});
+  // The same, with hutchd running in the named network namespace (`ip netns exec NETNS`): the
+  // test's own "host" network, with /etc/netns/NETNS/resolv.conf as its resolv.conf.
+  Daemon(std::vector<std::string> extra_args, std::string netns);
   ~Daemon();
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;
@@ -55,6 +58,7 @@ class Daemon {
 
   std::filesystem::path dir_;
   std::vector<std::string> extra_args_;
+  std::string netns_;
   pid_t pid_ = -1;
 };
 

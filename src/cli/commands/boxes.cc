@@ -74,7 +74,14 @@ int cmdRun(const ApiClient& client, const Output& out, const RunOptions& options
       return reportError(out, forward.error());
     }
   }
-  auto created = client.call(verb::post, "/v1/boxes", api::toJson(request));
+  request.secrets = options.secrets;
+  json body = api::toJson(request);
+  if (!options.network_policy.empty()) {
+    auto policy = policyArgument(options.network_policy);
+    if (!policy) return reportError(out, policy.error());
+    body["network_policy"] = *policy;
+  }
+  auto created = client.call(verb::post, "/v1/boxes", body);
   if (!created) return reportError(out, created.error());
   auto b = api::boxFromJson(*created);
   if (!b) return reportError(out, b.error());

@@ -21,6 +21,8 @@ struct RunOptions {
   bool detach = false;
   bool remove = false;               // --rm: remove the box after the command
   std::vector<std::string> publish;  // -p [ADDR:]HOSTPORT:BOXPORT, published once it runs
+  std::string network_policy;        // a preset, a JSON file or '-' (empty: the template's)
+  std::vector<std::string> secrets;  // host secrets the box gets placeholders for
   ExecOptions exec;
 };
 
@@ -85,6 +87,24 @@ int cmdBoxLogs(const ApiClient& client, const Output& out, const std::string& bo
                const BoxLogOptions& options);
 int cmdImageLoad(const ApiClient& client, const Output& out, const std::string& box,
                  const std::string& file);
+
+// A box's network (network.cc).
+// A preset name as a JSON string, or the JSON object in file `arg` ('-': stdin).
+Result<nlohmann::json> policyArgument(const std::string& arg);
+int cmdPolicySet(const ApiClient& client, const Output& out, const std::string& box,
+                 const std::string& file);
+int cmdPolicyShow(const ApiClient& client, const Output& out, const std::string& box);
+int cmdPolicyLog(const ApiClient& client, const Output& out, const std::string& box, bool follow);
+struct SecretOptions {
+  std::string name;
+  std::vector<std::string> domains;
+  std::string header;
+  std::string format;
+};
+int cmdSecretSet(const ApiClient& client, const Output& out, const SecretOptions& options);
+int cmdSecretList(const ApiClient& client, const Output& out);
+int cmdSecretRemove(const ApiClient& client, const Output& out,
+                    const std::vector<std::string>& names);
 
 // "512", "512M", "512MiB", "2G", "2GiB" -> MiB.
 Result<uint64_t> parseMemoryMib(const std::string& text);
