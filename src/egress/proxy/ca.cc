@@ -58,7 +58,8 @@ Result<std::string> pemOf(X509* cert) {
 
 Result<std::string> pemOf(EVP_PKEY* key) {
   BioPtr bio(BIO_new(BIO_s_mem()));
-  if (!bio || PEM_write_bio_PrivateKey(bio.get(), key, nullptr, nullptr, 0, nullptr, nullptr) != 1) {
+  if (!bio ||
+      PEM_write_bio_PrivateKey(bio.get(), key, nullptr, nullptr, 0, nullptr, nullptr) != 1) {
     return fail(cryptoError("PEM key"));
   }
   char* data = nullptr;
@@ -77,8 +78,7 @@ Result<> randomSerial(X509* cert) {
   if (RAND_bytes(bytes, sizeof bytes) != 1) return fail(cryptoError("Cannot draw a serial"));
   bytes[0] &= 0x7f;  // positive
   bytes[0] |= 0x01;  // and never zero
-  std::unique_ptr<BIGNUM, decltype(&BN_free)> bn(BN_bin2bn(bytes, sizeof bytes, nullptr),
-                                                 &BN_free);
+  std::unique_ptr<BIGNUM, decltype(&BN_free)> bn(BN_bin2bn(bytes, sizeof bytes, nullptr), &BN_free);
   if (!bn || !BN_to_ASN1_INTEGER(bn.get(), X509_get_serialNumber(cert))) {
     return fail(cryptoError("Cannot set a serial"));
   }
@@ -133,9 +133,10 @@ Result<CaPair> makeBoxCa(std::string_view box_id) {
       X509_set_pubkey(cert.get(), key.get()) != 1) {
     return fail(cryptoError("Cannot fill the CA certificate"));
   }
-  HUTCH_TRY_VOID(addExtension(cert.get(), cert.get(), NID_basic_constraints,
-                              "critical,CA:TRUE,pathlen:0"));
-  HUTCH_TRY_VOID(addExtension(cert.get(), cert.get(), NID_key_usage, "critical,keyCertSign,cRLSign"));
+  HUTCH_TRY_VOID(
+      addExtension(cert.get(), cert.get(), NID_basic_constraints, "critical,CA:TRUE,pathlen:0"));
+  HUTCH_TRY_VOID(
+      addExtension(cert.get(), cert.get(), NID_key_usage, "critical,keyCertSign,cRLSign"));
   HUTCH_TRY_VOID(addExtension(cert.get(), cert.get(), NID_subject_key_identifier, "hash"));
   if (X509_sign(cert.get(), key.get(), EVP_sha256()) == 0) {
     return fail(cryptoError("Cannot sign the box CA"));
@@ -195,8 +196,7 @@ Result<CaPair> CertAuthority::mintLeaf(std::string_view host, std::chrono::hours
   }
   std::string san = "DNS:" + std::string(host);
   HUTCH_TRY_VOID(addExtension(cert.get(), cert_.get(), NID_basic_constraints, "critical,CA:FALSE"));
-  HUTCH_TRY_VOID(
-      addExtension(cert.get(), cert_.get(), NID_key_usage, "critical,digitalSignature"));
+  HUTCH_TRY_VOID(addExtension(cert.get(), cert_.get(), NID_key_usage, "critical,digitalSignature"));
   HUTCH_TRY_VOID(addExtension(cert.get(), cert_.get(), NID_ext_key_usage, "serverAuth"));
   HUTCH_TRY_VOID(addExtension(cert.get(), cert_.get(), NID_subject_alt_name, san.c_str()));
   HUTCH_TRY_VOID(addExtension(cert.get(), cert_.get(), NID_subject_key_identifier, "hash"));

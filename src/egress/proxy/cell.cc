@@ -31,7 +31,8 @@ int family(int fd) {
 }
 
 Result<> checkSocket(const UniqueFd& fd, const char* what, int type, bool listening) {
-  if (!fd) return fail(Errc::kInvalidArgument, std::string("The ") + what + " descriptor is missing");
+  if (!fd)
+    return fail(Errc::kInvalidArgument, std::string("The ") + what + " descriptor is missing");
   int got_type = intOption(fd.get(), SOL_SOCKET, SO_TYPE);
   int fam = family(fd.get());
   if (got_type != type || (fam != AF_INET && fam != AF_INET6)) {
@@ -68,12 +69,13 @@ void reportCrash(const std::string& box, const char* what, std::exception_ptr e)
   }
 }
 
-asio::awaitable<void> acceptLoop(std::shared_ptr<Cell> cell, std::shared_ptr<tcp::acceptor> acceptor,
-                                 bool transparent) {
+asio::awaitable<void> acceptLoop(std::shared_ptr<Cell> cell,
+                                 std::shared_ptr<tcp::acceptor> acceptor, bool transparent) {
   const char* what = transparent ? "transparent" : "explicit proxy";
   for (;;) {
     error_code ec;
-    tcp::socket socket = co_await acceptor->async_accept(asio::redirect_error(asio::use_awaitable, ec));
+    tcp::socket socket =
+        co_await acceptor->async_accept(asio::redirect_error(asio::use_awaitable, ec));
     if (ec) {
       if (!acceptor->is_open() || ec == asio::error::operation_aborted || cell->closed()) co_return;
       egressLog().warn("box={} accepting on the {} socket failed: {}", cell->id(), what,
@@ -100,8 +102,8 @@ void LiveSockets::close() {
   if (upstream != nullptr) upstream->close(ignored);
 }
 
-Cell::Cell(asio::any_io_executor executor, std::string id, std::shared_ptr<const ProxyEnv> env)
-    : executor_(std::move(executor)), id_(std::move(id)), env_(std::move(env)) {}
+Cell::Cell(asio::io_context& io, std::string id, std::shared_ptr<const ProxyEnv> env)
+    : io_(io), executor_(io.get_executor()), id_(std::move(id)), env_(std::move(env)) {}
 
 Cell::~Cell() {
   close();
@@ -122,12 +124,24 @@ Result<> Cell::setSockets(BoxSockets sockets) {
   HUTCH_TRY_VOID(checkSocket(sockets.dns, "DNS", SOCK_DGRAM, false));
   HUTCH_TRY(auto explicit_proxy, adoptListener(executor_, std::move(sockets.explicit_proxy)));
   HUTCH_TRY(auto transparent, adoptListener(executor_, std::move(sockets.transparent)));
+  // The resolver asks this cell for the policy at each question, and logs through it.
+  std::weak_ptr<Cell> weak = weak_from_this();
+  DnsResolver::PolicySource policy = [weak] {
+    auto cell = weak.lock();
+    return cell ? cell->policy() : Policy{};
+  };
+  DnsResolver::LogSink log = [weak](const LogEntry& entry) {
+    if (auto cell = weak.lock()) cell->log(entry);
+  };
+  HUTCH_TRY(auto dns, DnsResolver::create(io_, std::move(sockets.dns), options().dns_upstreams,
+                                          std::move(policy), id_, std::move(log)));
   error_code ignored;
   if (explicit_) explicit_->close(ignored);
   if (transparent_) transparent_->close(ignored);
+  if (dns_) dns_->stop();
   explicit_ = std::move(explicit_proxy);
   transparent_ = std::move(transparent);
-  dns_ = std::move(sockets.dns);
+  dns_ = std::move(dns);
   closed_ = false;
   auto report = [box = id_](std::exception_ptr e) { reportCrash(box, "accept", e); };
   asio::co_spawn(executor_, acceptLoop(shared_from_this(), explicit_, false), report);
@@ -140,9 +154,15 @@ void Cell::close() {
   error_code ignored;
   if (explicit_) explicit_->close(ignored);
   if (transparent_) transparent_->close(ignored);
+  if (dns_) dns_->stop();
   dns_.reset();
   auto live = live_;
   for (auto& [token, sockets] : live) sockets->close();
+}
+
+std::optional<asio::ip::udp::endpoint> Cell::dnsEndpoint() const {
+  if (!dns_) return std::nullopt;
+  return dns_->localEndpoint();
 }
 
 Decision Cell::decide(std::string_view host, uint16_t port) const {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "egress/dns.h"
 #include "egress/proxy/egress_proxy.h"
 
 namespace hutch::egress::proxy {
@@ -26,7 +27,7 @@ struct LiveSockets {
 
 class Cell : public std::enable_shared_from_this<Cell> {
  public:
-  Cell(asio::any_io_executor executor, std::string id, std::shared_ptr<const ProxyEnv> env);
+  Cell(asio::io_context& io, std::string id, std::shared_ptr<const ProxyEnv> env);
   ~Cell();
   Cell(const Cell&) = delete;
   Cell& operator=(const Cell&) = delete;
@@ -39,11 +40,13 @@ class Cell : public std::enable_shared_from_this<Cell> {
   // Checks the CA, then takes all three (a new CA empties the leaf cache).
   Result<> configure(BoxConfig config);
   void setPolicy(Policy policy) { policy_ = std::move(policy); }
-  // Checks the descriptors (stream listeners, a datagram socket, IPv4/IPv6) and starts
-  // accepting on them; the previous sockets, if any, are closed.
+  // Checks the descriptors (stream listeners, a datagram socket, IPv4/IPv6), starts accepting
+  // on the listeners and a DnsResolver (dns.h) on the UDP socket; the previous sockets, if
+  // any, are closed.
   Result<> setSockets(BoxSockets sockets);
   bool hasSockets() const { return explicit_ != nullptr; }
-  int dnsSocket() const { return dns_.get(); }
+  std::optional<asio::ip::udp::endpoint> dnsEndpoint() const;
+  const Policy& policy() const { return policy_; }
   // Stops accepting and closes every open connection.
   void close();
   bool closed() const { return closed_; }
@@ -63,6 +66,7 @@ class Cell : public std::enable_shared_from_this<Cell> {
  private:
   static constexpr size_t kMaxCachedLeaves = 512;
 
+  asio::io_context& io_;
   asio::any_io_executor executor_;
   std::string id_;
   std::shared_ptr<const ProxyEnv> env_;
@@ -72,7 +76,7 @@ class Cell : public std::enable_shared_from_this<Cell> {
   std::map<std::string, std::shared_ptr<ssl::context>> leaves_;
   std::shared_ptr<tcp::acceptor> explicit_;
   std::shared_ptr<tcp::acceptor> transparent_;
-  UniqueFd dns_;  // handed to the DNS resolver (src/egress/dns.h) once it exists
+  std::unique_ptr<DnsResolver> dns_;
   std::map<uint64_t, LiveSockets*> live_;
   uint64_t next_token_ = 1;
   bool closed_ = false;

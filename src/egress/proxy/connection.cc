@@ -19,8 +19,8 @@ std::string normaliseHost(std::string_view host_port) {
   if (!host.empty() && host.front() == '[') {
     size_t close = host.find(']');
     host = host.substr(0, close == std::string_view::npos ? host.size() : close + 1);
-  } else if (size_t colon = host.rfind(':'); colon != std::string_view::npos &&
-                                             host.find(':') == colon) {
+  } else if (size_t colon = host.rfind(':');
+             colon != std::string_view::npos && host.find(':') == colon) {
     host = host.substr(0, colon);
   }
   std::string out(host);

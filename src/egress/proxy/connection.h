@@ -26,8 +26,8 @@ asio::awaitable<FirstBytes> readFirstBytes(BoxStream& box, std::chrono::millisec
 // requests go to the same host and port; one LogEntry per upstream connection.
 struct PlainHttpMode {
   bool explicit_proxy = false;
-  uint16_t original_port = 0;       // transparent: the port the box connected to
-  std::string original_address;     // transparent: the address the box connected to
+  uint16_t original_port = 0;    // transparent: the port the box connected to
+  std::string original_address;  // transparent: the address the box connected to
   // Explicit mode: the first request, header already read.
   std::unique_ptr<http::request_parser<http::buffer_body>> first;
 };

@@ -66,8 +66,9 @@ Result<> apply(EgressProxy& proxy, const Json& doc, std::vector<UniqueFd>& fds) 
       sockets = BoxSockets{std::move(fds[0]), std::move(fds[1]), std::move(fds[2])};
     } else if (!fds.empty()) {
       return fail(Errc::kInvalidArgument,
-                  where + ": send 3 descriptors (explicit proxy listener, transparent listener, "
-                          "DNS socket) or none, not " +
+                  where +
+                      ": send 3 descriptors (explicit proxy listener, transparent listener, "
+                      "DNS socket) or none, not " +
                       std::to_string(fds.size()));
     }
     auto done = proxy.configureBox(id, std::move(config), std::move(sockets));
@@ -98,8 +99,7 @@ ControlChannel::ControlChannel(asio::any_io_executor executor, UniqueFd fd)
 void ControlChannel::sendLog(const LogEntry& entry) {
   if (outbox_.size() >= kMaxQueuedEvents) {
     if (dropped_++ % 1000 == 0) {
-      egressLog().warn("hutchd is not reading the control socket: {} log events dropped",
-                       dropped_);
+      egressLog().warn("hutchd is not reading the control socket: {} log events dropped", dropped_);
     }
     return;
   }
@@ -123,8 +123,8 @@ void ControlChannel::send(const Json& event) {
 asio::awaitable<void> ControlChannel::flush() {
   while (!outbox_.empty() && !closed_) {
     const std::string& text = outbox_.front();
-    ssize_t n = ::send(socket_.native_handle(), text.data(), text.size(),
-                       MSG_DONTWAIT | MSG_NOSIGNAL);
+    ssize_t n =
+        ::send(socket_.native_handle(), text.data(), text.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
     if (n >= 0) {
       outbox_.pop_front();
       continue;
@@ -143,8 +143,7 @@ asio::awaitable<void> ControlChannel::flush() {
   writing_ = false;
 }
 
-void ControlChannel::handle(EgressProxy& proxy, std::string_view text,
-                            std::vector<UniqueFd> fds) {
+void ControlChannel::handle(EgressProxy& proxy, std::string_view text, std::vector<UniqueFd> fds) {
   Json doc = Json::parse(text, nullptr, false);
   if (doc.is_discarded()) {
     sendError("Control message is not JSON; send one JSON object per message");

@@ -4,10 +4,9 @@
 #pragma once
 
 #include <deque>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "base/unique_fd.h"
 #include "egress/log_entry.h"

@@ -40,17 +40,17 @@ Result<tcp::endpoint> socketOriginalDestination(tcp::socket& accepted) {
   return tcp::endpoint(asio::ip::address_v6(bytes), ntohs(sin6.sin6_port));
 }
 
-Result<std::unique_ptr<EgressProxy>> EgressProxy::create(asio::any_io_executor executor,
+Result<std::unique_ptr<EgressProxy>> EgressProxy::create(asio::io_context& io,
                                                          ProxyOptions options) {
   auto env = std::make_shared<ProxyEnv>();
   HUTCH_TRY(env->upstream_tls, makeUpstreamTlsContext(options.upstream_ca));
   if (!options.original_destination) options.original_destination = &socketOriginalDestination;
   env->options = std::move(options);
-  return std::unique_ptr<EgressProxy>(new EgressProxy(std::move(executor), std::move(env)));
+  return std::unique_ptr<EgressProxy>(new EgressProxy(io, std::move(env)));
 }
 
-EgressProxy::EgressProxy(asio::any_io_executor executor, std::shared_ptr<const ProxyEnv> env)
-    : executor_(std::move(executor)), env_(std::move(env)) {}
+EgressProxy::EgressProxy(asio::io_context& io, std::shared_ptr<const ProxyEnv> env)
+    : io_(io), env_(std::move(env)) {}
 
 EgressProxy::~EgressProxy() {
   for (auto& [id, cell] : cells_) cell->close();
@@ -64,7 +64,7 @@ Result<> EgressProxy::configureBox(const std::string& id, BoxConfig config,
       return fail(Errc::kInvalidArgument,
                   "Box " + id + " is new: send its three sockets with the box message");
     }
-    auto cell = std::make_shared<Cell>(executor_, id, env_);
+    auto cell = std::make_shared<Cell>(io_, id, env_);
     HUTCH_TRY_VOID(cell->configure(std::move(config)));
     HUTCH_TRY_VOID(cell->setSockets(std::move(*sockets)));
     cells_[id] = std::move(cell);
@@ -94,9 +94,10 @@ Result<> EgressProxy::removeBox(const std::string& id) {
   return ok();
 }
 
-int EgressProxy::dnsSocket(const std::string& id) const {
+std::optional<asio::ip::udp::endpoint> EgressProxy::dnsEndpoint(const std::string& id) const {
   auto it = cells_.find(id);
-  return it == cells_.end() ? -1 : it->second->dnsSocket();
+  if (it == cells_.end()) return std::nullopt;
+  return it->second->dnsEndpoint();
 }
 
 }  // namespace hutch::egress::proxy

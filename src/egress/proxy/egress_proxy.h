@@ -7,6 +7,7 @@
 //   (*proxy)->removeBox("b1");               // closes its sockets and connections
 #pragma once
 
+#include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <filesystem>
 #include <functional>
@@ -39,15 +40,17 @@ using OriginalDestination = std::function<Result<tcp::endpoint>(tcp::socket& acc
 Result<tcp::endpoint> socketOriginalDestination(tcp::socket& accepted);
 
 struct ProxyOptions {
-  std::optional<std::filesystem::path> upstream_ca;  // extra CAs trusted for upstreams (PEM)
-  UpstreamResolver resolver;                         // default: the system resolver
-  AddressFilter filter;                              // default: strict
-  OriginalDestination original_destination;          // default: socketOriginalDestination
-  LogSink log;                                       // every LogEntry; may be empty
-  std::function<int64_t()> now_ms;                   // default: the system clock
+  std::optional<std::filesystem::path> upstream_ca;      // extra CAs trusted for upstreams (PEM)
+  UpstreamResolver resolver;                             // default: the system resolver
+  AddressFilter filter;                                  // default: strict
+  OriginalDestination original_destination;              // default: socketOriginalDestination
+  LogSink log;                                           // every LogEntry; may be empty
+  std::function<int64_t()> now_ms;                       // default: the system clock
   std::chrono::milliseconds first_bytes_timeout{10000};  // request line, ClientHello, handshake
   std::chrono::milliseconds connect_timeout{10000};      // per upstream address
   std::chrono::milliseconds idle_timeout{120000};        // between requests on a kept-alive link
+  // Where the boxes' DNS resolvers send allowed questions (nameserversFrom(resolv.conf)).
+  std::vector<asio::ip::udp::endpoint> dns_upstreams;
 };
 
 // What a box's "box" control message carries besides its sockets.
@@ -70,28 +73,26 @@ class EgressProxy {
  public:
   // Loads the upstream trust store (and options.upstream_ca). Call before dropping privileges
   // when the CA file is readable by root only.
-  static Result<std::unique_ptr<EgressProxy>> create(asio::any_io_executor executor,
-                                                     ProxyOptions options);
+  static Result<std::unique_ptr<EgressProxy>> create(asio::io_context& io, ProxyOptions options);
   ~EgressProxy();
   EgressProxy(const EgressProxy&) = delete;
   EgressProxy& operator=(const EgressProxy&) = delete;
 
   // A new box (sockets required) or new settings for a known one (sockets optional: when
   // given, they replace the old ones). The CA is checked; errors leave the box as it was.
-  Result<> configureBox(const std::string& id, BoxConfig config,
-                        std::optional<BoxSockets> sockets);
+  Result<> configureBox(const std::string& id, BoxConfig config, std::optional<BoxSockets> sockets);
   // A live policy change: the next connection (and the next plain-HTTP request) sees it.
   Result<> setPolicy(const std::string& id, Policy policy);
   // Closes the box's sockets and open connections. kNotFound for an unknown id.
   Result<> removeBox(const std::string& id);
 
   bool hasBox(const std::string& id) const { return cells_.count(id) != 0; }
-  // The DNS socket of a box (for the resolver), or -1.
-  int dnsSocket(const std::string& id) const;
+  // The UDP endpoint a box's DNS resolver serves (tests), or nullopt.
+  std::optional<asio::ip::udp::endpoint> dnsEndpoint(const std::string& id) const;
 
  private:
-  EgressProxy(asio::any_io_executor executor, std::shared_ptr<const struct ProxyEnv> env);
-  asio::any_io_executor executor_;
+  EgressProxy(asio::io_context& io, std::shared_ptr<const struct ProxyEnv> env);
+  asio::io_context& io_;
   std::shared_ptr<const struct ProxyEnv> env_;
   std::map<std::string, std::shared_ptr<Cell>> cells_;
 };

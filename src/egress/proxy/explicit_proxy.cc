@@ -110,7 +110,8 @@ asio::awaitable<void> serveExplicit(std::shared_ptr<Cell> cell, tcp::socket sock
         ec != asio::error::operation_aborted) {
       co_await writeProxyAnswer(box, http::status::bad_request,
                                 "hutch: this is the box's HTTP proxy; it could not read the "
-                                "request (" + ec.message() + ")");
+                                "request (" +
+                                    ec.message() + ")");
     }
     co_return;
   }

@@ -16,8 +16,8 @@ inline constexpr size_t kHeaderLimit = 64 * 1024;
 
 // Writes a short text/plain answer from the proxy itself (Connection: close).
 template <class Stream>
-asio::awaitable<error_code> writeProxyAnswer(Stream& stream, http::status status,
-                                             std::string text, unsigned version = 11) {
+asio::awaitable<error_code> writeProxyAnswer(Stream& stream, http::status status, std::string text,
+                                             unsigned version = 11) {
   http::response<http::string_body> res{status, version};
   res.set(http::field::server, "hutch-egress");
   res.set(http::field::content_type, "text/plain; charset=utf-8");
@@ -52,6 +52,7 @@ asio::awaitable<error_code> relayMessage(In& in, beast::flat_buffer& buffer,
     } else {
       p.get().body().data = nullptr;
       p.get().body().size = 0;
+      p.get().body().more = false;  // else the serializer holds the header back for a body
     }
     size_t n = co_await http::async_write(out, sr, asio::redirect_error(asio::use_awaitable, ec));
     bytes += n;
@@ -67,8 +68,8 @@ using TunnelEnd = std::function<void(bool from_box, bool eof)>;
 namespace detail {
 
 template <class From, class To>
-asio::awaitable<void> pump(From& from, To& to, uint64_t& bytes, bool from_box,
-                           const TunnelEnd& end, int& running, asio::steady_timer& done) {
+asio::awaitable<void> pump(From& from, To& to, uint64_t& bytes, bool from_box, const TunnelEnd& end,
+                           int& running, asio::steady_timer& done) {
   std::array<char, 16384> buf;
   error_code ec;
   for (;;) {

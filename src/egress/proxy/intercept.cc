@@ -23,8 +23,8 @@ struct TlsUpstream {
 asio::awaitable<Result<TlsUpstream>> connectTls(std::shared_ptr<Cell> cell, std::string host,
                                                 uint16_t port) {
   const ProxyOptions& options = cell->options();
-  HUTCH_CO_TRY(Upstream raw, co_await connectUpstream(options.resolver, options.filter, host,
-                                                      port, options.connect_timeout));
+  HUTCH_CO_TRY(Upstream raw, co_await connectUpstream(options.resolver, options.filter, host, port,
+                                                      options.connect_timeout));
   TlsUpstream out;
   out.address = raw.endpoint.address().to_string();
   out.stream = std::make_unique<UpstreamTls>(std::move(raw.stream), *cell->env().upstream_tls);
@@ -40,10 +40,9 @@ asio::awaitable<Result<TlsUpstream>> connectTls(std::shared_ptr<Cell> cell, std:
   out.stream->next_layer().expires_never();
   if (ec) {
     long verify = SSL_get_verify_result(ssl);
-    std::string why = verify != X509_V_OK
-                          ? std::string("certificate not trusted: ") +
-                                X509_verify_cert_error_string(verify)
-                          : ec.message();
+    std::string why = verify != X509_V_OK ? std::string("certificate not trusted: ") +
+                                                X509_verify_cert_error_string(verify)
+                                          : ec.message();
     co_return fail(Errc::kUnavailable, "TLS with " + host + " failed (" + why + ")");
   }
   co_return out;
@@ -93,20 +92,19 @@ asio::awaitable<void> intercept(std::shared_ptr<Cell> cell, BoxStream& box, Live
     first = false;
     auto& req = p.get();
     auto host_field = req.find(http::field::host);
-    std::string_view host_value = host_field == req.end()
-                                      ? std::string_view()
-                                      : std::string_view(host_field->value().data(),
-                                                         host_field->value().size());
+    std::string_view host_value =
+        host_field == req.end()
+            ? std::string_view()
+            : std::string_view(host_field->value().data(), host_field->value().size());
     if (!hostMatches(host_value, sni)) {
       LogEntry refused = cell->newEntry(entry.proto, sni, port);
       refused.address = entry.address;
-      refused.reason = host_value.empty()
-                           ? "a request without a Host header on TLS for " + sni
-                           : "Host header " + std::string(host_value) +
-                                 " does not match the TLS server name " + sni;
+      refused.reason = host_value.empty() ? "a request without a Host header on TLS for " + sni
+                                          : "Host header " + std::string(host_value) +
+                                                " does not match the TLS server name " + sni;
       cell->log(refused);
-      co_await writeProxyAnswer(tls, http::status::misdirected_request,
-                                "hutch: " + refused.reason, req.version());
+      co_await writeProxyAnswer(tls, http::status::misdirected_request, "hutch: " + refused.reason,
+                                req.version());
       break;
     }
     if (!up.stream) {
@@ -149,10 +147,9 @@ asio::awaitable<void> intercept(std::shared_ptr<Cell> cell, BoxStream& box, Live
       box.next_layer().socket().close(ignored);
     };
     auto scrub = [&all](http::response_header<>& res) { scrubSecrets(res, all); };
-    ResponseOutcome outcome = co_await relayResponses(upstream, up_buffer, tls, buffer, head,
-                                                      keep_alive, entry.bytes_up,
-                                                      entry.bytes_down, scrub, end,
-                                                      options.idle_timeout);
+    ResponseOutcome outcome =
+        co_await relayResponses(upstream, up_buffer, tls, buffer, head, keep_alive, entry.bytes_up,
+                                entry.bytes_down, scrub, end, options.idle_timeout);
     if (outcome == ResponseOutcome::kNoResponse) {
       entry.reason = "the upstream closed without answering";
       co_await writeProxyAnswer(tls, http::status::bad_gateway,

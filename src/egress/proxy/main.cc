@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "egress/dns.h"
 #include "egress/proxy/asio.h"
 #include "egress/proxy/control_channel.h"
 #include "egress/proxy/egress_proxy.h"
@@ -76,8 +77,8 @@ Result<> checkControlFd(int fd) {
                 "--control-fd " + std::to_string(fd) + " is not an open descriptor");
   }
   if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_SEQPACKET) {
-    return fail(Errc::kInvalidArgument, "--control-fd " + std::to_string(fd) +
-                                            " must be a SOCK_SEQPACKET unix socket");
+    return fail(Errc::kInvalidArgument,
+                "--control-fd " + std::to_string(fd) + " must be a SOCK_SEQPACKET unix socket");
   }
   fcntl(fd, F_SETFD, FD_CLOEXEC);
   return ok();
@@ -98,7 +99,8 @@ int main(int argc, char** argv) {
                  "Extra PEM CA certificates trusted for upstream TLS (besides the system's)")
       ->check(CLI::ExistingFile);
   app.add_option("--resolv-conf", resolv_conf,
-                 "resolv.conf whose name servers the box's DNS resolver asks")
+                 "resolv.conf naming the servers the boxes' DNS questions go to "
+                 "(default /etc/resolv.conf)")
       ->check(CLI::ExistingFile);
   app.add_option("--user", user_text, "Run as UID:GID after setup");
   CLI11_PARSE(app, argc, argv);
@@ -124,8 +126,16 @@ int main(int argc, char** argv) {
   ControlChannel channel(io.get_executor(), UniqueFd(control_fd));
   ProxyOptions options;
   if (!upstream_ca.empty()) options.upstream_ca = upstream_ca;
+  std::filesystem::path resolv = resolv_conf.empty() ? "/etc/resolv.conf" : resolv_conf;
+  auto nameservers = hutch::egress::nameserversFrom(resolv);
+  if (!nameservers) {
+    spdlog::error("{}; pass --resolv-conf FILE naming the name servers boxes may use",
+                  nameservers.error().describe());
+    return 1;
+  }
+  options.dns_upstreams = std::move(*nameservers);
   options.log = [&channel](const hutch::egress::LogEntry& entry) { channel.sendLog(entry); };
-  auto proxy = EgressProxy::create(io.get_executor(), std::move(options));
+  auto proxy = EgressProxy::create(io, std::move(options));
   if (!proxy) {
     spdlog::error("{}", proxy.error().describe());
     return 1;

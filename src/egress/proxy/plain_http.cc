@@ -122,8 +122,8 @@ asio::awaitable<void> forwardPlainHttp(std::shared_ptr<Cell> cell, BoxStream& bo
       }
       host = normaliseHost(std::string_view(it->value().data(), it->value().size()));
     }
-    Decision decision = isValidHostName(host) ? cell->decide(host, port)
-                                              : Decision{false, "not a host name"};
+    Decision decision =
+        isValidHostName(host) ? cell->decide(host, port) : Decision{false, "not a host name"};
     if (!decision.allowed) {
       LogEntry denied = cell->newEntry("http", host, port);
       denied.address = mode.original_address;
@@ -176,10 +176,9 @@ asio::awaitable<void> forwardPlainHttp(std::shared_ptr<Cell> cell, BoxStream& bo
       box.next_layer().socket().close(ignored);
     };
     auto no_edit = [](http::response_header<>&) {};
-    ResponseOutcome outcome = co_await relayResponses(upstream, up_buffer, box, buffer, head,
-                                                      keep_alive, entry->bytes_up,
-                                                      entry->bytes_down, no_edit, end,
-                                                      options.idle_timeout);
+    ResponseOutcome outcome =
+        co_await relayResponses(upstream, up_buffer, box, buffer, head, keep_alive, entry->bytes_up,
+                                entry->bytes_down, no_edit, end, options.idle_timeout);
     if (outcome == ResponseOutcome::kNoResponse) {
       entry->reason = "the upstream closed without answering";
       co_await writeProxyAnswer(box, http::status::bad_gateway,

@@ -33,7 +33,8 @@ Result<std::string> stringField(const Json& doc, const char* key, bool required)
     return std::string();
   }
   if (!doc[key].is_string()) {
-    return fail(Errc::kInvalidArgument, std::string("Secret field \"") + key + "\" must be a string");
+    return fail(Errc::kInvalidArgument,
+                std::string("Secret field \"") + key + "\" must be a string");
   }
   return doc[key].get<std::string>();
 }
@@ -43,8 +44,8 @@ Result<std::string> stringField(const Json& doc, const char* key, bool required)
 Result<Secret> parseSecret(const Json& doc) {
   if (!doc.is_object()) return fail(Errc::kInvalidArgument, "A secret must be a JSON object");
   for (const auto& [key, value] : doc.items()) {
-    if (key != "name" && key != "value" && key != "domains" && key != "header" &&
-        key != "format" && key != "placeholder") {
+    if (key != "name" && key != "value" && key != "domains" && key != "header" && key != "format" &&
+        key != "placeholder") {
       return fail(Errc::kInvalidArgument,
                   "Unknown secret field \"" + key +
                       "\"; use name, value, domains, header, format, placeholder");

@@ -3,11 +3,10 @@
 // into the request on its way out and takes it out of response headers on the way back.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "base/result.h"
 #include "egress/proxy/asio.h"

@@ -72,9 +72,8 @@ asio::awaitable<void> serveTransparent(std::shared_ptr<Cell> cell, tcp::socket s
     co_return;
   }
   asio::ip::address dialled = unmapped(original->address());
-  bool agrees = std::any_of(resolved->begin(), resolved->end(), [&](const asio::ip::address& a) {
-    return unmapped(a) == dialled;
-  });
+  bool agrees = std::any_of(resolved->begin(), resolved->end(),
+                            [&](const asio::ip::address& a) { return unmapped(a) == dialled; });
   if (!agrees) {
     entry.allowed = false;
     entry.reason = "the box dialled " + address + ", which is not an address of " + first.sni;

@@ -55,7 +55,8 @@ asio::awaitable<Result<std::vector<asio::ip::address>>> UpstreamResolver::resolv
 
 asio::awaitable<Result<Upstream>> connectUpstream(const UpstreamResolver& resolver,
                                                   const AddressFilter& filter, std::string host,
-                                                  uint16_t port, std::chrono::milliseconds timeout) {
+                                                  uint16_t port,
+                                                  std::chrono::milliseconds timeout) {
   error_code literal;
   asio::ip::make_address(host, literal);
   if (!literal) {
@@ -88,8 +89,8 @@ asio::awaitable<Result<Upstream>> connectUpstream(const UpstreamResolver& resolv
     co_return fail(Errc::kFailedPrecondition,
                    "refused upstream address " + refused + " of " + host);
   }
-  co_return fail(Errc::kUnavailable, "cannot connect to " + host + ":" + std::to_string(port) +
-                                         " (" + failed + ")");
+  co_return fail(Errc::kUnavailable,
+                 "cannot connect to " + host + ":" + std::to_string(port) + " (" + failed + ")");
 }
 
 Result<std::shared_ptr<ssl::context>> makeUpstreamTlsContext(
@@ -106,8 +107,8 @@ Result<std::shared_ptr<ssl::context>> makeUpstreamTlsContext(
   if (extra_ca) {
     ctx->load_verify_file(extra_ca->string(), ec);
     if (ec) {
-      return fail(Errc::kInvalidArgument, "Cannot load --upstream-ca " + extra_ca->string() +
-                                              ": " + ec.message() +
+      return fail(Errc::kInvalidArgument, "Cannot load --upstream-ca " + extra_ca->string() + ": " +
+                                              ec.message() +
                                               "; give a readable PEM file of CA certificates");
     }
   }
@@ -122,8 +123,8 @@ Result<std::shared_ptr<ssl::context>> makeBoxTlsContext(const std::string& cert_
   auto ctx = std::make_shared<ssl::context>(ssl::context::tls_server);
   error_code ec;
   ctx->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
-                       ssl::context::no_sslv3 | ssl::context::no_tlsv1 |
-                       ssl::context::no_tlsv1_1 | ssl::context::single_dh_use,
+                       ssl::context::no_sslv3 | ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1 |
+                       ssl::context::single_dh_use,
                    ec);
   std::string chain = cert_pem + ca_pem;
   ctx->use_certificate_chain(asio::buffer(chain), ec);
