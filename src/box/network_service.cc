@@ -386,10 +386,10 @@ Result<json> NetworkService::boxMessage(const Box& box) {
                        {"placeholder", bound.placeholder}});
   }
   message["secrets"] = secrets;
-  if (!box.secrets.empty()) {
-    HUTCH_TRY(CaPem ca, boxCa(box.id));
-    message["ca"] = {{"cert", ca.cert}, {"key", ca.key}};
-  }
+  // Every box has its CA (hutch-egress wants one); it is installed in the box only when the
+  // box has secrets, the only time hutch-egress intercepts.
+  HUTCH_TRY(CaPem ca, boxCa(box.id));
+  message["ca"] = {{"cert", ca.cert}, {"key", ca.key}};
   return message;
 }
 

@@ -95,6 +95,9 @@ int run(int argc, char** argv) {
   app.add_option("--egress-upstream-ca", upstream_ca,
                  "Extra CA certificates (PEM) hutch-egress trusts for upstream TLS, besides the "
                  "system's");
+  std::string egress_resolv_conf;
+  app.add_option("--egress-resolv-conf", egress_resolv_conf,
+                 "The resolv.conf whose nameservers hutch-egress asks (default /etc/resolv.conf)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
@@ -231,6 +234,7 @@ int run(int argc, char** argv) {
     net_config.egress_binary = egress;
     net_config.state_dir = state / "egress";
     net_config.upstream_ca = upstream_ca;
+    net_config.resolv_conf = egress_resolv_conf;
     net_config.default_policy = default_policy;
     // hutch-egress runs as the uid just below the boxes' range: no box's, not root.
     net_config.egress_user = std::make_pair(uid_base - 1, uid_base - 1);

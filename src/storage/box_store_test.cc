@@ -107,12 +107,17 @@ TEST(BoxStoreTest, MigrationGivesOlderBoxesTheirOwnUidIndex) {
     ASSERT_TRUE(db);
     ASSERT_TRUE(
         db->exec("DROP TABLE ports; DROP INDEX box_uid_index; "
-                 "ALTER TABLE boxes DROP COLUMN uid_index; PRAGMA user_version = 3;"));
+                 "ALTER TABLE boxes DROP COLUMN uid_index; "
+                 "ALTER TABLE boxes DROP COLUMN network_policy; "
+                 "ALTER TABLE boxes DROP COLUMN secrets; PRAGMA user_version = 3;"));
   }
   auto store = BoxStore::open(path.string());
   ASSERT_TRUE(store) << store.error().describe();
   EXPECT_EQ(store->find("first")->uid_index, 0);
   EXPECT_EQ(store->find("second")->uid_index, 1);
+  // Boxes from before networking have no policy (they get none) and no secrets.
+  EXPECT_EQ(store->find("first")->network_policy, "");
+  EXPECT_TRUE(store->find("first")->secrets.empty());
   std::filesystem::remove(path);
   std::filesystem::remove(path.string() + "-wal");
   std::filesystem::remove(path.string() + "-shm");
@@ -152,6 +157,34 @@ TEST(BoxStorePortsTest, InsertListRemoveAndConflicts) {
   EXPECT_EQ(store->ports(a.id)->size(), 1u);
   ASSERT_TRUE(store->removePorts(a.id));
   EXPECT_TRUE(store->allPorts()->empty());
+}
+
+}  // namespace
+}  // namespace hutch::storage
+
+namespace hutch::storage {
+namespace {
+
+TEST(BoxStoreNetworkTest, PolicyAndSecretsRoundTrip) {
+  auto path = std::filesystem::temp_directory_path() /
+              ("hutch-store-net-" + std::to_string(::getpid()) + ".db");
+  std::filesystem::remove(path);
+  auto store = BoxStore::open(path.string());
+  ASSERT_TRUE(store) << store.error().describe();
+  box::Box b;
+  b.id = "0123456789ab";
+  b.name = "n";
+  b.network_policy = R"({"allow":[{"domain":"a.test"}],"deny":[]})";
+  b.secrets = {{"API_KEY", "hutch-secret-API_KEY-00"}, {"B", "hutch-secret-B-11"}};
+  ASSERT_TRUE(store->insert(b));
+  auto got = store->find("n");
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->network_policy, b.network_policy);
+  EXPECT_EQ(got->secrets, b.secrets);
+  b.network_policy = R"({"allow":[],"deny":[]})";
+  ASSERT_TRUE(store->update(b));
+  EXPECT_EQ(store->find("n")->network_policy, b.network_policy);
+  std::filesystem::remove(path);
 }
 
 }  // namespace

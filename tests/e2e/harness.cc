@@ -100,7 +100,8 @@ void Daemon::startDaemon() {
       hutchdBin().string(), "--socket", socket(),     "--state-dir", stateDir().string(),
       "--log-level",        "debug",    "--uid-base", uid_base};
   argv.insert(argv.end(), extra_args_.begin(), extra_args_.end());
-  if (!netns_.empty()) argv.insert(argv.begin(), {"ip", "netns", "exec", netns_});
+  // nsenter, not `ip netns exec`: that remounts /sys, hiding the cgroup hierarchies.
+  if (!netns_.empty()) argv.insert(argv.begin(), {"nsenter", "--net=/run/netns/" + netns_});
   auto pid = sys::spawn({.argv = argv, .fds = {{log.get(), 1}, {log.get(), 2}}});
   if (!pid) {
     ADD_FAILURE() << "cannot start hutchd: " << pid.error().describe();

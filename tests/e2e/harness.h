@@ -26,8 +26,8 @@ class Daemon {
   // Starts hutchd with a fresh state dir whose template "base" is $HUTCH_TEST_IMAGE, with
   // `extra_args` (e.g. {"--pool-size", "2"}) on its command line, restarts included.
   explicit Daemon(std::vector<std::string> extra_args = {});
-  // The same, with hutchd running in the named network namespace (`ip netns exec NETNS`): the
-  // test's own "host" network, with /etc/netns/NETNS/resolv.conf as its resolv.conf.
+  // The same, with hutchd running in the named network namespace (nsenter --net): the test's
+  // own "host" network.
   Daemon(std::vector<std::string> extra_args, std::string netns);
   ~Daemon();
   Daemon(const Daemon&) = delete;

@@ -162,9 +162,8 @@ class World {
     run({"ip", "-n", inet_, "addr", "add", std::string(kInetAddress) + "/24", "dev", "veth1"});
     run({"ip", "-n", host_, "link", "set", "veth0", "up"});
     run({"ip", "-n", inet_, "link", "set", "veth1", "up"});
-    // hutchd's (and so hutch-egress's) resolver is the test resolver.
-    fs::create_directories("/etc/netns/" + host_);
-    std::ofstream("/etc/netns/" + host_ + "/resolv.conf") << "nameserver " << kInetAddress << "\n";
+    // hutch-egress's resolver is the test resolver (hutchd --egress-resolv-conf).
+    std::ofstream(dir_ / "resolv.conf") << "nameserver " << kInetAddress << "\n";
     auto pid = sys::spawn(
         {.argv = {"ip", "netns", "exec", inet_, "dnsmasq", "--keep-in-foreground", "--no-resolv",
                   "--no-hosts", "--bind-interfaces", std::string("--listen-address=") + kInetAddress,
@@ -205,7 +204,6 @@ class World {
     }
     if (tls_) SSL_CTX_free(tls_);
     for (const auto& ns : {host_, inet_}) (void)sys::runCapture({"ip", "netns", "delete", ns});
-    fs::remove_all("/etc/netns/" + host_);
     fs::remove_all(dir_);
   }
   const std::string& hostNs() const { return host_; }
@@ -232,7 +230,8 @@ class NetworkTest : public ::testing::Test {
     if (::geteuid() != 0) GTEST_SKIP() << "needs root (network namespaces)";
     world_ = std::make_unique<World>();
     daemon_ = std::make_unique<Daemon>(
-        std::vector<std::string>{"--egress-upstream-ca", world_->caFile().string()},
+        std::vector<std::string>{"--egress-upstream-ca", world_->caFile().string(),
+                                 "--egress-resolv-conf", (world_->dir() / "resolv.conf").string()},
         world_->hostNs());
   }
   void TearDown() override {

@@ -67,7 +67,9 @@ Result<std::optional<NetConfig>> parseNetConfig(std::string_view cmdline) {
   HUTCH_TRY(config.gateway, parseAddress(*gw, "gw"));
   auto dns = kernelParam(cmdline, "hutch.dns");
   config.dns = config.gateway;
-  if (dns) HUTCH_TRY(config.dns, parseAddress(*dns, "dns"));
+  if (dns) {
+    HUTCH_TRY(config.dns, parseAddress(*dns, "dns"));
+  }
   return std::optional<NetConfig>(config);
 }
 

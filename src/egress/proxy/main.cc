@@ -8,6 +8,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <sched.h>
+#include <sys/mount.h>
+
 #include <CLI/CLI.hpp>
 #include <boost/asio/io_context.hpp>
 #include <cerrno>
@@ -84,6 +87,19 @@ Result<> checkControlFd(int fd) {
   return ok();
 }
 
+Result<> useResolvConf(const std::filesystem::path& file) {
+  if (::unshare(CLONE_NEWNS) != 0) {
+    return fail(sysError("Cannot make a mount namespace for --resolv-conf", errno));
+  }
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+    return fail(sysError("Cannot make the mounts private for --resolv-conf", errno));
+  }
+  if (::mount(file.c_str(), "/etc/resolv.conf", nullptr, MS_BIND, nullptr) != 0) {
+    return fail(sysError("Cannot bind " + file.string() + " over /etc/resolv.conf", errno));
+  }
+  return ok();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -127,6 +143,15 @@ int main(int argc, char** argv) {
   ProxyOptions options;
   if (!upstream_ca.empty()) options.upstream_ca = upstream_ca;
   std::filesystem::path resolv = resolv_conf.empty() ? "/etc/resolv.conf" : resolv_conf;
+  if (!resolv_conf.empty()) {
+    // Upstream names resolve through getaddrinfo, which reads /etc/resolv.conf: in a mount
+    // namespace of our own that file is the one given, so the proxy and the boxes' DNS ask the
+    // same servers.
+    if (auto seen = useResolvConf(resolv); !seen) {
+      spdlog::error("{}", seen.error().describe());
+      return 1;
+    }
+  }
   auto nameservers = hutch::egress::nameserversFrom(resolv);
   if (!nameservers) {
     spdlog::error("{}; pass --resolv-conf FILE naming the name servers boxes may use",
