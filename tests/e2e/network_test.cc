@@ -418,6 +418,59 @@ TEST_F(NetworkTest, TheUpstreamGetsTheKeyTheBoxOnlyEverHasThePlaceholder) {
       << "the search must find the placeholder in the box's memory: " << *placeholder_hits;
 }
 
+TEST_F(NetworkTest, NetworkComesBackAfterHutchEgressOrHutchdDies) {
+  std::string policy = policyFile("api", {{"allow", {{{"domain", "api.example.test"}}}}});
+  ASSERT_EQ(d().hutch({"run", "--name", "s", "--network-policy", policy}).exit_code, 0);
+  EXPECT_EQ(curl("s", "http://api.example.test/"), "hello from api.example.test\n");
+
+  // hutch-egress killed: hutchd starts a new one and hands it the box's sockets again.
+  auto egressPid = [&] { return std::stoi(readFile(d().stateDir() / "egress" / "egress.pid")); };
+  pid_t egress = egressPid();
+  ASSERT_TRUE(processAlive(egress));
+  ::kill(egress, SIGKILL);
+  std::string body;
+  for (int i = 0; i < 20 && body.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    body = curl("s", "http://api.example.test/");
+  }
+  EXPECT_EQ(body, "hello from api.example.test\n");
+  EXPECT_NE(egressPid(), egress);
+
+  // hutchd killed: the box runs on; the new hutchd adopts it and serves it again, with its
+  // policy (other.example.test stays refused). The old hutch-egress goes (its control socket
+  // closed; a new hutchd also kills one it finds).
+  pid_t old_egress = egressPid();
+  d().crashAndRestart();
+  for (int i = 0; i < 50 && processAlive(old_egress); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_FALSE(processAlive(old_egress));
+  EXPECT_EQ(curl("s", "http://api.example.test/"), "hello from api.example.test\n");
+  EXPECT_EQ(curl("s", "--resolve other.example.test:80:10.213.0.2 http://other.example.test/"),
+            "");
+  // A stopped box keeps its policy; started again it has network again.
+  ASSERT_EQ(d().hutch({"stop", "s"}).exit_code, 0);
+  ASSERT_EQ(d().hutch({"start", "s"}).exit_code, 0);
+  EXPECT_EQ(curl("s", "http://api.example.test/"), "hello from api.example.test\n");
+}
+
+TEST_F(NetworkTest, ForksKeepTheirParentsPolicyAndSecrets) {
+  auto set = d().hutch({"secret", "set", "--domain", "api.example.test", "--header",
+                        "Authorization", "--format", "Bearer {value}", "API_KEY"},
+                       std::string(kRealKey) + "\n", true);
+  ASSERT_EQ(set.exit_code, 0) << set.err;
+  std::string policy = policyFile("key", {{"allow", {{{"domain", "api.example.test"}}}}});
+  ASSERT_EQ(d().hutch({"run", "--name", "p", "--network-policy", policy, "--secret", "API_KEY"})
+                .exit_code,
+            0);
+  auto forked = d().hutch({"fork", "--name", "child", "p"});
+  ASSERT_EQ(forked.exit_code, 0) << forked.err;
+  EXPECT_EQ(inBox("child", "printenv API_KEY").out, inBox("p", "printenv API_KEY").out);
+  EXPECT_EQ(curl("child", "-H \"Authorization: Bearer $API_KEY\" https://api.example.test/auth"),
+            "authorized\n");
+  EXPECT_EQ(curl("child", "http://other.example.test/"), "");
+}
+
 TEST_F(NetworkTest, BadPoliciesAndSecretsAreClearErrorsAndChangeNothing) {
   std::string bad = policyFile("bad", {{"allow", {{{"domain", "10.0.0.1"}}}}});
   auto run = d().hutch({"run", "--name", "x", "--network-policy", bad});
