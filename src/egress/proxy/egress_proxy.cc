@@ -58,6 +58,9 @@ EgressProxy::~EgressProxy() {
 
 Result<> EgressProxy::configureBox(const std::string& id, BoxConfig config,
                                    std::optional<BoxSockets> sockets) {
+  // Check everything before changing anything.
+  HUTCH_TRY(CertAuthority checked, CertAuthority::load(config.ca));
+  (void)checked;
   auto it = cells_.find(id);
   if (it == cells_.end()) {
     if (!sockets) {
@@ -70,9 +73,6 @@ Result<> EgressProxy::configureBox(const std::string& id, BoxConfig config,
     cells_[id] = std::move(cell);
     return ok();
   }
-  // Check everything before changing anything.
-  HUTCH_TRY(CertAuthority checked, CertAuthority::load(config.ca));
-  (void)checked;
   if (sockets) HUTCH_TRY_VOID(it->second->setSockets(std::move(*sockets)));
   return it->second->configure(std::move(config));
 }

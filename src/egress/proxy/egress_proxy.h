@@ -49,6 +49,7 @@ struct ProxyOptions {
   std::chrono::milliseconds first_bytes_timeout{10000};  // request line, ClientHello, handshake
   std::chrono::milliseconds connect_timeout{10000};      // per upstream address
   std::chrono::milliseconds idle_timeout{120000};        // between requests on a kept-alive link
+  std::chrono::milliseconds response_timeout{600000};    // request sent → response header
   // Where the boxes' DNS resolvers send allowed questions (nameserversFrom(resolv.conf)).
   std::vector<asio::ip::udp::endpoint> dns_upstreams;
 };

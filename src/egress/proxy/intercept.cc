@@ -149,7 +149,7 @@ asio::awaitable<void> intercept(std::shared_ptr<Cell> cell, BoxStream& box, Live
     auto scrub = [&all](http::response_header<>& res) { scrubSecrets(res, all); };
     ResponseOutcome outcome =
         co_await relayResponses(upstream, up_buffer, tls, buffer, head, keep_alive, entry.bytes_up,
-                                entry.bytes_down, scrub, end, options.idle_timeout);
+                                entry.bytes_down, scrub, end, options.response_timeout);
     if (outcome == ResponseOutcome::kNoResponse) {
       entry.reason = "the upstream closed without answering";
       co_await writeProxyAnswer(tls, http::status::bad_gateway,

@@ -178,7 +178,7 @@ asio::awaitable<void> forwardPlainHttp(std::shared_ptr<Cell> cell, BoxStream& bo
     auto no_edit = [](http::response_header<>&) {};
     ResponseOutcome outcome =
         co_await relayResponses(upstream, up_buffer, box, buffer, head, keep_alive, entry->bytes_up,
-                                entry->bytes_down, no_edit, end, options.idle_timeout);
+                                entry->bytes_down, no_edit, end, options.response_timeout);
     if (outcome == ResponseOutcome::kNoResponse) {
       entry->reason = "the upstream closed without answering";
       co_await writeProxyAnswer(box, http::status::bad_gateway,

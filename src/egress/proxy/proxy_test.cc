@@ -334,6 +334,35 @@ TEST_F(ProxyTest, SecretsAreInjectedThroughConnectAndNeverReachTheBox) {
   }
 }
 
+TEST_F(ProxyTest, InterceptedRequestBodiesStreamChunkedAndWithLength) {
+  startProxy(testOptions());
+  tcp::socket socket = connect(explicit_port_);
+  std::string authority = "api.example.test:" + std::to_string(https_->port());
+  ASSERT_EQ(sendConnect(socket, authority), 200u);
+  auto tls = tlsThrough(socket, "api.example.test", box_ca_.cert);
+  std::string body(200000, 'x');
+  for (bool chunked : {true, false}) {
+    http::request<http::string_body> req{http::verb::post, "/upload", 11};
+    req.set(http::field::host, authority);
+    req.body() = body;
+    if (chunked) {
+      req.chunked(true);
+    } else {
+      req.prepare_payload();
+    }
+    http::write(*tls, req);
+    beast::flat_buffer buffer;
+    http::response<http::string_body> res;
+    http::read(*tls, buffer, res);
+    EXPECT_EQ(res.body(), "upstream saw /upload body " + body) << "chunked " << chunked;
+  }
+  auto seen = https_->seen();
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0].headers["transfer-encoding"], "chunked");
+  EXPECT_EQ(seen[1].headers["content-length"], std::to_string(body.size()));
+  EXPECT_EQ(seen[1].headers["authorization"], std::string("Bearer ") + kSecretValue);
+}
+
 TEST_F(ProxyTest, AHostHeaderOtherThanTheSniIs421) {
   startProxy(testOptions());
   tcp::socket socket = connect(explicit_port_);
