@@ -4,11 +4,11 @@
 #include <string>
 
 #include "api/http_server.h"
-#include "proto/messages.h"
 #include "box/box_service.h"
 #include "box/port_forwards.h"
 #include "box/template_service.h"
 #include "net/secrets.h"
+#include "proto/messages.h"
 #include "vmm/accel.h"
 
 namespace hutch::api {

@@ -100,11 +100,9 @@ json toJson(const CreateBoxRequest& r) {
 Result<CreateBoxRequest> parseCreateBox(std::string_view body) {
   HUTCH_TRY(json j, parseObject(body));
   constexpr std::string_view kWhat = "the create request";
-  HUTCH_TRY_VOID(
-      rejectUnknownFields(j,
-                          {"name", "template", "cpus", "memory_mib", "disk_mib", "network_policy",
-                           "secrets"},
-                          kWhat));
+  HUTCH_TRY_VOID(rejectUnknownFields(
+      j, {"name", "template", "cpus", "memory_mib", "disk_mib", "network_policy", "secrets"},
+      kWhat));
   CreateBoxRequest r;
   int64_t cpus = r.config.cpus;
   int64_t memory = static_cast<int64_t>(r.config.memory_mib);

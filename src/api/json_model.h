@@ -2,10 +2,11 @@
 // what the API returns. Parsing is strict: unknown fields and wrong types are errors.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
-#include <fmt/format.h>
 #include <string>
 #include <string_view>
 

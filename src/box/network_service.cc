@@ -1,6 +1,7 @@
 #include "box/network_service.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <poll.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
@@ -9,7 +10,6 @@
 #include <unistd.h>
 
 #include <array>
-#include <cstring>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/generic/seq_packet_protocol.hpp>
@@ -17,9 +17,8 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <fstream>
-
-#include <fmt/format.h>
 
 #include "sys/files.h"
 #include "sys/proc_fs.h"
@@ -100,8 +99,8 @@ class NetworkService::Link : public std::enable_shared_from_this<Link> {
         if (ec && ec != asio::error::eof) why = ec.message();
         break;
       }
-      json message = json::parse(buffer.begin(), buffer.begin() + static_cast<long>(n), nullptr,
-                                 false);
+      json message =
+          json::parse(buffer.begin(), buffer.begin() + static_cast<long>(n), nullptr, false);
       if (!message.is_object()) {
         spdlog::warn("hutch-egress sent a message that is not a JSON object");
         continue;

@@ -21,11 +21,10 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "base/result.h"
 #include "base/unique_fd.h"
@@ -47,8 +46,8 @@ struct NetworkConfig {
   std::filesystem::path egress_binary;  // hutch-egress
   std::filesystem::path state_dir;      // <state>/egress: <box>/ca.{crt,key}, logs/<box>.ndjson
   std::optional<std::pair<uid_t, gid_t>> egress_user;  // who hutch-egress runs as
-  std::filesystem::path upstream_ca;  // extra roots hutch-egress trusts upstream (tests)
-  std::filesystem::path resolv_conf;  // where hutch-egress finds its nameservers; empty: default
+  std::filesystem::path upstream_ca;    // extra roots hutch-egress trusts upstream (tests)
+  std::filesystem::path resolv_conf;    // where hutch-egress finds its nameservers; empty: default
   std::string default_policy = "none";  // a preset or JSON, for templates without their own
   std::filesystem::path etc_apt = "/etc/apt";  // for the debian-mirrors preset
   // Makes a box's CA (egress::makeBoxCa in hutchd).

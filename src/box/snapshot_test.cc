@@ -69,7 +69,8 @@ TEST(SnapshotManifestTest, CompatibleOnlyWithTheSameHostAndShape) {
   EXPECT_NE(reason(other).find("'Other CPU' CPU"), std::string::npos);
   other = m;
   other.env.network = "virtio-net 10.0.2.15/24";
-  EXPECT_EQ(reason(other), "it was made with network 'virtio-net 10.0.2.15/24', boxes here get 'none'");
+  EXPECT_EQ(reason(other),
+            "it was made with network 'virtio-net 10.0.2.15/24', boxes here get 'none'");
   // A manifest from before networking names none: it still restores into a box without a NIC.
   auto old = m.toJson();
   old.erase("network");

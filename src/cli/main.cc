@@ -34,8 +34,9 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--network-policy", run.network_policy,
                       "Egress policy: none, allow-all, debian-mirrors, or a JSON file "
                       "(default: the template's)");
-  run_cmd->add_option("--secret", run.secrets,
-                      "A host secret the box gets a placeholder for (repeatable; hutch secret set)")
+  run_cmd
+      ->add_option("--secret", run.secrets,
+                   "A host secret the box gets a placeholder for (repeatable; hutch secret set)")
       ->allow_extra_args(false);
   run_cmd->add_option("cmd", run.exec.argv, "Command to run after -- (optional)");
 
@@ -204,8 +205,9 @@ int main(int argc, char** argv) {
   policy_cmd->require_subcommand(1);
   auto* policy_set = policy_cmd->add_subcommand("set", "Change a box's policy (live if it runs)");
   policy_set->add_option("box", policy_box, "Box name or id")->required();
-  policy_set->add_option("policy", policy_file,
-                         "A JSON file, '-' for stdin, or none, allow-all, debian-mirrors")
+  policy_set
+      ->add_option("policy", policy_file,
+                   "A JSON file, '-' for stdin, or none, allow-all, debian-mirrors")
       ->required();
   auto* policy_show = policy_cmd->add_subcommand("show", "Show a box's policy");
   policy_show->add_option("box", policy_box, "Box name or id")->required();
@@ -218,10 +220,11 @@ int main(int argc, char** argv) {
   auto* secret_cmd = app.add_subcommand(
       "secret", "Host secrets boxes use without seeing them: 'secret set|ls|rm'");
   secret_cmd->require_subcommand(1);
-  auto* secret_set = secret_cmd->add_subcommand(
-      "set", "Store a secret on the host; its value is read from stdin");
-  secret_set->add_option("--domain", secret.domains,
-                         "Where it may be sent (repeatable; *.example.com for subdomains)")
+  auto* secret_set =
+      secret_cmd->add_subcommand("set", "Store a secret on the host; its value is read from stdin");
+  secret_set
+      ->add_option("--domain", secret.domains,
+                   "Where it may be sent (repeatable; *.example.com for subdomains)")
       ->required()
       ->allow_extra_args(false);
   secret_set->add_option("--header", secret.header,

@@ -21,9 +21,9 @@
 #include "box/snapshot.h"
 #include "egress/proxy/ca.h"
 #include "jail/box_ids.h"
+#include "jail/cgroup.h"
 #include "net/box_net.h"
 #include "net/secrets.h"
-#include "jail/cgroup.h"
 #include "storage/box_store.h"
 #include "storage/templates.h"
 #include "sys/files.h"
@@ -224,8 +224,8 @@ int run(int argc, char** argv) {
       return 69;
     }
     // A namespace name per uid, so that two hutchd with their own --uid-base never meet.
-    auto networks = hutch::net::BoxNetworks::create(fmt::format("hutch-{:x}-", uid_base),
-                                                    state / "net");
+    auto networks =
+        hutch::net::BoxNetworks::create(fmt::format("hutch-{:x}-", uid_base), state / "net");
     if (!networks) {
       spdlog::error("{}", networks.error().describe());
       return 73;

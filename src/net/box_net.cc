@@ -1,6 +1,7 @@
 #include "net/box_net.h"
 
 #include <arpa/inet.h>
+#include <fmt/format.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -8,8 +9,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
-
-#include <fmt/format.h>
 
 #include "net/netns.h"
 #include "sys/files.h"
@@ -46,8 +45,8 @@ std::string boxRuleset() {
   }}
 }}
 )",
-                     fmt::arg("tap", kTapName), fmt::arg("gw", kGateway),
-                     fmt::arg("dns", kDnsPort), fmt::arg("proxy", kExplicitProxyPort),
+                     fmt::arg("tap", kTapName), fmt::arg("gw", kGateway), fmt::arg("dns", kDnsPort),
+                     fmt::arg("proxy", kExplicitProxyPort),
                      fmt::arg("transparent", kTransparentPort));
 }
 
@@ -92,8 +91,8 @@ Result<UniqueFd> boundSocket(int type, const char* address, uint16_t port) {
     return fail(Errc::kInternal, fmt::format("Bad address {}", address));
   }
   if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&sin), sizeof sin) != 0) {
-    return fail(sysError(fmt::format("Cannot bind {}:{} in the box network", address, port),
-                         errno));
+    return fail(
+        sysError(fmt::format("Cannot bind {}:{} in the box network", address, port), errno));
   }
   if (type == SOCK_STREAM && ::listen(fd.get(), 512) != 0) {
     return fail(sysError(fmt::format("Cannot listen on {}:{}", address, port), errno));

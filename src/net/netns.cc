@@ -49,8 +49,8 @@ Result<UniqueFd> openTap(const fs::path& netns, const std::string& name) {
     std::strncpy(ifr.ifr_name, name.c_str(), IFNAMSIZ - 1);
     ifr.ifr_flags = IFF_TAP | IFF_NO_PI | IFF_VNET_HDR;
     if (::ioctl(fd.get(), TUNSETIFF, &ifr) != 0) {
-      return fail(sysError("Cannot attach to the tap device " + name + " in " + netns.string(),
-                           errno));
+      return fail(
+          sysError("Cannot attach to the tap device " + name + " in " + netns.string(), errno));
     }
     tap = std::move(fd);
     return ok();

@@ -1,6 +1,7 @@
 #include "net/secrets.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <openssl/rand.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -9,8 +10,6 @@
 #include <cerrno>
 #include <chrono>
 #include <regex>
-
-#include <fmt/format.h>
 
 #include "egress/policy.h"
 #include "sys/files.h"
@@ -47,8 +46,7 @@ Result<> validateSecret(const Secret& s) {
   }
   static const std::regex kHeader("^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$");
   if (!s.header.empty() && !std::regex_match(s.header, kHeader)) {
-    return fail(Errc::kInvalidArgument,
-                fmt::format("'{}' is not an HTTP header name", s.header));
+    return fail(Errc::kInvalidArgument, fmt::format("'{}' is not an HTTP header name", s.header));
   }
   auto at = s.format.find("{value}");
   if (at == std::string::npos || s.format.find("{value}", at + 1) != std::string::npos ||
@@ -61,8 +59,11 @@ Result<> validateSecret(const Secret& s) {
 }
 
 json describeSecret(const Secret& s) {
-  return {{"name", s.name},     {"domains", s.domains},       {"header", s.header},
-          {"format", s.format}, {"updated_at", s.updated_at}};
+  return {{"name", s.name},
+          {"domains", s.domains},
+          {"header", s.header},
+          {"format", s.format},
+          {"updated_at", s.updated_at}};
 }
 
 std::string makePlaceholder(const std::string& name) {
@@ -133,7 +134,8 @@ Result<std::vector<Secret>> SecretStore::list() const {
     HUTCH_TRY(Secret s, get(entry.path().stem().string()));
     out.push_back(std::move(s));
   }
-  std::sort(out.begin(), out.end(), [](const Secret& a, const Secret& b) { return a.name < b.name; });
+  std::sort(out.begin(), out.end(),
+            [](const Secret& a, const Secret& b) { return a.name < b.name; });
   return out;
 }
 

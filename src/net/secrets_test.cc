@@ -35,7 +35,7 @@ class SecretStoreTest : public ::testing::Test {
 
 TEST_F(SecretStoreTest, StoredPrivatelyAndReadBack) {
   ASSERT_TRUE(store_->put(key()));
-  struct stat st{};
+  struct stat st {};
   ASSERT_EQ(::stat((dir_ / "secrets").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0700u);
   ASSERT_EQ(::stat((dir_ / "secrets" / "OPENAI_KEY.json").c_str(), &st), 0);

@@ -112,8 +112,9 @@ Result<> VmSpec::validate() const {
     }
     static const std::regex kMac("^[0-9a-f]{2}(:[0-9a-f]{2}){5}$");
     if (!std::regex_match(mac, kMac)) {
-      return fail(Errc::kInvalidArgument,
-                  "\"" + mac + "\" is not a MAC address (six lowercase hex pairs, like 52:54:00:12:34:56)");
+      return fail(
+          Errc::kInvalidArgument,
+          "\"" + mac + "\" is not a MAC address (six lowercase hex pairs, like 52:54:00:12:34:56)");
     }
   }
   // Unix socket paths are limited to sizeof(sun_path) - 1 bytes.

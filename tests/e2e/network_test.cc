@@ -40,8 +40,7 @@ constexpr const char* kRealKey = "sk-live-4f1c2a9e7d3b5f60a8c4e2d1b9f7a5c3";
 // header carried the real key) and records every request head.
 class Server {
  public:
-  Server(const fs::path& netns, const char* address, uint16_t port, SSL_CTX* tls)
-      : tls_(tls) {
+  Server(const fs::path& netns, const char* address, uint16_t port, SSL_CTX* tls) : tls_(tls) {
     auto made = net::inNetns(netns, [&]() -> Result<> {
       fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
       int one = 1;
@@ -164,13 +163,14 @@ class World {
     run({"ip", "-n", inet_, "link", "set", "veth1", "up"});
     // hutch-egress's resolver is the test resolver (hutchd --egress-resolv-conf).
     std::ofstream(dir_ / "resolv.conf") << "nameserver " << kInetAddress << "\n";
-    auto pid = sys::spawn(
-        {.argv = {"ip", "netns", "exec", inet_, "dnsmasq", "--keep-in-foreground", "--no-resolv",
-                  "--no-hosts", "--bind-interfaces", std::string("--listen-address=") + kInetAddress,
-                  std::string("--address=/api.example.test/") + kInetAddress,
-                  std::string("--address=/other.example.test/") + kInetAddress,
-                  std::string("--address=/host.example.test/") + kHostAddress,
-                  "--pid-file=" + (dir_ / "dnsmasq.pid").string(), "--user=root"}});
+    auto pid =
+        sys::spawn({.argv = {"ip", "netns", "exec", inet_, "dnsmasq", "--keep-in-foreground",
+                             "--no-resolv", "--no-hosts", "--bind-interfaces",
+                             std::string("--listen-address=") + kInetAddress,
+                             std::string("--address=/api.example.test/") + kInetAddress,
+                             std::string("--address=/other.example.test/") + kInetAddress,
+                             std::string("--address=/host.example.test/") + kHostAddress,
+                             "--pid-file=" + (dir_ / "dnsmasq.pid").string(), "--user=root"}});
     EXPECT_TRUE(pid) << pid.error().describe();
     if (pid) dnsmasq_ = *pid;
 
@@ -295,8 +295,9 @@ TEST_F(NetworkTest, AllowedNamesWorkEverythingElseIsRefusedAndLogged) {
   int before = world_->http().accepted() + world_->https().accepted();
   EXPECT_EQ(curl("web", "--resolve other.example.test:80:10.213.0.2 http://other.example.test/"),
             "");
-  EXPECT_EQ(curl("web", "-k --resolve other.example.test:443:10.213.0.2 "
-                        "https://other.example.test/"),
+  EXPECT_EQ(curl("web",
+                 "-k --resolve other.example.test:443:10.213.0.2 "
+                 "https://other.example.test/"),
             "");
   EXPECT_EQ(curl("web", "http://10.213.0.2/"), "");
   EXPECT_EQ(world_->http().accepted() + world_->https().accepted(), before)
@@ -323,8 +324,7 @@ TEST_F(NetworkTest, BoxesReachNeitherTheHostNorMetadataNorEachOther) {
   // boxes stay out of reach.
   ASSERT_EQ(d().hutch({"run", "--name", "a", "--network-policy", "allow-all"}).exit_code, 0);
   ASSERT_EQ(d().hutch({"run", "--name", "b", "--network-policy", "allow-all"}).exit_code, 0);
-  ASSERT_EQ(d().hutch({"exec", "-d", "b", "--", "python3", "-m", "http.server", "8000"})
-                .exit_code,
+  ASSERT_EQ(d().hutch({"exec", "-d", "b", "--", "python3", "-m", "http.server", "8000"}).exit_code,
             0);
   EXPECT_EQ(curl("a", "http://api.example.test/"), "hello from api.example.test\n");
   for (const std::string& target :
@@ -344,12 +344,14 @@ TEST_F(NetworkTest, APolicyChangeTakesEffectWithoutARestart) {
   ASSERT_EQ(d().hutch({"run", "--name", "live"}).exit_code, 0);  // default: none
   auto shown = d().hutch({"--json", "policy", "show", "live"});
   ASSERT_EQ(shown.exit_code, 0) << shown.err;
-  EXPECT_EQ(json::parse(shown.out)["policy"], json({{"allow", json::array()}, {"deny", json::array()}}))
+  EXPECT_EQ(json::parse(shown.out)["policy"],
+            json({{"allow", json::array()}, {"deny", json::array()}}))
       << shown.out;
   EXPECT_EQ(curl("live", "http://api.example.test/"), "");
   int64_t pid = d().inspect("live").value("pid", int64_t{0});
 
-  std::string policy = policyFile("live", {{"allow", {{{"domain", "*.example.test"}, {"ports", {80}}}}}});
+  std::string policy =
+      policyFile("live", {{"allow", {{{"domain", "*.example.test"}, {"ports", {80}}}}}});
   auto set = d().hutch({"policy", "set", "live", policy});
   ASSERT_EQ(set.exit_code, 0) << set.err;
   EXPECT_NE(set.out.find("*.example.test:80"), std::string::npos) << set.out;
@@ -369,8 +371,7 @@ TEST_F(NetworkTest, TheUpstreamGetsTheKeyTheBoxOnlyEverHasThePlaceholder) {
   auto secrets_dir = d().stateDir() / "secrets";
   EXPECT_EQ(fs::status(secrets_dir).permissions() & fs::perms::all, fs::perms::owner_all);
   std::string policy = policyFile("key", {{"allow", {{{"domain", "api.example.test"}}}}});
-  ASSERT_EQ(d().hutch({"run", "--name", "agent", "--network-policy", policy, "--secret",
-                       "API_KEY"})
+  ASSERT_EQ(d().hutch({"run", "--name", "agent", "--network-policy", policy, "--secret", "API_KEY"})
                 .exit_code,
             0);
   auto env = inBox("agent", "printenv API_KEY");
@@ -401,8 +402,8 @@ TEST_F(NetworkTest, TheUpstreamGetsTheKeyTheBoxOnlyEverHasThePlaceholder) {
   ASSERT_EQ(d().hutch({"exec", "agent", "--", "sync"}).exit_code, 0);
   ASSERT_EQ(d().hutch({"checkpoint", "--name", "search", "agent"}).exit_code, 0);
   auto search = [&](const std::string& needle) {
-    return sys::runCapture({"grep", "-rlaF", needle, d().stateDir().string(),
-                            (d().dir() / "hutchd.log").string()});
+    return sys::runCapture(
+        {"grep", "-rlaF", needle, d().stateDir().string(), (d().dir() / "hutchd.log").string()});
   };
   auto key_hits = search(kRealKey);
   // grep exits 1 when nothing matches: runCapture reports that as an error.
@@ -446,8 +447,7 @@ TEST_F(NetworkTest, NetworkComesBackAfterHutchEgressOrHutchdDies) {
   }
   EXPECT_FALSE(processAlive(old_egress));
   EXPECT_EQ(curl("s", "http://api.example.test/"), "hello from api.example.test\n");
-  EXPECT_EQ(curl("s", "--resolve other.example.test:80:10.213.0.2 http://other.example.test/"),
-            "");
+  EXPECT_EQ(curl("s", "--resolve other.example.test:80:10.213.0.2 http://other.example.test/"), "");
   // A stopped box keeps its policy; started again it has network again.
   ASSERT_EQ(d().hutch({"stop", "s"}).exit_code, 0);
   ASSERT_EQ(d().hutch({"start", "s"}).exit_code, 0);
@@ -469,6 +469,37 @@ TEST_F(NetworkTest, ForksKeepTheirParentsPolicyAndSecrets) {
   EXPECT_EQ(curl("child", "-H \"Authorization: Bearer $API_KEY\" https://api.example.test/auth"),
             "authorized\n");
   EXPECT_EQ(curl("child", "http://other.example.test/"), "");
+}
+
+TEST_F(NetworkTest, ATemplateCarriesItsDefaultPolicyAndTheExplicitProxyWorks) {
+  // A template of the test image (hard links) with its own network-policy.json.
+  fs::path image = std::getenv("HUTCH_TEST_IMAGE");
+  fs::path fenced = d().stateDir() / "templates" / "fenced";
+  fs::create_directories(fenced);
+  for (const char* file : {"vmlinux", "initrd.img", "rootfs.img", "manifest.json"}) {
+    fs::create_hard_link(fs::canonical(image / file), fenced / file);
+  }
+  std::ofstream(fenced / "network-policy.json")
+      << json{{"allow", {{{"domain", "api.example.test"}, {"ports", {80}}}}}}.dump();
+  ASSERT_EQ(d().hutch({"run", "--name", "f", "--template", "fenced"}).exit_code, 0);
+  auto shown = d().hutch({"policy", "show", "f"});
+  EXPECT_NE(shown.out.find("api.example.test:80"), std::string::npos) << shown.out;
+  EXPECT_EQ(curl("f", "http://api.example.test/"), "hello from api.example.test\n");
+  // The same through the explicit proxy (HTTP_PROXY style, CONNECT for TLS).
+  EXPECT_EQ(curl("f", "-x http://10.0.2.2:3128 http://api.example.test/"),
+            "hello from api.example.test\n");
+  EXPECT_EQ(curl("f", "-x http://10.0.2.2:3128 -k https://api.example.test/"), "")
+      << "CONNECT to port 443 is outside the template's policy";
+  // A box of the base template still gets the daemon's default: none.
+  ASSERT_EQ(d().hutch({"run", "--name", "plain"}).exit_code, 0);
+  EXPECT_EQ(curl("plain", "http://api.example.test/"), "");
+  json log = policyLog("f");
+  bool connect_denied = false;
+  for (const auto& e : log) {
+    connect_denied =
+        connect_denied || (e.value("proto", "") == "connect" && e.value("decision", "") == "deny");
+  }
+  EXPECT_TRUE(connect_denied) << log.dump(1);
 }
 
 TEST_F(NetworkTest, BadPoliciesAndSecretsAreClearErrorsAndChangeNothing) {

@@ -28,6 +28,7 @@ Result<std::optional<NetConfig>> parseNetConfig(std::string_view cmdline);
 // The /etc/resolv.conf text for `config`.
 std::string resolvConf(const NetConfig& config);
 // Configures the device, the default route and writes `resolv_conf` (/etc/resolv.conf).
-Result<> applyNetConfig(const NetConfig& config, const std::string& resolv_conf = "/etc/resolv.conf");
+Result<> applyNetConfig(const NetConfig& config,
+                        const std::string& resolv_conf = "/etc/resolv.conf");
 
 }  // namespace hutch::agent

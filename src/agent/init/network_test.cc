@@ -30,7 +30,8 @@ TEST(NetConfigTest, NoAddressMeansNoNetwork) {
 TEST(NetConfigTest, MalformedValuesAreErrorsThatNameTheParameter) {
   auto bad = parseNetConfig("hutch.ip=10.0.2 hutch.gw=10.0.2.2");
   ASSERT_FALSE(bad);
-  EXPECT_NE(bad.error().message().find("hutch.ip=10.0.2 is not an IPv4 address"), std::string::npos);
+  EXPECT_NE(bad.error().message().find("hutch.ip=10.0.2 is not an IPv4 address"),
+            std::string::npos);
   auto prefix = parseNetConfig("hutch.ip=10.0.2.15/33 hutch.gw=10.0.2.2");
   ASSERT_FALSE(prefix);
   EXPECT_NE(prefix.error().message().find("prefix length"), std::string::npos);

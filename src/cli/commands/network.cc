@@ -116,8 +116,7 @@ int cmdPolicyShow(const ApiClient& client, const Output& out, const std::string&
   return 0;
 }
 
-int cmdPolicyLog(const ApiClient& client, const Output& out, const std::string& box,
-                 bool follow) {
+int cmdPolicyLog(const ApiClient& client, const Output& out, const std::string& box, bool follow) {
   uint64_t after = 0;
   bool header = !out.json;
   for (;;) {
@@ -176,9 +175,9 @@ int cmdSecretList(const ApiClient& client, const Output& out) {
   for (const auto& s : (*got)["secrets"]) {
     std::vector<std::string> domains = s.value("domains", std::vector<std::string>{});
     std::string header = s.value("header", "");
-    rows.push_back({s.value("name", ""), fmt::format("{}", fmt::join(domains, ",")),
-                    header.empty() ? "placeholder in headers"
-                                   : header + ": " + s.value("format", "{value}")});
+    rows.push_back(
+        {s.value("name", ""), fmt::format("{}", fmt::join(domains, ",")),
+         header.empty() ? "placeholder in headers" : header + ": " + s.value("format", "{value}")});
   }
   printTable({"NAME", "DOMAINS", "INJECTED AS"}, rows);
   return 0;

@@ -2,14 +2,13 @@
 //   hutch-egress --control-fd 3 [--upstream-ca FILE] [--resolv-conf FILE] [--user UID:GID]
 #include <fcntl.h>
 #include <grp.h>
+#include <sched.h>
 #include <signal.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include <sched.h>
-#include <sys/mount.h>
 
 #include <CLI/CLI.hpp>
 #include <boost/asio/io_context.hpp>
