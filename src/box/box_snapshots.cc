@@ -378,9 +378,14 @@ asio::awaitable<void> BoxService::fillPool(std::string key, storage::Template tm
     spec.incoming_state = snap.dir / "state";
     spec.ram = vmm::GuestRam::kMappedFile;
     spec.memory_file = snap.dir / "memory";
+    // No co_await inside a conditional expression: GCC 12 mangles the temporaries.
+    Result<std::unique_ptr<vmm::Vm>> vm = fail(Errc::kInternal, "not launched");
     auto net = co_await prepareNetwork(*index);
-    Result<std::unique_ptr<vmm::Vm>> vm =
-        net ? co_await backend_.launch(spec) : Result<std::unique_ptr<vmm::Vm>>(fail(net.error()));
+    if (net) {
+      vm = co_await backend_.launch(spec);
+    } else {
+      vm = fail(net.error());
+    }
     if (!vm) {
       networkDown("", *index);
       held_uid_indices_.erase(*index);
