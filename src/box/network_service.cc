@@ -49,7 +49,7 @@ struct NetworkService::Attached {
 // The control socket to one hutch-egress: messages out (with descriptors), events in.
 class NetworkService::Link : public std::enable_shared_from_this<Link> {
  public:
-  Link(asio::any_io_executor loop, UniqueFd fd) : socket_(loop) {
+  Link(const asio::any_io_executor& loop, UniqueFd fd) : socket_(loop) {
     socket_.assign(asio::generic::seq_packet_protocol(AF_UNIX, 0), fd.release());
   }
 
@@ -198,7 +198,7 @@ Result<> NetworkService::spawnEgress() {
   (void)sys::writeFileAtomic(config_.state_dir / "egress.pid", std::to_string(*pid) + "\n");
   link_ = std::make_shared<Link>(loop_, std::move(ours));
   auto event = [this](const json& e) { onEvent(e); };
-  auto down = [this](std::string why) { onLinkDown(why); };
+  auto down = [this](const std::string& why) { onLinkDown(why); };
   asio::co_spawn(loop_, Link::run(link_, event, down), asio::detached);
   spdlog::info("hutch-egress started (pid {})", *pid);
   return ok();

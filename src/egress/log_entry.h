@@ -2,10 +2,9 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace hutch::egress {
 
@@ -16,22 +15,29 @@ struct LogEntry {
   // "https" (TLS seen by SNI, tunnelled or intercepted), "connect" (CONNECT to the explicit
   // proxy), "tcp" (anything else: no name to decide on, always denied).
   std::string proto;
-  std::string host;      // the name decided on ("" when there was none)
-  uint16_t port = 0;     // destination port (0 for dns)
-  std::string address;   // upstream address actually connected to, or the original destination
+  std::string host;     // the name decided on ("" when there was none)
+  uint16_t port = 0;    // destination port (0 for dns)
+  std::string address;  // upstream address actually connected to, or the original destination
   bool allowed = false;
-  std::string reason;    // Decision::reason, or why an allowed connection failed
-  uint64_t bytes_up = 0;    // box -> internet
-  uint64_t bytes_down = 0;  // internet -> box
+  std::string reason;                // Decision::reason, or why an allowed connection failed
+  uint64_t bytes_up = 0;             // box -> internet
+  uint64_t bytes_down = 0;           // internet -> box
   std::vector<std::string> secrets;  // names of secrets injected into this connection
   bool operator==(const LogEntry&) const = default;
 };
 
 inline nlohmann::json toJson(const LogEntry& e) {
-  return {{"box", e.box},         {"time_ms", e.time_ms}, {"proto", e.proto},
-          {"host", e.host},       {"port", e.port},       {"address", e.address},
-          {"decision", e.allowed ? "allow" : "deny"},     {"reason", e.reason},
-          {"bytes_up", e.bytes_up}, {"bytes_down", e.bytes_down}, {"secrets", e.secrets}};
+  return {{"box", e.box},
+          {"time_ms", e.time_ms},
+          {"proto", e.proto},
+          {"host", e.host},
+          {"port", e.port},
+          {"address", e.address},
+          {"decision", e.allowed ? "allow" : "deny"},
+          {"reason", e.reason},
+          {"bytes_up", e.bytes_up},
+          {"bytes_down", e.bytes_down},
+          {"secrets", e.secrets}};
 }
 
 }  // namespace hutch::egress

@@ -4,11 +4,10 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "base/result.h"
 
@@ -36,7 +35,8 @@ struct Policy {
 // "presets" adds the preset's rules (below) at parse time; the parsed Policy holds only rules.
 // Unknown keys, bad domains ("", "a..b", "*x.com", IP literals), ports outside 1..65535 are
 // errors (kInvalidArgument) whose message names the offending field and what is accepted.
-Result<Policy> parsePolicy(const nlohmann::json& doc, const std::filesystem::path& etc_apt = "/etc/apt");
+Result<Policy> parsePolicy(const nlohmann::json& doc,
+                           const std::filesystem::path& etc_apt = "/etc/apt");
 nlohmann::json toJson(const Policy& policy);  // {"allow": [...], "deny": [...]}
 
 // Presets by name: "none" (nothing), "allow-all" ({"domain": "*"}), "debian-mirrors" (every host
@@ -44,11 +44,13 @@ nlohmann::json toJson(const Policy& policy);  // {"allow": [...], "deny": [...]}
 Result<Policy> preset(std::string_view name, const std::filesystem::path& etc_apt = "/etc/apt");
 // `text` is a preset name or a JSON document (what `--network-policy` and `hutch policy set` take
 // after the CLI has read the file).
-Result<Policy> parsePolicyText(std::string_view text, const std::filesystem::path& etc_apt = "/etc/apt");
+Result<Policy> parsePolicyText(std::string_view text,
+                               const std::filesystem::path& etc_apt = "/etc/apt");
 
 struct Decision {
   bool allowed = false;
-  std::string reason;  // "allowed by api.example.com:443", "denied by *.evil.com", "no allow rule matches"
+  std::string
+      reason;  // "allowed by api.example.com:443", "denied by *.evil.com", "no allow rule matches"
 };
 
 // A connection to host:port. host must be a name; an IP literal is always denied ("raw IP").

@@ -172,7 +172,7 @@ int main(int argc, char** argv) {
   }
   egressLog().info("hutch-egress ready (uid {})", getuid());
   int status = 0;
-  asio::co_spawn(io, channel.run(**proxy), [&io, &status](std::exception_ptr e) {
+  asio::co_spawn(io, channel.run(**proxy), [&io, &status](const std::exception_ptr& e) {
     if (e) {
       try {
         std::rethrow_exception(e);
