@@ -62,9 +62,9 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--image-cache", image_cache, "Image build cache (env HUTCH_CACHE_DIR)")
       ->capture_default_str();
-  unsigned pool_size = 0;
+  unsigned pool_size = 1;
   app.add_option("--pool-size", pool_size,
-                 "Restored, paused boxes kept ready per template (0: none; experimental, see "
+                 "Restored, paused boxes kept ready per template and size (0: none; see "
                  "docs/snapshots.md)")
       ->capture_default_str();
   std::string jail = HUTCH_JAIL_PATH;

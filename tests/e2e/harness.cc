@@ -12,6 +12,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -99,6 +100,12 @@ void Daemon::startDaemon() {
   std::vector<std::string> argv = {
       hutchdBin().string(), "--socket", socket(),     "--state-dir", stateDir().string(),
       "--log-level",        "debug",    "--uid-base", uid_base};
+  // The warm pool (on by default) refills in the background after every create: tests of
+  // other features keep it off so that what runs in a box is only what they started.
+  // WarmPoolTest turns it on.
+  if (std::find(extra_args_.begin(), extra_args_.end(), "--pool-size") == extra_args_.end()) {
+    argv.insert(argv.end(), {"--pool-size", "0"});
+  }
   argv.insert(argv.end(), extra_args_.begin(), extra_args_.end());
   // nsenter, not `ip netns exec`: that remounts /sys, hiding the cgroup hierarchies.
   if (!netns_.empty()) argv.insert(argv.begin(), {"nsenter", "--net=/run/netns/" + netns_});
