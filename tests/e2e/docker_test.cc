@@ -1,9 +1,9 @@
 // The docker template on real boxes: Docker Engine inside the box (no host Docker, no registry:
-// images are built here from Debian's busybox-static and loaded as tarballs), compose with two
-// services reached from the host through a published port, and dockerd plus a volume's data
-// surviving stop/start and a checkpoint rollback. Needs HUTCH_TEST_DOCKER_IMAGE (scripts/test.sh
-// builds the template); skipped without it. Lean on purpose: under TCG one `docker run` takes
-// several seconds.
+// images are built here from Debian's busybox-static and loaded as tarballs, docker-save and
+// OCI), `docker compose up -d --wait` with two services reached from the host through a
+// published port, and dockerd plus a volume's data surviving stop/start and a checkpoint
+// rollback. Needs HUTCH_TEST_DOCKER_IMAGE (scripts/test.sh builds the template); skipped without
+// it. Lean on purpose: under TCG one `docker run` takes several seconds.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -41,16 +41,58 @@ tar -C root -cf rootfs.tar .
   return dir / "busybox-image.tar";
 }
 
+// An OCI image layout (index.json, oci-layout, blobs/sha256/..., no manifest.json) of the same
+// busybox tree, tagged "hutch-oci:v1" by its ref name annotation, with a gzip layer; the archive
+// itself is gzip-compressed. Docker 20.10 cannot load it: hutch image load converts it. Also
+// writes oci-missing-blob.tar, the same layout without its layer. Needs buildBusyboxImage first.
+std::filesystem::path buildOciImage(const std::filesystem::path& dir) {
+  std::string script = R"sh(
+set -e
+cd "$1"
+rm -rf oci && mkdir -p oci/blobs/sha256
+tar -C root --numeric-owner --owner=0 --group=0 -cf oci-layer.tar .
+D=$(sha256sum oci-layer.tar | cut -d' ' -f1)
+gzip -n -f oci-layer.tar
+L=$(sha256sum oci-layer.tar.gz | cut -d' ' -f1)
+LS=$(stat -c %s oci-layer.tar.gz)
+mv oci-layer.tar.gz oci/blobs/sha256/$L
+printf '{"architecture":"amd64","os":"linux","config":{"Cmd":["sh"],"Env":["PATH=/bin"]},"rootfs":{"type":"layers","diff_ids":["sha256:%s"]}}' "$D" > oci/config
+C=$(sha256sum oci/config | cut -d' ' -f1); CS=$(stat -c %s oci/config); mv oci/config oci/blobs/sha256/$C
+printf '{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"sha256:%s","size":%s},"layers":[{"mediaType":"application/vnd.oci.image.layer.v1.tar+gzip","digest":"sha256:%s","size":%s}]}' "$C" "$CS" "$L" "$LS" > oci/manifest
+M=$(sha256sum oci/manifest | cut -d' ' -f1); MS=$(stat -c %s oci/manifest); mv oci/manifest oci/blobs/sha256/$M
+printf '{"schemaVersion":2,"manifests":[{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:%s","size":%s,"annotations":{"org.opencontainers.image.ref.name":"hutch-oci:v1"}}]}' "$M" "$MS" > oci/index.json
+printf '{"imageLayoutVersion":"1.0.0"}' > oci/oci-layout
+tar -C oci -czf oci-image.tar.gz .
+tar -C oci --exclude "./blobs/sha256/$L" -cf oci-missing-blob.tar .
+)sh";
+  std::ofstream(dir / "make-oci.sh") << script;
+  std::string cmd = "sh " + (dir / "make-oci.sh").string() + " " + dir.string();
+  EXPECT_EQ(std::system(cmd.c_str()), 0);
+  return dir / "oci-image.tar.gz";
+}
+
 constexpr const char* kCompose = R"yaml(version: "2.4"
 services:
   web:
     image: hutch-busybox
     command: ["sh", "-c", "mkdir -p /www && echo hello-from-compose > /www/index.html && exec httpd -f -p 8080 -h /www"]
     ports: ["8080:8080"]
+    healthcheck:
+      test: ["CMD", "wget", "-q", "-O", "/dev/null", "http://localhost:8080/index.html"]
+      interval: 1s
+      retries: 120
   client:
     image: hutch-busybox
     command: ["sh", "-c", "until wget -q -O - http://web:8080/index.html; do sleep 0.5; done; exec sleep 100000"]
     depends_on: [web]
+)yaml";
+
+// A service that exits at once: `up --wait` must fail and name it.
+constexpr const char* kComposeExits = R"yaml(version: "2.4"
+services:
+  quitter:
+    image: hutch-busybox
+    command: ["sh", "-c", "exit 3"]
 )yaml";
 
 class DockerTest : public ::testing::Test {
@@ -122,6 +164,18 @@ TEST_F(DockerTest, ImagesBuildRunAndAComposeStackReachedFromTheHost) {
   auto echo = docker("dk", {"run", "--rm", "hutch-imported", "/bin/echo", "imported"});
   EXPECT_EQ(echo.out, "imported\n") << echo.err;
 
+  // An OCI image layout (gzip, read from stdin), converted by hutch image load; then one that
+  // lacks its layer blob, refused before anything reaches docker.
+  auto oci = readFile(buildOciImage(d().dir()));
+  auto oci_loaded = d().hutch({"image", "load", "dk", "-"}, oci, true);
+  ASSERT_EQ(oci_loaded.exit_code, 0) << oci_loaded.err;
+  EXPECT_NE(oci_loaded.out.find("Loaded image: hutch-oci:v1"), std::string::npos) << oci_loaded.out;
+  auto oci_ran = docker("dk", {"run", "--rm", "hutch-oci:v1", "cat", "/etc/passwd"});
+  EXPECT_EQ(oci_ran.out, "root:x:0:0:root:/root:/bin/sh\n") << oci_ran.err;
+  auto broken = d().hutch({"image", "load", "dk", (d().dir() / "oci-missing-blob.tar").string()});
+  EXPECT_NE(broken.exit_code, 0);
+  EXPECT_NE(broken.err.find("lacks the blob"), std::string::npos) << broken.err;
+
   // docker build FROM a loaded image, with a RUN step.
   auto dockerfile = d().hutch({"exec", "dk", "--", "sh", "-c",
                                "mkdir -p build && printf 'FROM hutch-busybox\\nRUN echo built > "
@@ -137,20 +191,32 @@ TEST_F(DockerTest, ImagesBuildRunAndAComposeStackReachedFromTheHost) {
       {"exec", "-i", "dk", "--", "sh", "-c", "mkdir -p app && cat > app/docker-compose.yml"},
       kCompose, true);
   ASSERT_EQ(compose.exit_code, 0);
-  // Debian 12 ships compose v1 (docker-compose 1.29), which has no --wait: the host waits on
-  // the published port instead.
-  auto up = d().hutch({"exec", "-w", "/home/hutch/app", "dk", "--", "docker-compose", "up", "-d"});
+  // `docker compose` is the template's plugin over Debian's compose v1: --wait returns once web
+  // is healthy and client runs.
+  auto up = d().hutch(
+      {"exec", "-w", "/home/hutch/app", "dk", "--", "docker", "compose", "up", "-d", "--wait"});
   ASSERT_EQ(up.exit_code, 0) << up.err;
-  auto page = waitForHttp(port, "/index.html", "hello-from-compose", std::chrono::seconds(90));
+  auto page = waitForHttp(port, "/index.html", "hello-from-compose", std::chrono::seconds(30));
   ASSERT_TRUE(page && page->find("hello-from-compose") != std::string::npos);
   std::string client_log;
   for (int i = 0; i < 60 && client_log.find("hello-from-compose") == std::string::npos; ++i) {
-    client_log =
-        d().hutch({"exec", "-w", "/home/hutch/app", "dk", "--", "docker-compose", "logs", "client"})
-            .out;
+    client_log = d().hutch({"exec", "-w", "/home/hutch/app", "dk", "--", "docker", "compose",
+                            "logs", "client"})
+                     .out;
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
   EXPECT_NE(client_log.find("hello-from-compose"), std::string::npos) << client_log;
+
+  // A service that exits at once: --wait fails, naming it.
+  ASSERT_EQ(d().hutch({"exec", "-i", "dk", "--", "sh", "-c",
+                       "mkdir -p quits && cat > quits/docker-compose.yml"},
+                      kComposeExits, true)
+                .exit_code,
+            0);
+  auto quits = d().hutch({"exec", "-w", "/home/hutch/quits", "dk", "--", "docker", "compose", "up",
+                          "-d", "--wait", "--wait-timeout", "60"});
+  EXPECT_NE(quits.exit_code, 0);
+  EXPECT_NE(quits.err.find("service quitter exited (code 3)"), std::string::npos) << quits.err;
 }
 
 TEST_F(DockerTest, DockerdAndVolumeDataSurviveStopStartAndRollback) {

@@ -8,10 +8,15 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
+#include <thread>
+#include <vector>
 
 #include "api/json_model.h"
 #include "cli/commands/commands.h"
+#include "cli/exec_io.h"
+#include "cli/oci_archive.h"
 #include "proto/services.h"
 
 namespace hutch::cli {
@@ -272,24 +277,99 @@ int cmdBoxLogs(const ApiClient& client, const Output& out, const std::string& bo
 
 // ---- images ----
 
-int cmdImageLoad(const ApiClient& client, const Output& out, const std::string& box,
-                 const std::string& file) {
+namespace {
+
+// A seekable descriptor of the archive: the file itself, or stdin (copied to an unlinked temp
+// file first when it is a pipe, as the archive is read twice).
+Result<UniqueFd> openImageArchive(const std::string& file) {
   if (file != "-") {
     UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
     if (!fd) {
-      return reportError(out, Error(errno == ENOENT ? Errc::kNotFound : Errc::kInvalidArgument,
-                                    fmt::format("Cannot open {}: {}", file, strerror(errno))));
+      return fail(errno == ENOENT ? Errc::kNotFound : Errc::kInvalidArgument,
+                  fmt::format("Cannot open {}: {}", file, strerror(errno)));
     }
-    if (::dup2(fd.get(), STDIN_FILENO) < 0) {
-      return reportError(out, sysError("Cannot read " + file, errno));
+    if (::lseek(fd.get(), 0, SEEK_SET) == 0) return fd;
+    // A FIFO or a device: buffered like stdin below.
+    if (::dup2(fd.get(), STDIN_FILENO) < 0) return fail(sysError("Cannot read " + file, errno));
+  } else if (::isatty(STDIN_FILENO) != 0) {
+    return fail(Errc::kInvalidArgument,
+                "'-' reads the archive from stdin, which is a terminal: pipe it in (hutch image "
+                "load BOX - < image.tar) or give its path");
+  }
+  if (::lseek(STDIN_FILENO, 0, SEEK_CUR) >= 0) {
+    UniqueFd fd(::fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 0));
+    if (!fd) return fail(sysError("Cannot read stdin", errno));
+    return fd;
+  }
+  const char* env_tmpdir = std::getenv("TMPDIR");
+  std::string tmpdir = env_tmpdir != nullptr && *env_tmpdir != '\0' ? env_tmpdir : "/tmp";
+  std::string path = tmpdir + "/hutch-image-XXXXXX";
+  UniqueFd fd(::mkostemp(path.data(), O_CLOEXEC));
+  if (!fd) {
+    return fail(sysError(fmt::format("Cannot create a temp file for the archive from stdin in {} "
+                                     "(set TMPDIR to a writable directory)",
+                                     tmpdir),
+                         errno));
+  }
+  ::unlink(path.c_str());
+  std::vector<char> buf(256 * 1024);
+  while (true) {
+    ssize_t n = ::read(STDIN_FILENO, buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return fail(sysError("Cannot read the archive from stdin", errno));
+    if (n == 0) break;
+    for (ssize_t done = 0; done < n;) {
+      ssize_t w = ::write(fd.get(), buf.data() + done, static_cast<size_t>(n - done));
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) {
+        return fail(sysError(fmt::format("Cannot keep the archive from stdin in {} (set TMPDIR "
+                                         "to a directory with room, or give the file's path)",
+                                         tmpdir),
+                             errno));
+      }
+      done += w;
     }
   }
-  // docker load takes `docker save` archives and OCI image layouts, plain or compressed.
-  ExecOptions exec;
-  exec.user = "root";
-  exec.interactive = true;
-  exec.argv = {"docker", "load"};
-  auto code = runExec(client, box, exec);
+  return fd;
+}
+
+}  // namespace
+
+int cmdImageLoad(const ApiClient& client, const Output& out, const std::string& box,
+                 const std::string& file) {
+  auto fd = openImageArchive(file);
+  if (!fd) return reportError(out, fd.error());
+  // Docker 20.10 loads `docker save` archives (plain or compressed) as they are; an OCI layout
+  // is checked here in full and sent as a docker-save archive made on the fly, so nothing reaches
+  // the box when it cannot be loaded.
+  auto archive = inspectImageArchive(fd->get(), file == "-" ? "stdin" : file);
+  if (!archive) return reportError(out, archive.error());
+
+  std::vector<std::string> argv{"docker", "load"};
+  Result<int> code = 0;
+  if (archive->format == ImageArchive::Format::kDockerSave) {
+    if (::lseek(fd->get(), 0, SEEK_SET) < 0)
+      return reportError(out, sysError("Cannot read " + file, errno));
+    code = runExecFds(client, box, argv, "root", {fd->get(), STDOUT_FILENO, STDERR_FILENO});
+  } else {
+    std::signal(SIGPIPE, SIG_IGN);  // the producer sees EPIPE when the box's side goes away
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0)
+      return reportError(out, sysError("Cannot create a pipe", errno));
+    UniqueFd rd(fds[0]);
+    UniqueFd wr(fds[1]);
+    Result<> produced = ok();
+    std::thread producer([&, w = std::move(wr)]() mutable {
+      produced = writeDockerArchive(fd->get(), archive->images, w.get());
+      w.reset();  // EOF for docker load
+    });
+    code = runExecFds(client, box, argv, "root", {rd.get(), STDOUT_FILENO, STDERR_FILENO});
+    rd.reset();
+    producer.join();
+    // A local failure is the cause unless it only saw the box's side go away.
+    if (!produced && produced.error().sysErrno() != EPIPE)
+      return reportError(out, produced.error());
+  }
   if (!code) return reportError(out, code.error());
   if (*code == 127) {
     return reportError(out, Error(Errc::kFailedPrecondition,
