@@ -48,7 +48,7 @@ Result<> checkSocket(const UniqueFd& fd, const char* what, int type, bool listen
   return ok();
 }
 
-Result<std::shared_ptr<tcp::acceptor>> adoptListener(asio::any_io_executor ex, UniqueFd fd) {
+Result<std::shared_ptr<tcp::acceptor>> adoptListener(const asio::any_io_executor& ex, UniqueFd fd) {
   auto protocol = family(fd.get()) == AF_INET6 ? tcp::v6() : tcp::v4();
   auto acceptor = std::make_shared<tcp::acceptor>(ex);
   error_code ec;
@@ -58,7 +58,7 @@ Result<std::shared_ptr<tcp::acceptor>> adoptListener(asio::any_io_executor ex, U
   return acceptor;
 }
 
-void reportCrash(const std::string& box, const char* what, std::exception_ptr e) {
+void reportCrash(const std::string& box, const char* what, const std::exception_ptr& e) {
   if (!e) return;
   try {
     std::rethrow_exception(e);
@@ -85,7 +85,7 @@ asio::awaitable<void> acceptLoop(std::shared_ptr<Cell> cell,
       continue;
     }
     std::string box = cell->id();
-    auto done = [box, what](std::exception_ptr e) { reportCrash(box, what, e); };
+    auto done = [box, what](const std::exception_ptr& e) { reportCrash(box, what, e); };
     if (transparent) {
       asio::co_spawn(cell->executor(), serveTransparent(cell, std::move(socket)), done);
     } else {
@@ -143,7 +143,7 @@ Result<> Cell::setSockets(BoxSockets sockets) {
   transparent_ = std::move(transparent);
   dns_ = std::move(dns);
   closed_ = false;
-  auto report = [box = id_](std::exception_ptr e) { reportCrash(box, "accept", e); };
+  auto report = [box = id_](const std::exception_ptr& e) { reportCrash(box, "accept", e); };
   asio::co_spawn(executor_, acceptLoop(shared_from_this(), explicit_, false), report);
   asio::co_spawn(executor_, acceptLoop(shared_from_this(), transparent_, true), report);
   return ok();

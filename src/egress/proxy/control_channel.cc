@@ -93,7 +93,7 @@ Result<> apply(EgressProxy& proxy, const Json& doc, std::vector<UniqueFd>& fds) 
 
 }  // namespace
 
-ControlChannel::ControlChannel(asio::any_io_executor executor, UniqueFd fd)
+ControlChannel::ControlChannel(const asio::any_io_executor& executor, UniqueFd fd)
     : socket_(executor, fd.release()) {}
 
 void ControlChannel::sendLog(const LogEntry& entry) {
@@ -116,7 +116,7 @@ void ControlChannel::send(const Json& event) {
   outbox_.push_back(event.dump());
   if (!writing_) {
     writing_ = true;
-    asio::co_spawn(socket_.get_executor(), flush(), [](std::exception_ptr) {});
+    asio::co_spawn(socket_.get_executor(), flush(), [](const std::exception_ptr&) {});
   }
 }
 

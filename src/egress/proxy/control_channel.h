@@ -22,7 +22,7 @@ class ControlChannel {
   static constexpr size_t kMaxDescriptors = 8;
   static constexpr size_t kMaxQueuedEvents = 65536;  // beyond it, log events are dropped
 
-  ControlChannel(asio::any_io_executor executor, UniqueFd fd);
+  ControlChannel(const asio::any_io_executor& executor, UniqueFd fd);
   ControlChannel(const ControlChannel&) = delete;
   ControlChannel& operator=(const ControlChannel&) = delete;
 

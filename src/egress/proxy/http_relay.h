@@ -95,9 +95,10 @@ asio::awaitable<void> tunnel(Box& box, Up& up, uint64_t& bytes_up, uint64_t& byt
   asio::steady_timer done(ex, asio::steady_timer::time_point::max());
   int running = 2;
   asio::co_spawn(ex, detail::pump(box, up, bytes_up, true, end, running, done),
-                 [](std::exception_ptr) {});
+                 [](const std::exception_ptr&) {});
   co_await detail::pump(up, box, bytes_down, false, end, running, done);
-  while (running > 0) {
+  // Both pumps decrement `running` (by reference) as they end.
+  while (running > 0) {  // NOLINT(bugprone-infinite-loop)
     error_code ec;
     co_await done.async_wait(asio::redirect_error(asio::use_awaitable, ec));
   }
