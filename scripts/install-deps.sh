@@ -20,6 +20,8 @@ packages=(
   python3 procps psmisc util-linux sqlite3 jq
   # the network tests' stand-in internet resolver
   dnsmasq-base
+  # bench/egress_bench.py makes a throw-away CA with the openssl tool
+  openssl
 )
 
 missing=()
