@@ -9,7 +9,7 @@ packages=(
   # libraries (headers)
   nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libspdlog-dev libfmt-dev
   libsqlite3-dev libexpected-dev libssl-dev libseccomp-dev libgtest-dev libgmock-dev
-  libarchive-dev
+  libarchive-dev libboost-dev
   # VMM and disks
   qemu-system-x86 qemu-utils e2fsprogs
   # box networks: namespaces and taps (ip), the wall (nft)
