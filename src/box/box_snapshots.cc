@@ -646,7 +646,8 @@ asio::awaitable<Result<std::vector<Box>>> BoxService::fork(const std::string& ke
   }
   for (const std::string& name : spec.names) {
     HUTCH_CO_TRY_VOID(validateName(name));
-    if (store_.find(name)) {
+    HUTCH_CO_TRY(bool taken, store_.nameTaken(name));
+    if (taken) {
       co_return fail(Errc::kAlreadyExists,
                      fmt::format("A box named '{}' already exists; choose another name", name));
     }

@@ -243,6 +243,12 @@ Result<box::Box> BoxStore::find(const std::string& key) {
               fmt::format("No such box: '{}' (see 'hutch ls' for the boxes that exist)", key));
 }
 
+Result<bool> BoxStore::nameTaken(const std::string& name) {
+  HUTCH_TRY(Statement st, db_.prepare("SELECT 1 FROM boxes WHERE name=?1"));
+  st.bind(1, name);
+  return st.step();
+}
+
 Result<std::string> BoxStore::getMeta(const std::string& key) {
   HUTCH_TRY(Statement st, db_.prepare("SELECT value FROM meta WHERE key=?"));
   st.bind(1, key);

@@ -26,6 +26,9 @@ class BoxStore {
   Result<> remove(const std::string& id);
   // Finds by id, unique id prefix, or name.
   Result<box::Box> find(const std::string& id_or_name);
+  // Whether a box has exactly this name (no id or prefix matching: a new name that happens to
+  // be a prefix of some box's id is still free).
+  Result<bool> nameTaken(const std::string& name);
   Result<std::vector<box::Box>> list();
   // The uid indices boxes hold (Box::uid_index), to pick a free one for a new box.
   Result<std::vector<uint32_t>> uidIndices();

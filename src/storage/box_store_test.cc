@@ -55,6 +55,16 @@ TEST(BoxStoreTest, AmbiguousPrefixAndUpdateOfMissingBox) {
   EXPECT_EQ(store->update(makeBox("ffffffffffff", "x")).error().code(), Errc::kNotFound);
 }
 
+TEST(BoxStoreTest, ANameThatIsAnIdPrefixIsStillFree) {
+  // "b" finds box bf01... by prefix, but no box is named "b": a fork may take that name.
+  auto store = BoxStore::open(":memory:");
+  ASSERT_TRUE(store->insert(makeBox("bf0100000001", "a")));
+  ASSERT_TRUE(store->find("b"));
+  EXPECT_FALSE(*store->nameTaken("b"));
+  EXPECT_TRUE(*store->nameTaken("a"));
+  EXPECT_FALSE(*store->nameTaken("bf0100000001")) << "an id is not a name";
+}
+
 TEST(BoxStoreTest, SurvivesReopen) {
   auto path = std::filesystem::temp_directory_path() /
               ("hutch-store-test-" + std::to_string(::getpid()) + ".db");

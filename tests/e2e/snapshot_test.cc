@@ -271,8 +271,10 @@ TEST_F(SnapshotTest, KillingHutchdDuringForkOrCheckpointLeavesTheParentUsable) {
 
 TEST_F(SnapshotTest, DiskUsageIsReportedAndUnusedLayersAreDeleted) {
   run("a");
-  ASSERT_EQ(d().hutch({"checkpoint", "a", "--name", "c1"}).exit_code, 0);
-  ASSERT_EQ(d().hutch({"fork", "a", "--name", "b"}).exit_code, 0);
+  auto checkpoint = d().hutch({"checkpoint", "a", "--name", "c1"});
+  ASSERT_EQ(checkpoint.exit_code, 0) << checkpoint.err;
+  auto fork = d().hutch({"fork", "a", "--name", "b"});
+  ASSERT_EQ(fork.exit_code, 0) << fork.err;
   auto df = d().hutch({"df", "--json"});
   ASSERT_EQ(df.exit_code, 0) << df.err;
   auto usage = nlohmann::json::parse(df.out);
