@@ -60,6 +60,12 @@ grep -qF "$line" "$bundle" 2>/dev/null || cat "$dir/hutch-box-ca.crt" >> "$bundl
 }  // namespace
 
 asio::awaitable<Result<Box>> BoxService::create(BoxSpec spec) {
+  // Counted so that pool refills wait for creates (waitForCreates).
+  ++creating_;
+  struct Done {
+    int& count;
+    ~Done() { --count; }
+  } done{creating_};
   HUTCH_CO_TRY_VOID(spec.config.validate());
   if (!spec.name.empty()) HUTCH_CO_TRY_VOID(validateName(spec.name));
   HUTCH_CO_TRY(storage::Template tmpl, templates_.find(spec.config.template_name));
@@ -117,7 +123,7 @@ asio::awaitable<Result<Box>> BoxService::create(BoxSpec spec) {
   std::filesystem::create_directories(dir, ec);
   if (pooled) {
     box.boot = fmt::format("restored from template snapshot {} (warm pool)", pooled->snapshot_id);
-    auto made = co_await bootBox(box, nullptr, std::move(pooled->vm));
+    auto made = co_await bootBox(box, nullptr, std::move(pooled->vm), std::move(pooled->agent));
     refillPool(key, tmpl, box.config);
     co_return made;
   }
@@ -182,10 +188,11 @@ asio::awaitable<Result<Box>> BoxService::start(const std::string& key) {
 }
 
 asio::awaitable<Result<Box>> BoxService::bootBox(Box& box, const RestoreSource* from,
-                                                 std::unique_ptr<vmm::Vm> launched) {
+                                                 std::unique_ptr<vmm::Vm> launched,
+                                                 std::shared_ptr<guest::AgentClient> agent) {
   auto runtime = std::make_shared<Runtime>(loop_);
   runtimes_[box.id] = runtime;
-  auto booted = co_await boot(box, runtime, from, std::move(launched));
+  auto booted = co_await boot(box, runtime, from, std::move(launched), std::move(agent));
   if (runtime->removed) {
     co_return fail(Errc::kCancelled, fmt::format("Box {} was removed while starting", box.name));
   }
@@ -295,7 +302,8 @@ Result<uint32_t> BoxService::freeUidIndex() {
 
 asio::awaitable<Result<>> BoxService::boot(Box& box, std::shared_ptr<Runtime> runtime,
                                            const RestoreSource* from,
-                                           std::unique_ptr<vmm::Vm> launched) {
+                                           std::unique_ptr<vmm::Vm> launched,
+                                           std::shared_ptr<guest::AgentClient> pooled_agent) {
   if (box.uid_index < 0) {
     // The box's own uid and gid for its VMM, kept until the box is removed.
     HUTCH_CO_TRY(box.uid_index, freeUidIndex());
@@ -340,7 +348,12 @@ asio::awaitable<Result<>> BoxService::boot(Box& box, std::shared_ptr<Runtime> ru
   if (restored) HUTCH_CO_TRY_VOID(co_await runtime->vm->resume());
 
   auto deadline = std::chrono::steady_clock::now() + config_.boot_timeout;
-  auto agent = co_await connectAgent(spec.agentSocket(), deadline);
+  Result<std::shared_ptr<guest::AgentClient>> agent = fail(Errc::kInternal, "no agent");
+  if (pooled_agent && pooled_agent->isOpen()) {
+    agent = std::move(pooled_agent);  // handshaken when the pool warmed the VM up
+  } else {
+    agent = co_await connectAgent(*runtime->vm, spec.agentSocket(), deadline);
+  }
   if (!agent) {
     if (runtime->exited) {
       co_return fail(Errc::kUnavailable, "QEMU " + runtime->exit_reason + " during boot");
@@ -355,8 +368,16 @@ asio::awaitable<Result<>> BoxService::boot(Box& box, std::shared_ptr<Runtime> ru
 }
 
 asio::awaitable<Result<std::shared_ptr<guest::AgentClient>>> BoxService::connectAgent(
-    const std::filesystem::path& socket, std::chrono::steady_clock::time_point deadline) {
-  auto channel = co_await guest::connectUnix(loop_, socket.string(), deadline);
+    vmm::Vm& vm, const std::filesystem::path& socket,
+    std::chrono::steady_clock::time_point deadline) {
+  Result<guest::ByteChannel> channel = fail(Errc::kInternal, "not connected");
+  if (UniqueFd early = vm.takeAgentChannel()) {
+    guest::ByteChannel connected(loop_);
+    connected.assign(asio::generic::stream_protocol(AF_UNIX, SOCK_STREAM), early.release());
+    channel = std::move(connected);
+  } else {
+    channel = co_await guest::connectUnix(loop_, socket.string(), deadline);
+  }
   if (!channel) co_return fail(channel.error());
   auto client = guest::AgentClient::create(std::move(*channel));
   auto remaining = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -585,7 +606,7 @@ asio::awaitable<Result<>> BoxService::adopt(Box& box) {
   HUTCH_CO_TRY(runtime->vm, co_await backend_.adopt(boxDir(box.id)));
   // An earlier hutchd may have died in the middle of a capture, with the VM paused.
   HUTCH_CO_TRY_VOID(co_await runtime->vm->settle());
-  auto agent = co_await connectAgent(boxDir(box.id) / "agent.sock",
+  auto agent = co_await connectAgent(*runtime->vm, boxDir(box.id) / "agent.sock",
                                      std::chrono::steady_clock::now() + std::chrono::seconds(10));
   if (!agent) co_return fail(agent.error().withContext("The guest agent did not answer"));
   runtime->agent = std::move(*agent);

@@ -156,17 +156,27 @@ class BoxService {
     std::string id;  // the box id it was made for (its directory)
     std::string snapshot_id;
     std::unique_ptr<vmm::Vm> vm;
-    int64_t uid_index = -1;  // held in held_uid_indices_ until a box takes it
+    std::shared_ptr<guest::AgentClient> agent;  // handshaken while the VM warmed up
+    int64_t uid_index = -1;                     // held in held_uid_indices_ until a box takes it
   };
 
+  // `launched`: a VM restored already and paused (the warm pool), with its agent if it has one.
   asio::awaitable<Result<Box>> bootBox(Box& box, const RestoreSource* from = nullptr,
-                                       std::unique_ptr<vmm::Vm> launched = nullptr);
+                                       std::unique_ptr<vmm::Vm> launched = nullptr,
+                                       std::shared_ptr<guest::AgentClient> agent = nullptr);
   asio::awaitable<Result<>> boot(Box& box, std::shared_ptr<Runtime> runtime,
-                                 const RestoreSource* from, std::unique_ptr<vmm::Vm> launched);
+                                 const RestoreSource* from, std::unique_ptr<vmm::Vm> launched,
+                                 std::shared_ptr<guest::AgentClient> agent);
   // A pooled VM restored from the current, still compatible snapshot for `key`, if any.
   std::optional<Pooled> takePooled(const std::string& key, const BoxConfig& config);
   void refillPool(const std::string& key, const storage::Template& tmpl, const BoxConfig& config);
   asio::awaitable<void> fillPool(std::string key, storage::Template tmpl, BoxConfig config);
+  // Runs a pool VM once before it waits: resume, handshake, one command as the default user,
+  // pause. The agent it returns stays connected.
+  asio::awaitable<Result<std::shared_ptr<guest::AgentClient>>> warmUp(vmm::Vm& vm,
+                                                                      const vmm::VmSpec& spec);
+  // Until no create is under way: pool refills wait so as not to compete with them for CPU.
+  asio::awaitable<void> waitForCreates();
   // Box directories with no record: pool VMs of an earlier hutchd. Their QEMU is killed.
   asio::awaitable<void> removeOrphans();
   vmm::VmSpec vmSpecFor(const Box& box) const;
@@ -191,8 +201,11 @@ class BoxService {
                                                  const RestoreSource& source);
   void recoverInterruptedCapture(Box& box);
   void pruneDiskFiles(const Box& box, const std::string& keep);
+  // The agent of `vm`, on the channel the backend connected before the guest ran if it made one,
+  // else on `socket`; handshaken.
   asio::awaitable<Result<std::shared_ptr<guest::AgentClient>>> connectAgent(
-      const std::filesystem::path& socket, std::chrono::steady_clock::time_point deadline);
+      vmm::Vm& vm, const std::filesystem::path& socket,
+      std::chrono::steady_clock::time_point deadline);
   asio::awaitable<Result<>> adopt(Box& box);
   // The network namespace for the VM of uid index `index`, made afresh (nothing without a
   // NetworkService).
@@ -221,6 +234,7 @@ class BoxService {
   std::set<std::string> filling_;                    // keys being refilled
   bool draining_ = false;                            // drainPool() ran: no more pool VMs
   int discarding_ = 0;                               // pooled VMs being killed
+  int creating_ = 0;                                 // create() calls under way
   BoxObserver* observer_ = nullptr;
   NetworkService* network_ = nullptr;
 };

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "base/result.h"
+#include "base/unique_fd.h"
 #include "vmm/vm_spec.h"
 
 namespace hutch::vmm {
@@ -81,6 +82,10 @@ class Vm {
   virtual Result<ResourceUsage> usage() const {
     return fail(Errc::kUnsupported, "This VM's resource usage is not tracked (it runs unjailed)");
   }
+  // The host end of the guest agent's channel if the backend connected it before the guest ran
+  // (a restored guest then never sees its host go away and come back); invalid once taken, or
+  // when the backend made none (an adopted VM): connect to VmSpec::agentSocket() instead.
+  virtual UniqueFd takeAgentChannel() { return {}; }
   // Ask the VMM to quit now (QMP "quit"; SIGKILL if that fails), then wait until it is gone.
   virtual asio::awaitable<Result<>> kill() = 0;
 };

@@ -97,8 +97,9 @@ void VirtioBlockDevice::appendTo(Argv& argv) const {
 
 void VirtioSerialPort::appendTo(Argv& argv) const {
   argv.insert(argv.end(), {"-device", "virtio-serial-device"});
-  argv.insert(argv.end(), {"-chardev", "socket,id=" + escapeOptionValue(chardev_id) +
-                                           ",path=" + esc(socket) + ",server=on,wait=off"});
+  std::string where = listen_fd ? "fd=" + std::to_string(*listen_fd) : "path=" + esc(socket);
+  argv.insert(argv.end(), {"-chardev", "socket,id=" + escapeOptionValue(chardev_id) + "," + where +
+                                           ",server=on,wait=off"});
   argv.insert(argv.end(), {"-device", "virtserialport,chardev=" + escapeOptionValue(chardev_id) +
                                           ",name=" + escapeOptionValue(port_name)});
 }
@@ -114,6 +115,13 @@ void SerialConsoleLog::appendTo(Argv& argv) const {
 }
 
 void QmpSocket::appendTo(Argv& argv) const {
+  if (listen_fd) {
+    argv.insert(
+        argv.end(),
+        {"-chardev", "socket,id=qmp,fd=" + std::to_string(*listen_fd) + ",server=on,wait=off",
+         "-mon", "chardev=qmp,mode=control"});
+    return;
+  }
   argv.insert(argv.end(), {"-qmp", "unix:" + esc(socket) + ",server=on,wait=off"});
 }
 
@@ -139,11 +147,12 @@ QemuArgv QemuArgv::forSpec(const VmSpec& spec, std::filesystem::path binary) {
   q.boot.initrd = spec.initrd;
   q.boot.cmdline = KernelCmdline::forGuest(spec.tsc_khz, spec.guest_params);
   q.disks.push_back(VirtioBlockDevice{.id = "root", .file = spec.disk, .format = spec.disk_format});
-  q.agent = VirtioSerialPort{.socket = spec.agentSocket()};
+  // Both sockets are made and connected by the backend before QEMU starts (startProcess).
+  q.agent = VirtioSerialPort{.socket = spec.agentSocket(), .listen_fd = kAgentFd};
   if (!spec.netns.empty()) q.nic = VirtioNetTap{.fd = kTapFd, .mac = spec.mac};
   q.rng = VirtioRng{};
   q.console = SerialConsoleLog{.log = spec.consoleLog()};
-  q.qmp.socket = spec.qmpSocket();
+  q.qmp = QmpSocket{.socket = spec.qmpSocket(), .listen_fd = kQmpFd};
   if (!spec.incoming_state.empty()) q.incoming = IncomingMigration{};
   q.sandbox = SandboxOption{};
   return q;

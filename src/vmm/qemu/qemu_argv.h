@@ -91,10 +91,13 @@ struct VirtioBlockDevice {
 };
 
 // -device virtio-serial-device -chardev socket,...,server=on,wait=off
-// -device virtserialport,chardev=<id>,name=<port name>: the guest agent's channel.
+// -device virtserialport,chardev=<id>,name=<port name>: the guest agent's channel. With
+// `listen_fd` QEMU serves a listening socket it inherits (socket,fd=N) instead of binding
+// `socket` itself, so the host can connect before QEMU runs.
 struct VirtioSerialPort {
   std::string chardev_id = "agent";
   std::filesystem::path socket;
+  std::optional<int> listen_fd;
   std::string port_name = "hutch.agent";
   void appendTo(Argv& argv) const;
 };
@@ -120,9 +123,11 @@ struct SerialConsoleLog {
   void appendTo(Argv& argv) const;
 };
 
-// -qmp unix:<path>,server=on,wait=off.
+// -qmp unix:<path>,server=on,wait=off; with `listen_fd`, -chardev socket,id=qmp,fd=N,...
+// -mon chardev=qmp,mode=control: QMP on a listening socket QEMU inherits.
 struct QmpSocket {
   std::filesystem::path socket;
+  std::optional<int> listen_fd;
   void appendTo(Argv& argv) const;
 };
 
@@ -153,8 +158,10 @@ struct QemuArgv {
   std::optional<SandboxOption> sandbox;
   Argv extra;  // appended verbatim (tests, experiments)
 
-  // The descriptor number the NIC's tap is passed as.
+  // The descriptor numbers the NIC's tap and the listening QMP and agent sockets are passed as.
   static constexpr int kTapFd = 4;
+  static constexpr int kQmpFd = 5;
+  static constexpr int kAgentFd = 6;
   // The command line hutch uses for `spec` (which should be valid).
   static QemuArgv forSpec(const VmSpec& spec, std::filesystem::path binary);
   Argv render() const;

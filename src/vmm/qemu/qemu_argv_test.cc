@@ -56,7 +56,7 @@ TEST(QemuArgvTest, TcgSpec) {
       "-device",
       "virtio-serial-device",
       "-chardev",
-      "socket,id=agent,path=/var/lib/hutch/boxes/box-1/agent.sock,server=on,wait=off",
+      "socket,id=agent,fd=6,server=on,wait=off",
       "-device",
       "virtserialport,chardev=agent,name=hutch.agent",
       "-object",
@@ -67,8 +67,10 @@ TEST(QemuArgvTest, TcgSpec) {
       "file,id=console,path=/var/lib/hutch/boxes/box-1/console.log,append=on",
       "-serial",
       "chardev:console",
-      "-qmp",
-      "unix:/var/lib/hutch/boxes/box-1/qmp.sock,server=on,wait=off",
+      "-chardev",
+      "socket,id=qmp,fd=5,server=on,wait=off",
+      "-mon",
+      "chardev=qmp,mode=control",
       "-sandbox",
       "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
   };
@@ -113,6 +115,18 @@ TEST(QemuArgvTest, CommasInPathsAreDoubled) {
   Argv q;
   qmp.appendTo(q);
   EXPECT_EQ(q, (Argv{"-qmp", "unix:/run/a,,b/qmp.sock,server=on,wait=off"}));
+}
+
+TEST(QemuArgvTest, SocketsQemuInheritsAreNamedByDescriptor) {
+  QmpSocket qmp{.socket = "/run/b/qmp.sock", .listen_fd = 5};
+  VirtioSerialPort agent{.socket = "/run/b/agent.sock", .listen_fd = 6};
+  Argv argv;
+  qmp.appendTo(argv);
+  agent.appendTo(argv);
+  EXPECT_EQ(argv, (Argv{"-chardev", "socket,id=qmp,fd=5,server=on,wait=off", "-mon",
+                        "chardev=qmp,mode=control", "-device", "virtio-serial-device", "-chardev",
+                        "socket,id=agent,fd=6,server=on,wait=off", "-device",
+                        "virtserialport,chardev=agent,name=hutch.agent"}));
 }
 
 TEST(QemuArgvTest, GuestRamModes) {

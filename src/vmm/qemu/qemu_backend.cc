@@ -23,6 +23,7 @@
 #include "sys/proc_fs.h"
 #include "sys/run.h"
 #include "sys/spawn.h"
+#include "sys/unix_socket.h"
 #include "vmm/accel.h"
 #include "vmm/log.h"
 #include "vmm/qemu/qemu_argv.h"
@@ -143,8 +144,13 @@ bool isQemuForRunDir(const std::vector<std::string>& cmdline,
   if (cmdline.empty()) return false;
   std::string program = std::filesystem::path(cmdline.front()).filename().string();
   if (program.rfind("qemu-system-", 0) != 0) return false;
+  // QEMU inherits its QMP socket (fd=N), so the run dir shows in the console log's path; QEMUs
+  // an older hutchd started name their QMP socket's path instead.
+  std::string console =
+      "file,id=console,path=" + escapeOptionValue((run_dir / "console.log").string()) + ",";
   std::string qmp = "unix:" + escapeOptionValue((run_dir / "qmp.sock").string()) + ",";
   for (size_t i = 1; i + 1 < cmdline.size(); ++i) {
+    if (cmdline[i] == "-chardev" && cmdline[i + 1].rfind(console, 0) == 0) return true;
     if (cmdline[i] == "-qmp" && cmdline[i + 1].rfind(qmp, 0) == 0) return true;
   }
   return false;
@@ -206,7 +212,8 @@ Result<jail::JailSpec> QemuBackend::jailSpecFor(const VmSpec& spec, jail::BoxIds
   js.gid = ids.gid;
   js.cwd = spec.run_dir;
   js.paths = jailPathsFor(spec, binary_, chain, preload);
-  if (!spec.netns.empty()) js.keep_fds = {QemuArgv::kTapFd};
+  js.keep_fds = {QemuArgv::kQmpFd, QemuArgv::kAgentFd};
+  if (!spec.netns.empty()) js.keep_fds.push_back(QemuArgv::kTapFd);
   if (spec.ram == GuestRam::kMappedFile) {
     js.env = {"LD_PRELOAD=" + preload.string(), "HUTCH_READONLY_RAM=" + spec.memory_file.string()};
   }
@@ -246,6 +253,19 @@ Result<QemuBackend::Started> QemuBackend::startProcess(const VmSpec& spec) const
   sys::SpawnOptions options;
   options.argv = argv;
   options.fds = {{log->get(), 1}, {log->get(), 2}};
+  // hutchd makes QEMU's two sockets and connects to them before QEMU runs: nothing polls for
+  // the socket files, and the agent channel is up before a snapshot's guest wakes (it never sees
+  // its host go away and come back).
+  auto qmp_listener = sys::listenUnix(spec.qmpSocket());
+  if (!qmp_listener) return fail(qmp_listener.error().withContext(context));
+  auto agent_listener = sys::listenUnix(spec.agentSocket());
+  if (!agent_listener) return fail(agent_listener.error().withContext(context));
+  auto qmp_client = sys::connectUnix(spec.qmpSocket());
+  if (!qmp_client) return fail(qmp_client.error().withContext(context));
+  auto agent_client = sys::connectUnix(spec.agentSocket());
+  if (!agent_client) return fail(agent_client.error().withContext(context));
+  options.fds.push_back({qmp_listener->get(), QemuArgv::kQmpFd});
+  options.fds.push_back({agent_listener->get(), QemuArgv::kAgentFd});
   UniqueFd tap;
   if (!spec.netns.empty()) {
     auto opened = net::openTap(spec.netns, spec.tap);
@@ -300,7 +320,8 @@ Result<QemuBackend::Started> QemuBackend::startProcess(const VmSpec& spec) const
     killAndReap();
     return fail(written.error().withContext(context));
   }
-  return Started{*pid, std::move(*pidfd), std::move(vm_jail)};
+  return Started{*pid, std::move(*pidfd), std::move(vm_jail), std::move(*qmp_client),
+                 std::move(*agent_client)};
 }
 
 asio::awaitable<Result<std::unique_ptr<QemuVm>>> QemuBackend::launchQemu(const VmSpec& spec) {
@@ -310,13 +331,21 @@ asio::awaitable<Result<std::unique_ptr<QemuVm>>> QemuBackend::launchQemu(const V
   bool jailed = started->jail.has_value();
   auto vm = std::make_unique<QemuVm>(executor_, pid, std::move(started->pidfd), spec.run_dir,
                                      options_.vm, std::move(started->jail));
+  vm->setAgentChannel(std::move(started->agent));
   vmmLog().info("box={} QEMU pid {} started ({}{})", spec.id, pid, accelName(spec.accel),
                 jailed ? fmt::format(", jailed as uid {}", vm->jail()->ids.uid) : "");
 
   // From here on a failure must not leave QEMU behind: abandon() kills it.
-  auto qmp = co_await connectQmp(*vm, spec.qmpSocket(), options_.start_timeout);
+  asio::local::stream_protocol::socket qmp_socket(executor_);
+  qmp_socket.assign(asio::local::stream_protocol(), started->qmp.release());
+  auto qmp = co_await QmpClient::handshake(std::move(qmp_socket), options_.start_timeout);
   if (!qmp) {
     Error error = qmp.error().withContext("QEMU for VM " + spec.id + " failed to start");
+    // A QEMU that died closed the socket before its greeting: say how it ended.
+    if (co_await vm->waitExitFor(milliseconds(200))) {
+      error = Error(Errc::kUnavailable, "QEMU for VM " + spec.id + " " + *vm->exitText() +
+                                            " before QMP answered: " + logTail(spec.vmmLog()));
+    }
     co_return fail(co_await abandon(*vm, std::move(error)));
   }
   vm->attachQmp(*qmp);

@@ -76,6 +76,10 @@ class QemuBackend : public VmBackend {
     pid_t pid;
     UniqueFd pidfd;
     std::optional<VmJail> jail;
+    // Connected to the listening sockets QEMU inherited before it started: its answers wait
+    // there until QEMU accepts, and a QEMU that dies first closes them.
+    UniqueFd qmp;
+    UniqueFd agent;
   };
   // The JailSpec of `spec` (ids, paths, devices, cgroup, limits) and the QEMU argv it runs.
   Result<jail::JailSpec> jailSpecFor(const VmSpec& spec, jail::BoxIds ids) const;

@@ -583,6 +583,21 @@ TEST_F(JailedQemuBackendE2eTest, MapsAReadOnlyMemoryFileCopyOnWrite) {
   EXPECT_EQ(content->substr(0, 4), "xxxx");  // never written through
 }
 
+TEST(IsQemuForRunDirTest, MatchesOnlyOurConsoleLog) {
+  std::vector<std::string> cmdline = {"/usr/bin/qemu-system-x86_64",
+                                      "-name",
+                                      "x",
+                                      "-chardev",
+                                      "file,id=console,path=/b/r,,1/console.log,append=on",
+                                      "-chardev",
+                                      "socket,id=qmp,fd=5,server=on,wait=off"};
+  EXPECT_TRUE(isQemuForRunDir(cmdline, "/b/r,1"));
+  EXPECT_FALSE(isQemuForRunDir(cmdline, "/b/r"));
+  EXPECT_FALSE(isQemuForRunDir(cmdline, "/b/r,1/x"));
+  cmdline[0] = "/bin/sleep";
+  EXPECT_FALSE(isQemuForRunDir(cmdline, "/b/r,1"));
+}
+
 TEST(IsQemuForRunDirTest, MatchesOnlyOurQmpSocket) {
   std::vector<std::string> cmdline = {"/usr/bin/qemu-system-x86_64", "-name", "x", "-qmp",
                                       "unix:/b/r,,1/qmp.sock,server=on,wait=off"};

@@ -56,6 +56,9 @@ class QemuVm : public Vm {
   asio::awaitable<Result<>> switchDisk(std::filesystem::path new_top) override;
   asio::awaitable<Result<>> settle() override;
   Result<ResourceUsage> usage() const override;
+  UniqueFd takeAgentChannel() override { return std::move(agent_channel_); }
+  // The client end of the agent's socket, connected before QEMU started (QemuBackend).
+  void setAgentChannel(UniqueFd channel) { agent_channel_ = std::move(channel); }
   const std::optional<VmJail>& jail() const { return jail_; }
   // Loads a state file into a QEMU started with -incoming defer; the VM is paused afterwards.
   asio::awaitable<Result<>> loadState(std::filesystem::path state_file);
@@ -88,6 +91,7 @@ class QemuVm : public Vm {
   std::optional<VmJail> jail_;
   std::shared_ptr<Watch> watch_;
   std::shared_ptr<QmpClient> qmp_;
+  UniqueFd agent_channel_;
 };
 
 }  // namespace hutch::vmm::qemu
