@@ -426,10 +426,16 @@ asio::awaitable<Result<std::shared_ptr<guest::AgentClient>>> BoxService::warmUp(
   // A restored QEMU starts with an empty translation cache (TCG): the first command a box runs
   // costs ~0.1-0.15 s of CPU translating the guest kernel's fork and exec paths, ld.so and the
   // agent's exec path, against ~0.02 s for the next one (docs/snapshots.md). Paid here, in the
-  // background, rather than by the create that takes the VM. The command leaves nothing behind.
+  // background, rather than by the create that takes the VM. Nothing of it stays in the box but
+  // files the box's own identity rewrites.
   HUTCH_CO_TRY_VOID(co_await vm.resume());
   auto deadline = std::chrono::steady_clock::now() + config_.boot_timeout;
   HUTCH_CO_TRY(auto agent, co_await connectAgent(vm, spec.agentSocket(), deadline));
+  // The identity path too (hostname, files in /etc, clock, RNG): the box that takes the VM
+  // applies its own over it.
+  guest::Identity identity = guest::makeIdentity("hutch-pool");
+  identity.machine_id = machineIdFor(spec.id);
+  HUTCH_CO_TRY_VOID(co_await agent->applyIdentity(identity, std::chrono::seconds(10)));
   proto::ExecRequest request;
   request.argv = {"true"};
   request.user = config_.default_user;
