@@ -1,17 +1,31 @@
 #!/usr/bin/env python3
-"""Snapshot benchmarks, side by side in one run: cold create vs warm create (to the first exec
-answer), fork of a running box to the child's first exec answer, checkpoint time and size,
-rollback time, 20 concurrent creates vs one, and the host memory of 10 idle boxes restored
-from one template snapshot (RSS and PSS: PSS splits shared pages between the processes that
-map them). Starts two hutchd of its own (one with --no-snapshots, for the cold creates).
+"""Snapshot benchmarks, side by side in one run (issue 4):
+
+- create to the first exec answer (`hutch run -- true`): cold boot (--no-snapshots), a restore
+  of the template snapshot (--pool-size 0) and a create served by the warm pool (--pool-size 1,
+  the default, given time to refill between creates);
+- fork of a running box to the child's first exec answer; checkpoint time and size; rollback to
+  the first exec answer;
+- 20 concurrent creates (`hutch run -d`) against one, with the default pool and with a pool as
+  deep as the burst, plus the CPU time each create costs (QEMU's from /proc, hutchd's own and
+  its children's), which bounds what a burst can do on this host's cores;
+- host memory of 10 idle boxes restored from one template snapshot (RSS and PSS: PSS splits
+  shared pages between the processes that map them).
+
+The daemons run one after another (never two at once), each with its own state dir and uid
+range, so no measure competes with another daemon's VMs.
 
 Usage: bench/snapshot_bench.py --image DIR [--build build] [--runs 7] [--concurrent 20]
 Prints one JSON object; docs/benchmarks.md records the results with this command.
 """
 import argparse, concurrent.futures, json, os, shutil, statistics, subprocess, tempfile, time
 
+TCK = os.sysconf("SC_CLK_TCK")
+
 
 class Daemon:
+    uid_base = 0x7C000000
+
     def __init__(self, build, image, tmp, name, *flags):
         self.hutch = os.path.abspath(os.path.join(build, "src/cli/hutch"))
         hutchd = os.path.abspath(os.path.join(build, "src/daemon/hutchd"))
@@ -22,7 +36,9 @@ class Daemon:
         self.state = state
         self.sock = os.path.join(self.dir, "hutchd.sock")
         self.log = open(os.path.join(self.dir, "hutchd.log"), "w")
-        self.proc = subprocess.Popen([hutchd, "--socket", self.sock, "--state-dir", state, *flags],
+        Daemon.uid_base += 10000  # each daemon gives its boxes' QEMUs uids from its own range
+        self.proc = subprocess.Popen([hutchd, "--socket", self.sock, "--state-dir", state,
+                                      "--uid-base", str(Daemon.uid_base), *flags],
                                      stdout=self.log, stderr=self.log)
         for _ in range(100):
             if subprocess.run([self.hutch, "--socket", self.sock, "ls"],
@@ -44,12 +60,33 @@ class Daemon:
     def boxes(self):
         return json.loads(self.cli("--json", "ls").stdout)
 
-    def stop(self):
+    def wait_for_pool(self, want, timeout=300):
+        """Until `want` warmed-up VMs wait in the pool and no refill runs (hutch pool)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            pools = json.loads(self.cli("--json", "pool").stdout)["pools"]
+            if pools and pools[0]["ready"] >= want and not pools[0]["filling"]:
+                return
+            time.sleep(0.2)
+        raise RuntimeError(f"the pool did not reach {want} VMs")
+
+    def cpu_s(self, pid=None):
+        """utime+stime and the reaped children's, in seconds."""
+        with open(f"/proc/{pid or self.proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / TCK, (int(fields[13]) + int(fields[14])) / TCK
+
+    def remove_all(self):
         for b in self.boxes():
-            subprocess.run([self.hutch, "--socket", self.sock, "rm", "-f", b["id"]],
-                           capture_output=True)
-        self.proc.terminate()
-        self.proc.wait()
+            self.cli("rm", "-f", b["id"])
+
+    def stop(self):
+        if self.proc.poll() is None:
+            for b in self.boxes():
+                subprocess.run([self.hutch, "--socket", self.sock, "rm", "-f", b["id"]],
+                               capture_output=True)
+            self.proc.terminate()
+            self.proc.wait()
 
 
 def memory_kib(pid):
@@ -67,6 +104,47 @@ def median(values):
     return round(statistics.median(values), 3)
 
 
+def runs(values):
+    return [round(x, 3) for x in values]
+
+
+def creates_to_first_exec(daemon, n, prefix, pool=0):
+    times = []
+    for i in range(n):
+        if pool:
+            daemon.wait_for_pool(pool)
+        times.append(daemon.timed(("run", "--name", f"{prefix}{i}", "--", "true")))
+        daemon.cli("rm", "-f", f"{prefix}{i}")
+    return times
+
+
+def burst(daemon, n, pool):
+    """One `run -d` (median of 3), then n at once; and the CPU each create cost."""
+    one = []
+    for i in range(3):
+        if pool:
+            daemon.wait_for_pool(pool)
+        one.append(daemon.timed(("run", "-d", "--name", f"one{i}")))
+        daemon.cli("rm", "-f", f"one{i}")
+    if pool:
+        daemon.wait_for_pool(pool)
+    self0, children0 = daemon.cpu_s()
+    with concurrent.futures.ThreadPoolExecutor(n) as workers:
+        t0 = time.monotonic()
+        list(workers.map(lambda i: daemon.cli("run", "-d", "--name", f"many{i}"), range(n)))
+        many = time.monotonic() - t0
+    self1, children1 = daemon.cpu_s()
+    # A pooled VM's CPU time includes its restore and warm-up, done before the burst.
+    qemu = [sum(daemon.cpu_s(b["pid"])) for b in daemon.boxes()]
+    daemon.remove_all()
+    return {"n": n, "pool_size": pool, "one_s": median(one), "one_runs": runs(one),
+            "all_s": round(many, 3), "ratio": round(many / statistics.median(one), 2),
+            "cpu_s_per_create": {
+                "qemu_since_start": round(statistics.mean(qemu), 3),
+                "hutchd": round((self1 - self0) / n, 3),
+                "hutchd_children": round((children1 - children0) / n, 3)}}
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--image", required=True, help="built guest image directory")
@@ -76,82 +154,80 @@ def main():
     p.add_argument("--idle", type=int, default=10)
     a = p.parse_args()
     tmp = tempfile.mkdtemp(prefix="hutch-snapbench-")
-    warm = Daemon(a.build, a.image, tmp, "warm")
-    # Each daemon gives its boxes' QEMUs uids from its own range.
-    cold = Daemon(a.build, a.image, tmp, "cold", "--no-snapshots", "--uid-base",
-                  str(0x7C000000 + 30000))
-    out = {}
+    out = {"host": {"cpus": os.cpu_count(), "loadavg_at_start": os.getloadavg()}}
+    daemon = None
     try:
+        daemon = Daemon(a.build, a.image, tmp, "cold", "--no-snapshots", "--pool-size", "0")
+        cold = creates_to_first_exec(daemon, a.runs, "c")
+        daemon.stop()
+
+        daemon = Daemon(a.build, a.image, tmp, "restore", "--pool-size", "0")
         # The first create makes the template snapshot (a cold boot + capture): timed apart.
         out["first_create_makes_snapshot_s"] = round(
-            warm.timed(("run", "--name", "first", "--", "true")), 3)
-        warm.cli("rm", "-f", "first")
+            daemon.timed(("run", "--name", "first", "--", "true")), 3)
+        daemon.cli("rm", "-f", "first")
+        restore = creates_to_first_exec(daemon, a.runs, "r")
 
-        cold_runs, warm_runs = [], []
-        for i in range(a.runs):  # alternated, so host noise hits both alike
-            cold_runs.append(cold.timed(("run", "--name", f"c{i}", "--", "true")))
-            cold.cli("rm", "-f", f"c{i}")
-            warm_runs.append(warm.timed(("run", "--name", f"w{i}", "--", "true")))
-            warm.cli("rm", "-f", f"w{i}")
-        out["create_to_first_exec_s"] = {"cold": median(cold_runs), "warm": median(warm_runs),
-                                         "cold_runs": [round(x, 3) for x in cold_runs],
-                                         "warm_runs": [round(x, 3) for x in warm_runs]}
-        cold.stop()
-
-        warm.cli("run", "--name", "parent")
-        warm.cli("exec", "parent", "--", "sh", "-c",
-                 "head -c 50000000 /dev/urandom > ~/blob; setsid sleep 9999 >/dev/null 2>&1 &")
+        daemon.cli("run", "--name", "parent")
+        daemon.cli("exec", "parent", "--", "sh", "-c",
+                   "head -c 50000000 /dev/urandom > ~/blob; setsid sleep 9999 >/dev/null 2>&1 &")
         forks = []
         for i in range(a.runs):
-            forks.append(warm.timed(("fork", "parent", "--name", f"f{i}"),
-                                    ("exec", f"f{i}", "--", "true")))
-            warm.cli("rm", "-f", f"f{i}")
-        out["fork_to_child_first_exec_s"] = median(forks)
+            forks.append(daemon.timed(("fork", "parent", "--name", f"f{i}"),
+                                      ("exec", f"f{i}", "--", "true")))
+            daemon.cli("rm", "-f", f"f{i}")
+        out["fork_to_child_first_exec_s"] = {"median": median(forks), "runs": runs(forks)}
 
         cps, sizes, rollbacks = [], [], []
         for i in range(a.runs):
             t0 = time.monotonic()
-            made = json.loads(warm.cli("--json", "checkpoint", "parent", "--name", f"cp{i}").stdout)
+            made = json.loads(daemon.cli("--json", "checkpoint", "parent",
+                                         "--name", f"cp{i}").stdout)
             cps.append(time.monotonic() - t0)
             sizes.append(made["size_bytes"])
-            warm.cli("exec", "parent", "--", "sh", "-c", "rm -f ~/blob")
-            rollbacks.append(warm.timed(("rollback", "parent", f"cp{i}"),
-                                        ("exec", "parent", "--", "true")))
+            daemon.cli("exec", "parent", "--", "sh", "-c", "rm -f ~/blob")
+            rollbacks.append(daemon.timed(("rollback", "parent", f"cp{i}"),
+                                          ("exec", "parent", "--", "true")))
         out["checkpoint_s"] = median(cps)
         out["checkpoint_mib"] = round(statistics.median(sizes) / 2**20, 1)
         out["rollback_to_first_exec_s"] = median(rollbacks)
-        warm.cli("rm", "-f", "parent")
+        daemon.remove_all()
 
-        one = []
-        for i in range(3):
-            one.append(warm.timed(("run", "-d", "--name", f"one{i}")))
-            warm.cli("rm", "-f", f"one{i}")
-        with concurrent.futures.ThreadPoolExecutor(a.concurrent) as pool:
-            t0 = time.monotonic()
-            list(pool.map(lambda i: warm.cli("run", "-d", "--name", f"many{i}"),
-                          range(a.concurrent)))
-            many = time.monotonic() - t0
-        out["concurrent_creates"] = {"n": a.concurrent, "one_s": median(one),
-                                     "all_s": round(many, 3),
-                                     "ratio": round(many / statistics.median(one), 2)}
-        for b in warm.boxes():
-            warm.cli("rm", "-f", b["id"])
+        out["concurrent_creates_no_pool"] = burst(daemon, a.concurrent, 0)
 
         for i in range(a.idle):
-            warm.cli("run", "-d", "--name", f"idle{i}")
+            daemon.cli("run", "-d", "--name", f"idle{i}")
         time.sleep(5)
         rss = pss = 0
-        for b in warm.boxes():
+        for b in daemon.boxes():
             r, s = memory_kib(b["pid"])
             rss += r
             pss += s
         out["idle_boxes"] = {"n": a.idle, "rss_mib_total": round(rss / 1024),
                              "pss_mib_total": round(pss / 1024),
                              "pss_mib_per_box": round(pss / 1024 / a.idle, 1)}
+        daemon.stop()
+
+        daemon = Daemon(a.build, a.image, tmp, "pool", "--pool-size", "1")
+        daemon.cli("run", "--name", "first", "--", "true")
+        daemon.cli("rm", "-f", "first")
+        pooled = creates_to_first_exec(daemon, a.runs, "p", pool=1)
+        out["create_to_first_exec_s"] = {
+            "cold": median(cold), "restore": median(restore), "warm_pool": median(pooled),
+            "cold_runs": runs(cold), "restore_runs": runs(restore), "warm_pool_runs": runs(pooled)}
+        out["concurrent_creates_default_pool"] = burst(daemon, a.concurrent, 1)
+        daemon.stop()
+
+        daemon = Daemon(a.build, a.image, tmp, "deep", "--pool-size", str(a.concurrent))
+        daemon.cli("run", "--name", "first", "--", "true")
+        daemon.cli("rm", "-f", "first")
+        out["concurrent_creates_pool_as_deep_as_the_burst"] = burst(daemon, a.concurrent,
+                                                                    a.concurrent)
+        daemon.stop()
+        out["host"]["loadavg_at_end"] = os.getloadavg()
     finally:
-        warm.stop()
-        if cold.proc.poll() is None:
-            cold.stop()
+        if daemon:
+            daemon.stop()
         shutil.rmtree(tmp, ignore_errors=True)
     print(json.dumps(out, indent=2))
 

@@ -116,6 +116,12 @@ awaitable<Reply> diskUsage(box::BoxService& service, RequestContext&) {
   co_return jsonResponse(http::status::ok, toJson(*usage));
 }
 
+awaitable<Reply> poolStatus(box::BoxService& service, RequestContext&) {
+  json pools = json::array();
+  for (const box::PoolStatus& pool : service.poolStatus()) pools.push_back(toJson(pool));
+  co_return jsonResponse(http::status::ok, json{{"pools", pools}});
+}
+
 awaitable<Reply> boxLogs(box::BoxService& service, RequestContext& ctx) {
   auto path = service.consoleLog(param(ctx, "box"));
   if (!path) co_return errorResponse(path.error());
@@ -350,6 +356,7 @@ void registerRoutes(Router<Handler>& router, box::BoxService& service,
              bindService(removeCheckpoint, service));
   router.add(verb::post, "/v1/boxes/{box}/rollback", bindService(rollbackBox, service));
   router.add(verb::get, "/v1/system/df", bindService(diskUsage, service));
+  router.add(verb::get, "/v1/system/pool", bindService(poolStatus, service));
   router.add(verb::post, "/v1/boxes/{box}/exec", bindService(execInBox, service));
   router.add(verb::get, "/v1/templates", bindService(listTemplates, templates));
   router.add(verb::post, "/v1/templates", bindService(createTemplate, templates));

@@ -211,6 +211,15 @@ json toJson(const box::DiskUsage& usage) {
               {"boxes", line(usage.boxes)}};
 }
 
+json toJson(const box::PoolStatus& pool) {
+  return json{{"template", pool.template_name},
+              {"cpus", pool.cpus},
+              {"memory_mib", pool.memory_mib},
+              {"ready", pool.ready},
+              {"size", pool.size},
+              {"filling", pool.filling}};
+}
+
 Result<box::PortForward> parsePortForward(std::string_view body) {
   HUTCH_TRY(json j, parseObject(body));
   constexpr std::string_view kWhat = "a port request";

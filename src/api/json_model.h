@@ -36,6 +36,7 @@ Result<std::string> parseRollback(std::string_view body);
 
 json toJson(const box::Snapshot& snapshot);
 json toJson(const box::DiskUsage& usage);
+json toJson(const box::PoolStatus& pool);
 
 // Published ports. POST /v1/boxes/{box}/ports: {"host_port": N, "box_port": N, "address"?}
 // (address defaults to 127.0.0.1). A port answer:

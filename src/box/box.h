@@ -94,6 +94,16 @@ struct DiskUsage {
   Line boxes;               // each box's own overlay, logs and sockets
 };
 
+// The warm pool of one template and size (docs/snapshots.md "Warm pool").
+struct PoolStatus {
+  std::string template_name;
+  unsigned cpus = 1;
+  uint64_t memory_mib = 0;
+  uint64_t ready = 0;    // restored, warmed-up, paused VMs waiting for a create
+  uint64_t size = 0;     // how many it is kept at (hutchd --pool-size)
+  bool filling = false;  // a refill is under way (or waiting for creates to finish)
+};
+
 // 12 random hex digits (getrandom), for box, snapshot and layer ids.
 std::string randomId();
 // Unix seconds now.

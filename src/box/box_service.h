@@ -107,6 +107,8 @@ class BoxService {
   // afterwards, whatever state it was in.
   asio::awaitable<Result<Box>> rollback(const std::string& key, const std::string& name);
   Result<DiskUsage> diskUsage();
+  // Every warm pool made so far (one per template and size that a create used), by template.
+  std::vector<PoolStatus> poolStatus() const;
   // Deletes disk layers no box or snapshot stands on and snapshot directories with no record.
   void collectGarbage();
 
@@ -232,6 +234,7 @@ class BoxService {
   std::set<uint32_t> held_uid_indices_;
   std::map<std::string, std::vector<Pooled>> warm_;  // the warm pool, by snapshot key
   std::set<std::string> filling_;                    // keys being refilled
+  std::map<std::string, PoolStatus> pool_shapes_;    // what each key's pool is of
   bool draining_ = false;                            // drainPool() ran: no more pool VMs
   int discarding_ = 0;                               // pooled VMs being killed
   int creating_ = 0;                                 // create() calls under way

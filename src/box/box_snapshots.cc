@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <array>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -12,6 +13,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <functional>
 #include <set>
+#include <tuple>
 
 #include "box/box_service.h"
 #include "box/network_service.h"
@@ -335,7 +337,11 @@ std::optional<BoxService::Pooled> BoxService::takePooled(const std::string& key,
 
 void BoxService::refillPool(const std::string& key, const storage::Template& tmpl,
                             const BoxConfig& config) {
-  if (config_.pool_size == 0 || draining_ || filling_.contains(key)) return;
+  if (config_.pool_size == 0 || draining_) return;
+  pool_shapes_.try_emplace(
+      key,
+      PoolStatus{.template_name = tmpl.name, .cpus = config.cpus, .memory_mib = config.memory_mib});
+  if (filling_.contains(key)) return;
   if (warm_[key].size() >= config_.pool_size) return;
   filling_.insert(key);
   asio::co_spawn(loop_, fillPool(key, tmpl, config), asio::detached);
@@ -455,6 +461,23 @@ asio::awaitable<void> BoxService::waitForCreates() {
     boost::system::error_code ec;
     co_await wait.async_wait(asio::redirect_error(asio::use_awaitable, ec));
   }
+}
+
+std::vector<PoolStatus> BoxService::poolStatus() const {
+  std::vector<PoolStatus> out;
+  for (const auto& [key, shape] : pool_shapes_) {
+    PoolStatus status = shape;
+    auto it = warm_.find(key);
+    status.ready = it == warm_.end() ? 0 : it->second.size();
+    status.size = config_.pool_size;
+    status.filling = filling_.contains(key);
+    out.push_back(std::move(status));
+  }
+  std::sort(out.begin(), out.end(), [](const PoolStatus& a, const PoolStatus& b) {
+    return std::tie(a.template_name, a.cpus, a.memory_mib) <
+           std::tie(b.template_name, b.cpus, b.memory_mib);
+  });
+  return out;
 }
 
 asio::awaitable<void> BoxService::drainPool() {

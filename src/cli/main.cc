@@ -240,6 +240,8 @@ int main(int argc, char** argv) {
 
   auto* df_cmd =
       app.add_subcommand("df", "Disk space used by templates, snapshots, checkpoints and boxes");
+  auto* pool_cmd = app.add_subcommand(
+      "pool", "The warm pools: restored, warmed-up VMs waiting for creates, per template and size");
 
   try {
     app.parse(argc, argv);
@@ -324,6 +326,7 @@ int main(int argc, char** argv) {
   }
   if (rollback_cmd->parsed()) return cmdRollback(client, out, rollback_box, rollback_to);
   if (df_cmd->parsed()) return cmdDiskUsage(client, out);
+  if (pool_cmd->parsed()) return cmdPool(client, out);
   if (policy_set->parsed()) return cmdPolicySet(client, out, policy_box, policy_file);
   if (policy_show->parsed()) return cmdPolicyShow(client, out, policy_box);
   if (policy_log->parsed()) return cmdPolicyLog(client, out, policy_box, policy_follow);

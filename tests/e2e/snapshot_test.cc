@@ -333,6 +333,20 @@ TEST(WarmPoolTest, CreatesTakeAPausedRestoredBoxAndThePoolRefills) {
   Daemon d({"--pool-size", "2"});
   ASSERT_EQ(d.hutch({"run", "--name", "first"}).exit_code, 0);
   ASSERT_TRUE(waitForPool(d, 2)) << "the pool did not fill to its default size of 2";
+  // hutchd says so too, once both VMs are warmed up and paused.
+  auto ready = [&] {
+    auto pools = nlohmann::json::parse(d.hutch({"pool", "--json"}).out)["pools"];
+    return pools.size() == 1 ? pools[0].value("ready", 0) : -1;
+  };
+  for (int i = 0; i < 300 && ready() != 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  auto pools = nlohmann::json::parse(d.hutch({"pool", "--json"}).out)["pools"];
+  ASSERT_EQ(pools.size(), 1u) << pools.dump();
+  EXPECT_EQ(pools[0]["template"], "base");
+  EXPECT_EQ(pools[0]["ready"], 2);
+  EXPECT_EQ(pools[0]["size"], 2);
+  EXPECT_NE(d.hutch({"pool"}).out.find("2/2"), std::string::npos);
   auto second = d.hutch({"run", "--name", "second", "--", "hostname"});
   ASSERT_EQ(second.exit_code, 0) << second.err;
   EXPECT_EQ(second.out, "second\n");

@@ -123,4 +123,23 @@ int cmdDiskUsage(const ApiClient& client, const Output& out) {
   return 0;
 }
 
+int cmdPool(const ApiClient& client, const Output& out) {
+  auto pools = client.call(verb::get, "/v1/system/pool");
+  if (!pools) return reportError(out, pools.error());
+  if (out.json) {
+    printJson(*pools);
+    return 0;
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& pool : (*pools)["pools"]) {
+    rows.push_back(
+        {pool.value("template", ""), std::to_string(pool.value("cpus", 0)),
+         std::to_string(pool.value("memory_mib", uint64_t{0})) + " MiB",
+         fmt::format("{}/{}", pool.value("ready", uint64_t{0}), pool.value("size", uint64_t{0})),
+         pool.value("filling", false) ? "refilling" : ""});
+  }
+  printTable({"TEMPLATE", "CPUS", "MEMORY", "READY", ""}, rows);
+  return 0;
+}
+
 }  // namespace hutch::cli
