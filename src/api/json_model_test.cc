@@ -64,6 +64,21 @@ INSTANTIATE_TEST_SUITE_P(Bodies, BadCreateBodyTest,
                                            BadBody{R"({"nmae":"typo"})", "Unknown field 'nmae'"},
                                            BadBody{"{\"name\":\"\xff\"}", "not valid JSON"}));
 
+TEST(JsonModelTest, PoolStatusNamesEveryField) {
+  box::PoolStatus pool{.template_name = "docker",
+                       .cpus = 2,
+                       .memory_mib = 1024,
+                       .ready = 1,
+                       .size = 3,
+                       .filling = true};
+  EXPECT_EQ(toJson(pool), (json{{"template", "docker"},
+                                {"cpus", 2},
+                                {"memory_mib", 1024},
+                                {"ready", 1},
+                                {"size", 3},
+                                {"filling", true}}));
+}
+
 TEST(JsonModelTest, ErrorBodiesRoundTrip) {
   Error e(Errc::kFailedPrecondition, "Box web is stopped; start it first");
   Error back = errorFromResponse(409, errorJson(e).dump());
