@@ -334,13 +334,20 @@ asio::awaitable<Result<>> BoxService::boot(Box& box, std::shared_ptr<Runtime> ru
       return storage::createLayerOverlay(layer, disk, bytes);
     };
     HUTCH_CO_TRY_VOID(co_await event::offload(pool_, std::move(make_overlay)));
-    spec.incoming_state = from->state;
+    spec.incoming_state = from->pending ? std::filesystem::path() : from->state;
+    spec.incoming_later = from->pending != nullptr;
     spec.ram = from->memory_file.empty() ? vmm::GuestRam::kPrivate : vmm::GuestRam::kMappedFile;
     spec.memory_file = from->memory_file;
   }
   if (!runtime->vm) {
     HUTCH_CO_TRY_VOID(co_await prepareNetwork(static_cast<uint32_t>(box.uid_index)));
     HUTCH_CO_TRY(runtime->vm, co_await backend_.launch(spec));
+  }
+  if (from && from->pending) {
+    // QEMU is up and waits; the state it restores is being saved meanwhile (a fork).
+    while (!from->pending->done) co_await from->pending->changed.wait();
+    if (!*from->pending->done) co_return fail(from->pending->done->error());
+    HUTCH_CO_TRY_VOID(co_await runtime->vm->loadState(from->state));
   }
   box.pid = runtime->vm->pid();
   HUTCH_CO_TRY_VOID(store_.update(box));

@@ -23,6 +23,7 @@
 #include "box/box.h"
 #include "box/snapshot.h"
 #include "guest/agent_client.h"
+#include "guest/async_event.h"
 #include "storage/box_store.h"
 #include "storage/templates.h"
 #include "vmm/accel.h"
@@ -134,12 +135,24 @@ class BoxService {
   };
 
   // Where a restore comes from.
+  // A capture's state file while it is being written: a fork's children start their VMs
+  // meanwhile and load it once it is done.
+  struct PendingState {
+    explicit PendingState(const asio::any_io_executor& ex) : changed(ex) {}
+    guest::AsyncEvent changed;
+    std::optional<Result<>> done;
+    void finish(Result<> result) {
+      done = std::move(result);
+      changed.notify();
+    }
+  };
   struct RestoreSource {
     std::filesystem::path state;
-    std::filesystem::path memory_file;  // empty: the RAM is in the state file
-    std::filesystem::path layer;        // the frozen disk the box's new overlay stands on
-    uint64_t disk_bytes = 0;            // the layer's virtual size
-    std::string label;                  // for the box's boot note and logs
+    std::filesystem::path memory_file;      // empty: the RAM is in the state file
+    std::filesystem::path layer;            // the frozen disk the box's new overlay stands on
+    uint64_t disk_bytes = 0;                // the layer's virtual size
+    std::string label;                      // for the box's boot note and logs
+    std::shared_ptr<PendingState> pending;  // set: `state` is still being written
   };
   struct Capture {
     std::filesystem::path state;
@@ -194,13 +207,28 @@ class BoxService {
   asio::awaitable<Result<Snapshot>> makeTemplateSnapshot(const storage::Template& tmpl,
                                                          const BoxConfig& config);
   asio::awaitable<Result<>> runReadyCheck(guest::AgentClient& agent, const std::string& command);
+  // A running box's disk and RAM into `dir` and layers/: freezeDisk() then saveAndResume().
   asio::awaitable<Result<Capture>> capture(Box& box, Runtime& runtime,
                                            const std::filesystem::path& dir);
+  asio::awaitable<Result<Capture>> freezeDisk(Box& box, Runtime& runtime,
+                                              const std::filesystem::path& dir);
+  asio::awaitable<Result<>> saveAndResume(const Box& box, Runtime& runtime, Capture& capture);
   Result<SnapshotManifest> manifestFor(const Box& box, SnapshotKind kind, const Capture& capture);
   Result<std::pair<Box, std::shared_ptr<Runtime>>> runningBox(const std::string& key,
                                                               std::string_view what);
-  asio::awaitable<Result<Box>> createFromCapture(const Box& parent, std::string name,
-                                                 const RestoreSource& source);
+  asio::awaitable<Result<Box>> createFromCapture(const Box& parent, std::string id,
+                                                 std::string name, const RestoreSource& source);
+  // The children of one fork, made concurrently (forkChild), each in its slot.
+  struct ForkOutcome {
+    ForkOutcome(const asio::any_io_executor& ex, unsigned count)
+        : changed(ex), children(count), running(count) {}
+    guest::AsyncEvent changed;
+    std::vector<std::optional<Result<Box>>> children;
+    unsigned running;
+  };
+  asio::awaitable<void> forkChild(Box parent, std::string id, std::string name,
+                                  RestoreSource source, std::shared_ptr<ForkOutcome> outcome,
+                                  unsigned index);
   void recoverInterruptedCapture(Box& box);
   void pruneDiskFiles(const Box& box, const std::string& keep);
   // The agent of `vm`, on the channel the backend connected before the guest ran if it made one,

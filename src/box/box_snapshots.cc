@@ -539,8 +539,26 @@ Result<std::pair<Box, std::shared_ptr<BoxService::Runtime>>> BoxService::running
 
 asio::awaitable<Result<BoxService::Capture>> BoxService::capture(Box& box, Runtime& runtime,
                                                                  const fs::path& dir) {
+  HUTCH_CO_TRY(Capture cap, co_await freezeDisk(box, runtime, dir));
+  HUTCH_CO_TRY_VOID(co_await saveAndResume(box, runtime, cap));
+  co_return cap;
+}
+
+asio::awaitable<Result<>> BoxService::saveAndResume(const Box& box, Runtime& runtime,
+                                                    Capture& cap) {
+  auto saved = co_await runtime.vm->saveState(cap.state);
+  auto resumed = co_await runtime.vm->resume();
+  if (!resumed) spdlog::error("box={} cannot resume: {}", box.id, resumed.error().describe());
+  if (!saved) co_return fail(saved.error());
+  cap.stats = *saved;
+  co_return ok();
+}
+
+asio::awaitable<Result<BoxService::Capture>> BoxService::freezeDisk(Box& box, Runtime& runtime,
+                                                                    const fs::path& dir) {
   // Pause; freeze the disk: its file gets a second name in layers/ (a hard link) and the VM's
-  // writes move to a new file on top of it; save device state and RAM; resume.
+  // writes move to a new file on top of it. The VM stays paused for saveAndResume() (device
+  // state and RAM), and the frozen layer can be opened by other VMs from now on.
   //
   // The frozen file keeps its name in the box directory while this QEMU runs: QEMU reopens
   // block nodes by file name (read-only after the switch, again when a migration's source is
@@ -614,13 +632,13 @@ asio::awaitable<Result<BoxService::Capture>> BoxService::capture(Box& box, Runti
   }
   box.disk = new_name;
   auto stored = store_.update(box);
-  if (stored) fs::remove(journal, ec);  // else recovery reads the journal after a restart
   freeze(cap.layer);
-  auto saved = co_await runtime.vm->saveState(cap.state);
-  co_await resume();
-  if (!stored) co_return fail(stored.error());
-  if (!saved) co_return fail(saved.error());
-  cap.stats = *saved;
+  if (!stored) {
+    // The journal stays: a restarted hutchd reads it and records the new top.
+    co_await resume();
+    co_return fail(stored.error());
+  }
+  fs::remove(journal, ec);
   co_return cap;
 }
 
@@ -675,10 +693,11 @@ Result<SnapshotManifest> BoxService::manifestFor(const Box& box, SnapshotKind ki
   return manifest;
 }
 
-asio::awaitable<Result<Box>> BoxService::createFromCapture(const Box& parent, std::string name,
+asio::awaitable<Result<Box>> BoxService::createFromCapture(const Box& parent, std::string id,
+                                                           std::string name,
                                                            const RestoreSource& source) {
   Box child;
-  child.id = randomId();
+  child.id = std::move(id);
   child.name = name.empty() ? fmt::format("{}-fork-{}", parent.name, child.id.substr(0, 4)) : name;
   child.config = parent.config;
   child.state = BoxState::kCreating;
@@ -727,7 +746,13 @@ asio::awaitable<Result<std::vector<Box>>> BoxService::fork(const std::string& ke
   }
   HUTCH_CO_TRY(auto found, runningBox(key, "fork"));
   auto [parent, runtime] = std::move(found);
+  // Busy until the children run: no other capture of the parent, no garbage collection while
+  // the children's disks are being laid on the new layer.
   runtime->busy = true;
+  struct NotBusy {
+    Runtime& runtime;
+    ~NotBusy() { runtime.busy = false; }
+  } not_busy{*runtime};
   Snapshot snap;
   snap.id = randomId();
   snap.kind = SnapshotKind::kFork;
@@ -736,41 +761,76 @@ asio::awaitable<Result<std::vector<Box>>> BoxService::fork(const std::string& ke
   snap.created_at = unixNow();
   std::error_code ec;
   fs::create_directories(snap.dir, ec);
-  auto captured = co_await capture(parent, *runtime, snap.dir);
-  runtime->busy = false;
-  if (!captured) {
+  auto frozen = co_await freezeDisk(parent, *runtime, snap.dir);
+  if (!frozen) {
     removeQuietly(snap.dir);
-    co_return fail(captured.error().withContext(fmt::format("Cannot fork {}", parent.name)));
+    co_return fail(frozen.error().withContext(fmt::format("Cannot fork {}", parent.name)));
   }
-  snap.layer = captured->layer;
-  snap.size_bytes = captured->stats.bytes;
-  HUTCH_CO_TRY(SnapshotManifest manifest, manifestFor(parent, SnapshotKind::kFork, *captured));
-  HUTCH_CO_TRY_VOID(writeManifest(snap.dir, manifest));
-  HUTCH_CO_TRY_VOID(store_.insertSnapshot(snap));
-  spdlog::info("box={} captured for a fork in {} ms ({} MiB of state)", parent.id,
-               captured->stats.took.count(), captured->stats.bytes >> 20);
-
-  RestoreSource source{.state = captured->state,
-                       .layer = captured->layer,
-                       .disk_bytes = captured->disk_bytes,
-                       .label = fmt::format("a fork of {}", parent.name)};
-  std::vector<Box> children;
-  Result<std::vector<Box>> result = children;
+  // The children's VMs start now, on the frozen layer, while the parent's RAM is saved; each
+  // loads the state once it is written (boot() waits on `pending`).
+  auto pending = std::make_shared<PendingState>(loop_);
+  RestoreSource source{.state = frozen->state,
+                       .layer = frozen->layer,
+                       .disk_bytes = frozen->disk_bytes,
+                       .label = fmt::format("a fork of {}", parent.name),
+                       .pending = pending};
+  auto outcome = std::make_shared<ForkOutcome>(loop_, spec.count);
+  std::vector<std::string> ids;
   for (unsigned i = 0; i < spec.count; ++i) {
+    ids.push_back(randomId());
     std::string name = spec.names.empty() ? "" : spec.names[i];
-    auto child = co_await createFromCapture(parent, name, source);
-    if (!child) {
-      result = fail(child.error());
-      break;
-    }
-    children.push_back(std::move(*child));
+    asio::co_spawn(loop_, forkChild(parent, ids.back(), std::move(name), source, outcome, i),
+                   asio::detached);
   }
-  if (result) result = children;
+  Capture captured = *frozen;
+  auto saved = co_await saveAndResume(parent, *runtime, captured);
+  if (saved) {
+    snap.layer = captured.layer;
+    snap.size_bytes = captured.stats.bytes;
+    auto manifest = manifestFor(parent, SnapshotKind::kFork, captured);
+    saved = manifest ? writeManifest(snap.dir, *manifest) : fail(manifest.error());
+  }
+  if (saved) saved = store_.insertSnapshot(snap);
+  pending->finish(saved);
+  if (saved) {
+    spdlog::info("box={} captured for a fork in {} ms ({} MiB of state)", parent.id,
+                 captured.stats.took.count(), captured.stats.bytes >> 20);
+  }
+  while (outcome->running > 0) co_await outcome->changed.wait();
+
+  std::vector<Box> children;
+  std::optional<Error> first_error;
+  for (auto& child : outcome->children) {
+    if (child && *child) {
+      children.push_back(**child);
+    } else if (!first_error) {
+      first_error = child ? child->error() : Error(Errc::kInternal, "A fork's child never ran");
+    }
+  }
+  Result<std::vector<Box>> result = std::move(children);
+  if (first_error) result = fail(*first_error);
+  if (!saved) {
+    // Nothing to restore: the children that were started go again, as if never made.
+    for (const std::string& id : ids) {
+      if (store_.find(id)) (void)co_await remove(id, true);
+    }
+    result = fail(saved.error().withContext(fmt::format("Cannot fork {}", parent.name)));
+  }
   // The children hold their RAM; their disks stand on the layer, which stays while they do.
   (void)store_.removeSnapshot(snap.id);
   removeQuietly(snap.dir);
+  runtime->busy = false;
   collectGarbage();
   co_return result;
+}
+
+asio::awaitable<void> BoxService::forkChild(Box parent, std::string id, std::string name,
+                                            RestoreSource source,
+                                            std::shared_ptr<ForkOutcome> outcome, unsigned index) {
+  auto child = co_await createFromCapture(parent, std::move(id), std::move(name), source);
+  outcome->children[index] = std::move(child);
+  --outcome->running;
+  outcome->changed.notify();
 }
 
 asio::awaitable<Result<Snapshot>> BoxService::checkpoint(const std::string& key, std::string name) {

@@ -68,6 +68,12 @@ class Vm {
     (void)state_file;
     co_return fail(Errc::kUnsupported, "This VM cannot save its state");
   }
+  // Loads `state_file` into a VM launched with VmSpec::incoming_later; the VM is paused
+  // afterwards, ready to resume().
+  virtual asio::awaitable<Result<>> loadState(std::filesystem::path state_file) {
+    (void)state_file;
+    co_return fail(Errc::kUnsupported, "This VM cannot load a saved state");
+  }
   // Moves the running VM's writes to `new_top`, an existing qcow2 whose backing file holds
   // everything written so far, which is frozen from then on.
   virtual asio::awaitable<Result<>> switchDisk(std::filesystem::path new_top) {

@@ -41,6 +41,10 @@ struct VmSpec {
   // Restore instead of boot: QEMU starts waiting for a migration stream (-incoming defer) and
   // loads this state file; launch() returns with the VM paused, ready to resume().
   std::filesystem::path incoming_state;
+  // Restore from a state not written yet: launch() returns with QEMU waiting for it, and the
+  // caller hands it over with Vm::loadState() once it exists (a fork starts its children while
+  // the parent's state is still being saved). Ignored when incoming_state is set.
+  bool incoming_later = false;
   std::filesystem::path run_dir;  // box directory: sockets, logs, pid file live here
   // The VM's NIC: a virtio-net device on the tap device `tap` in this network namespace (the
   // backend opens it and hands QEMU the descriptor; QEMU itself stays out of the namespace).

@@ -269,6 +269,42 @@ TEST_F(SnapshotTest, KillingHutchdDuringForkOrCheckpointLeavesTheParentUsable) {
   EXPECT_EQ(out("p", "cat ~/round.txt"), std::to_string(round) + "\n");
 }
 
+TEST_F(SnapshotTest, AParentWhoseQemuDiesDuringAForkLeavesNoHalfMadeChildren) {
+  // The children's VMs start while the parent's RAM is being saved: whenever the parent dies,
+  // the fork either made every child (running, with the parent's files) or fails and leaves
+  // none behind.
+  int round = 0;
+  for (int delay_ms : {0, 60, 120, 200, 400, 2000}) {
+    SCOPED_TRACE("parent killed after " + std::to_string(delay_ms) + " ms");
+    std::string parent = "p" + std::to_string(round++);
+    run(parent);
+    ASSERT_EQ(out(parent, "echo mine > ~/mine.txt; sync; echo ok"), "ok\n");
+    pid_t qemu = d().inspect(parent)["pid"].get<pid_t>();
+    auto out_file = d().dir() / (parent + ".out");
+    auto err_file = d().dir() / (parent + ".err");
+    pid_t cli = d().start({"fork", parent, "-n", "2", "--json"}, out_file, err_file);
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+    ::kill(qemu, SIGKILL);
+    auto forked = collect(cli, out_file, err_file);
+    auto boxes = nlohmann::json::parse(d().hutch({"ls", "--json"}).out);
+    std::vector<std::string> children;
+    for (const auto& b : boxes) {
+      if (b["name"] != parent) children.push_back(b["name"]);
+    }
+    if (forked.exit_code == 0) {
+      EXPECT_EQ(children.size(), 2u) << boxes.dump();
+      for (const auto& child : children) {
+        EXPECT_EQ(d().inspect(child)["state"], "running") << child;
+        EXPECT_EQ(out(child, "cat ~/mine.txt"), "mine\n") << child;
+      }
+    } else {
+      EXPECT_TRUE(children.empty()) << forked.err << "\n" << boxes.dump();
+      EXPECT_NE(forked.err.find(parent), std::string::npos) << forked.err;
+    }
+    for (const auto& b : boxes) ASSERT_EQ(d().hutch({"rm", "-f", b["id"]}).exit_code, 0);
+  }
+}
+
 TEST_F(SnapshotTest, DiskUsageIsReportedAndUnusedLayersAreDeleted) {
   run("a");
   auto checkpoint = d().hutch({"checkpoint", "a", "--name", "c1"});

@@ -153,7 +153,7 @@ QemuArgv QemuArgv::forSpec(const VmSpec& spec, std::filesystem::path binary) {
   q.rng = VirtioRng{};
   q.console = SerialConsoleLog{.log = spec.consoleLog()};
   q.qmp = QmpSocket{.socket = spec.qmpSocket(), .listen_fd = kQmpFd};
-  if (!spec.incoming_state.empty()) q.incoming = IncomingMigration{};
+  if (!spec.incoming_state.empty() || spec.incoming_later) q.incoming = IncomingMigration{};
   q.sandbox = SandboxOption{};
   return q;
 }

@@ -151,6 +151,11 @@ TEST(QemuArgvTest, RestoreWaitsPausedForTheStream) {
   Argv restore = QemuArgv::forSpec(spec, "qemu").render();
   Argv tail(restore.end() - 5, restore.end() - 2);  // before -sandbox
   EXPECT_EQ(tail, (Argv{"-S", "-incoming", "defer"}));
+  // A state that is handed over later (a fork's children start while it is saved) waits alike.
+  spec.incoming_state.clear();
+  spec.incoming_later = true;
+  Argv later = QemuArgv::forSpec(spec, "qemu").render();
+  EXPECT_EQ(Argv(later.end() - 5, later.end() - 2), (Argv{"-S", "-incoming", "defer"}));
 }
 
 TEST(QemuArgvTest, RestoreShapedMemory) {

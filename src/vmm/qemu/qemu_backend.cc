@@ -365,6 +365,15 @@ asio::awaitable<Result<std::unique_ptr<QemuVm>>> QemuBackend::launchQemu(const V
                   spec.incoming_state.string());
     co_return std::move(vm);
   }
+  if (spec.incoming_later) {
+    if (*status != "inmigrate") {
+      Error error(Errc::kInternal, "QEMU for VM " + spec.id + " is '" + *status +
+                                       "' after start, not waiting for a state to load");
+      co_return fail(co_await abandon(*vm, std::move(error)));
+    }
+    vmmLog().info("box={} QEMU pid {} waits for its state", spec.id, pid);
+    co_return std::move(vm);
+  }
   if (*status != "running") {
     Error error(Errc::kInternal,
                 "QEMU for VM " + spec.id + " is '" + *status + "' after start, not running");

@@ -61,7 +61,7 @@ class QemuVm : public Vm {
   void setAgentChannel(UniqueFd channel) { agent_channel_ = std::move(channel); }
   const std::optional<VmJail>& jail() const { return jail_; }
   // Loads a state file into a QEMU started with -incoming defer; the VM is paused afterwards.
-  asio::awaitable<Result<>> loadState(std::filesystem::path state_file);
+  asio::awaitable<Result<>> loadState(std::filesystem::path state_file) override;
 
   // Sends SIGKILL without asking QEMU first, then waits for the exit.
   asio::awaitable<Result<>> killNow();
