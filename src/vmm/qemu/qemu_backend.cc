@@ -265,20 +265,20 @@ Result<std::optional<VmJail>> adoptedJail(const std::filesystem::path& run_dir, 
   auto status = sys::readFile("/proc/" + std::to_string(pid) + "/status", 1 << 16);
   if (!status) return fail(status.error().withContext(context));
   std::string text = "\n" + *status;
-  for (auto [key, want] : {std::pair<std::string_view, uint64_t>{"Uid", st.st_uid},
-                           std::pair<std::string_view, uint64_t>{"Gid", st.st_gid}}) {
+  auto check = [&](std::string_view key, uint64_t want) -> Result<> {
     std::vector<uint64_t> ids = statusIds(text, key);
     bool all = ids.size() == 4 &&
-               std::all_of(ids.begin(), ids.end(), [&](uint64_t id) { return id == want; });
-    if (!all) {
-      std::string seen;
-      for (uint64_t id : ids) seen += (seen.empty() ? "" : " ") + std::to_string(id);
-      return fail(Errc::kFailedPrecondition,
-                  fmt::format("{}: it runs with {} {}, not the run dir's owner {} (a QEMU's "
-                              "command line can lie; its ids cannot)",
-                              context, key, seen, want));
-    }
-  }
+               std::all_of(ids.begin(), ids.end(), [want](uint64_t id) { return id == want; });
+    if (all) return ok();
+    std::string seen;
+    for (uint64_t id : ids) seen += (seen.empty() ? "" : " ") + std::to_string(id);
+    return fail(Errc::kFailedPrecondition,
+                fmt::format("{}: it runs with {} {}, not the run dir's owner {} (a QEMU's "
+                            "command line can lie; its ids cannot)",
+                            context, key, seen, want));
+  };
+  HUTCH_TRY_VOID(check("Uid", st.st_uid));
+  HUTCH_TRY_VOID(check("Gid", st.st_gid));
   HUTCH_TRY(jail::BoxCgroup cgroup, cgroups.boxCgroup(vmCgroupName(run_dir)));
   auto held = cgroup.holds(pid);
   if (!held) return fail(held.error().withContext(context));
