@@ -150,7 +150,8 @@ awaitable<Reply> boxStats(box::BoxService& service, RequestContext& ctx) {
                {"memory", memory},
                {"cpu_ns", usage->cpu_ns},
                {"pids", {{"current", usage->pids}, {"max", usage->pids_max}}},
-               {"oom_kills", usage->oom_kills}};
+               {"oom_kills", usage->oom_kills},
+               {"io_weights", usage->io_weights}};
   co_return jsonResponse(http::status::ok, body);
 }
 

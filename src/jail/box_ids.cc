@@ -1,6 +1,9 @@
 #include "jail/box_ids.h"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -75,6 +78,31 @@ Result<std::vector<pid_t>> processesWithUid(uid_t uid) {
   }
   ::closedir(dir);
   return found;
+}
+
+Result<UniqueFd> lockUid(uid_t uid, const std::filesystem::path& dir) {
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return fail(sysError("Cannot create the uid lock directory " + dir.string(), errno));
+  }
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0) return fail(sysError("Cannot check " + dir.string(), errno));
+  if (!S_ISDIR(st.st_mode) || st.st_uid != 0 || (st.st_mode & 022) != 0) {
+    return fail(
+        Errc::kFailedPrecondition,
+        dir.string() + " must be a directory of root's that only root can write: remove it");
+  }
+  std::filesystem::path file = dir / ("uid-" + std::to_string(uid) + ".lock");
+  UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!fd) return fail(sysError("Cannot open the uid lock " + file.string(), errno));
+  if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EWOULDBLOCK) {
+      return fail(Errc::kFailedPrecondition,
+                  "uid " + std::to_string(uid) + " is held by another jail (" + file.string() +
+                      " is locked): refusing to share it with a new box");
+    }
+    return fail(sysError("Cannot lock " + file.string(), errno));
+  }
+  return fd;
 }
 
 }  // namespace hutch::jail

@@ -14,9 +14,12 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <filesystem>
+#include <string_view>
 #include <vector>
 
 #include "base/result.h"
+#include "base/unique_fd.h"
 
 namespace hutch::jail {
 
@@ -38,5 +41,15 @@ Result<uint32_t> firstFreeIndex(const std::vector<uint32_t>& used);
 // Whether any process on the host runs with `uid` as real, effective or saved uid (a scan of
 // /proc), zombies aside. hutch-jail refuses to start a box whose uid is still in use.
 Result<std::vector<pid_t>> processesWithUid(uid_t uid);
+
+// Where hutch-jail keeps one lock file per uid (uid-N.lock): host-wide, so that two hutchds
+// whose ranges overlap exclude each other too. Emptied by a reboot, like the locks.
+inline constexpr std::string_view kUidLockDir = "/run/hutch-jail";
+
+// The scan above is check-then-act: two jails started at once for one uid could both pass it.
+// So hutch-jail first takes this exclusive lock (flock(2) on <dir>/uid-N.lock, made root's and
+// 0600) and hands its descriptor to the program: the kernel drops the lock when the last holder,
+// the box's VMM, exits. kFailedPrecondition when another process holds it.
+Result<UniqueFd> lockUid(uid_t uid, const std::filesystem::path& dir = kUidLockDir);
 
 }  // namespace hutch::jail

@@ -155,6 +155,21 @@ uint64_t readLimit(const fs::path& file) {
   return *value;
 }
 
+// The weight in each io weight file of `dir`: "100", or "default 100" followed by per-device
+// lines ("8:0 200"), which are not ours.
+std::map<std::string, uint64_t> readIoWeights(const fs::path& dir, CgroupVersion version) {
+  std::map<std::string, uint64_t> weights;
+  for (const std::string& file : ioWeightFiles(version)) {
+    auto text = readText(dir / file);
+    if (!text) continue;
+    std::vector<std::string> words = splitWords(text->substr(0, text->find('\n')));
+    if (words.size() == 2 && words[0] == "default") words.erase(words.begin());
+    if (words.size() != 1) continue;
+    if (auto value = parseU64(words[0])) weights[file] = *value;
+  }
+  return weights;
+}
+
 Error missingController(std::string_view controller, const fs::path& dir) {
   return Error(Errc::kUnsupported,
                "The " + std::string(controller) + " controller is not available in " +
@@ -171,6 +186,12 @@ Result<> mkdirIfMissing(const fs::path& dir) {
 }
 
 }  // namespace
+
+const std::vector<std::string>& ioWeightFiles(CgroupVersion version) {
+  static const std::vector<std::string> v1 = {"blkio.weight", "blkio.bfq.weight"};
+  static const std::vector<std::string> v2 = {"io.weight", "io.bfq.weight"};
+  return version == CgroupVersion::kV1 ? v1 : v2;
+}
 
 CgroupLimits CgroupLimits::forVm(unsigned cpus, uint64_t guest_memory_mib,
                                  uint64_t vmm_overhead_mib) {
@@ -230,14 +251,17 @@ Result<> BoxCgroup::create() const {
   return ok();
 }
 
-Result<std::vector<std::string>> BoxCgroup::applyLimits(const CgroupLimits& limits) const {
-  std::vector<std::string> warnings;
+Result<AppliedLimits> BoxCgroup::applyLimits(const CgroupLimits& limits) const {
+  AppliedLimits applied;
   auto required = [&](std::string_view controller) -> Result<fs::path> {
     auto dir = dirFor(controller);
     if (!dir) {
       return fail(missingController(controller, dirs.empty() ? fs::path() : dirs.front().path));
     }
     return *dir;
+  };
+  auto record = [&](std::string_view file, const std::string& value) {
+    applied.written.push_back(std::string(file) + "=" + value);
   };
   // A write to a control file the kernel does not have means the controller is missing.
   auto put = [&](const fs::path& dir, std::string_view file, std::string_view controller,
@@ -246,7 +270,16 @@ Result<std::vector<std::string>> BoxCgroup::applyLimits(const CgroupLimits& limi
     if (!written && written.error().sysErrno() == ENOENT) {
       return fail(missingController(controller, dir));
     }
+    if (written) record(file, value);
     return written;
+  };
+  // A control file that only some kernels have: written where it exists.
+  auto optional = [&](const fs::path& dir, std::string_view file,
+                      const std::string& value) -> Result<> {
+    if (!fileExists(dir / file)) return ok();
+    HUTCH_TRY_VOID(writeFile(dir / file, value));
+    record(file, value);
+    return ok();
   };
 
   if (version == CgroupVersion::kV2) {
@@ -254,10 +287,8 @@ Result<std::vector<std::string>> BoxCgroup::applyLimits(const CgroupLimits& limi
       HUTCH_TRY(fs::path dir, required("memory"));
       HUTCH_TRY_VOID(put(dir, "memory.max", "memory", std::to_string(limits.memory_max)));
       // Swap would let the box use more than memory.max of the host's memory.
-      if (fileExists(dir / "memory.swap.max"))
-        HUTCH_TRY_VOID(writeFile(dir / "memory.swap.max", "0"));
-      if (fileExists(dir / "memory.oom.group"))
-        HUTCH_TRY_VOID(writeFile(dir / "memory.oom.group", "1"));
+      HUTCH_TRY_VOID(optional(dir, "memory.swap.max", "0"));
+      HUTCH_TRY_VOID(optional(dir, "memory.oom.group", "1"));
     }
     if (limits.cpu_quota_us != 0) {
       HUTCH_TRY(fs::path dir, required("cpu"));
@@ -269,47 +300,58 @@ Result<std::vector<std::string>> BoxCgroup::applyLimits(const CgroupLimits& limi
       HUTCH_TRY(fs::path dir, required("pids"));
       HUTCH_TRY_VOID(put(dir, "pids.max", "pids", std::to_string(limits.pids_max)));
     }
-    if (limits.io_weight != 0) {
-      uint32_t weight = std::clamp<uint32_t>(limits.io_weight, 1, 10000);
-      fs::path dir = dirs.front().path;
-      if (!writeFile(dir / "io.weight", "default " + std::to_string(weight)) &&
-          !writeFile(dir / "io.bfq.weight", std::to_string(std::min<uint32_t>(weight, 1000)))) {
-        warnings.push_back("No io weight in " + dir.string() +
-                           " (the io controller or a weight-aware I/O scheduler is missing)");
-      }
+  } else {
+    if (limits.memory_max != 0) {
+      HUTCH_TRY(fs::path dir, required("memory"));
+      std::string value = std::to_string(limits.memory_max);
+      HUTCH_TRY_VOID(put(dir, "memory.limit_in_bytes", "memory", value));
+      // memory+swap: without it the box could use swap beyond its limit. Needs swap accounting.
+      HUTCH_TRY_VOID(optional(dir, "memory.memsw.limit_in_bytes", value));
     }
-    return warnings;
+    if (limits.cpu_quota_us != 0) {
+      HUTCH_TRY(fs::path dir, required("cpu"));
+      HUTCH_TRY_VOID(put(dir, "cpu.cfs_period_us", "cpu", std::to_string(limits.cpu_period_us)));
+      HUTCH_TRY_VOID(put(dir, "cpu.cfs_quota_us", "cpu", std::to_string(limits.cpu_quota_us)));
+    }
+    if (limits.pids_max != 0) {
+      HUTCH_TRY(fs::path dir, required("pids"));
+      HUTCH_TRY_VOID(put(dir, "pids.max", "pids", std::to_string(limits.pids_max)));
+    }
   }
 
-  if (limits.memory_max != 0) {
-    HUTCH_TRY(fs::path dir, required("memory"));
-    std::string value = std::to_string(limits.memory_max);
-    HUTCH_TRY_VOID(put(dir, "memory.limit_in_bytes", "memory", value));
-    // memory+swap: without it the box could use swap beyond its limit. Needs swap accounting.
-    if (fileExists(dir / "memory.memsw.limit_in_bytes")) {
-      HUTCH_TRY_VOID(writeFile(dir / "memory.memsw.limit_in_bytes", value));
-    }
-  }
-  if (limits.cpu_quota_us != 0) {
-    HUTCH_TRY(fs::path dir, required("cpu"));
-    HUTCH_TRY_VOID(put(dir, "cpu.cfs_period_us", "cpu", std::to_string(limits.cpu_period_us)));
-    HUTCH_TRY_VOID(put(dir, "cpu.cfs_quota_us", "cpu", std::to_string(limits.cpu_quota_us)));
-  }
-  if (limits.pids_max != 0) {
-    HUTCH_TRY(fs::path dir, required("pids"));
-    HUTCH_TRY_VOID(put(dir, "pids.max", "pids", std::to_string(limits.pids_max)));
-  }
   if (limits.io_weight != 0) {
-    auto dir = dirFor("blkio");
-    // v1 scales: blkio.weight 10..1000 (default 500), blkio.bfq.weight 1..1000 (default 100).
-    uint32_t cfq = std::clamp<uint32_t>(limits.io_weight * 5, 10, 1000);
-    uint32_t bfq = std::clamp<uint32_t>(limits.io_weight, 1, 1000);
-    if (!dir || (!writeFile(*dir / "blkio.weight", std::to_string(cfq)) &&
-                 !writeFile(*dir / "blkio.bfq.weight", std::to_string(bfq)))) {
-      warnings.push_back("No io weight (no blkio hierarchy, or its I/O scheduler has no weights)");
+    uint32_t weight = std::clamp<uint32_t>(limits.io_weight, 1, 10000);
+    // Each mechanism's scale, from the v2 one (1..10000, default 100).
+    auto valueFor = [&](const std::string& file) {
+      if (file == "io.weight") return "default " + std::to_string(weight);
+      if (file == "blkio.weight") return std::to_string(std::clamp<uint32_t>(weight * 5, 10, 1000));
+      return std::to_string(std::min<uint32_t>(weight, 1000));  // the bfq files
+    };
+    auto dir = dirFor("io");
+    const std::vector<std::string>& files = ioWeightFiles(version);
+    bool offered = false;
+    for (const std::string& file : files) {
+      if (!dir || !fileExists(*dir / file)) continue;
+      offered = true;
+      std::string value = valueFor(file);
+      if (auto written = writeFile(*dir / file, value)) {
+        record(file, value);
+      } else {
+        applied.warnings.push_back("No io weight in " + file + ": " + written.error().describe());
+      }
+    }
+    if (!dir) {
+      applied.warnings.push_back(
+          "No io weight: there is no blkio hierarchy for the box's cgroup (mount the blkio "
+          "controller to give boxes I/O weights)");
+    } else if (!offered) {
+      applied.warnings.push_back("No io weight: " + dir->string() + " has none of " +
+                                 jail::join(files, ", ") +
+                                 " (the io controller is not enabled there, or the disks' I/O "
+                                 "scheduler has no weights: bfq has)");
     }
   }
-  return warnings;
+  return applied;
 }
 
 Result<> BoxCgroup::join() const {
@@ -338,6 +380,7 @@ Result<CgroupUsage> BoxCgroup::usage() const {
     }
     if (auto pids = readU64(*memory / "pids.current")) usage.pids_current = *pids;
     usage.pids_max = readLimit(*memory / "pids.max");
+    usage.io_weights = readIoWeights(*memory, version);
     return usage;
   }
   HUTCH_TRY(usage.memory_current, readU64(*memory / "memory.usage_in_bytes"));
@@ -353,6 +396,7 @@ Result<CgroupUsage> BoxCgroup::usage() const {
     if (auto current = readU64(*pids / "pids.current")) usage.pids_current = *current;
     usage.pids_max = readLimit(*pids / "pids.max");
   }
+  if (auto blkio = dirFor("blkio")) usage.io_weights = readIoWeights(*blkio, version);
   return usage;
 }
 
@@ -372,6 +416,23 @@ Result<std::vector<pid_t>> BoxCgroup::pids() const {
     }
   }
   return out;
+}
+
+Result<bool> BoxCgroup::holds(pid_t pid) const {
+  if (dirs.empty()) return false;
+  for (const CgroupDir& dir : dirs) {
+    auto text = readText(dir.path / "cgroup.procs");
+    if (!text) {
+      if (text.error().sysErrno() == ENOENT) return false;
+      return fail(text.error());
+    }
+    std::vector<std::string> words = splitWords(*text);
+    bool found = std::any_of(words.begin(), words.end(), [&](const std::string& word) {
+      return parseU64(word) == static_cast<uint64_t>(pid);
+    });
+    if (!found) return false;
+  }
+  return true;
 }
 
 Result<> BoxCgroup::remove() const {

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -28,8 +29,10 @@ struct CgroupLimits {
   uint64_t memory_max = 0;    // bytes; 0: unlimited. No swap beyond it.
   uint64_t cpu_quota_us = 0;  // CPU time per period; 0: unlimited
   uint64_t cpu_period_us = 100000;
-  uint64_t pids_max = 0;   // tasks (processes and threads); 0: unlimited
-  uint32_t io_weight = 0;  // 1..10000 on the v2 scale (default 100); 0: leave. Best effort.
+  uint64_t pids_max = 0;  // tasks (processes and threads); 0: unlimited
+  // 1..10000 on the v2 scale (default 100); 0: leave. Written to every weight file the kernel
+  // offers (ioWeightFiles); where it offers none, applyLimits() says so in a warning.
+  uint32_t io_weight = 0;
 
   // What a VM gets: guest RAM plus the VMM's own memory, `cpus` full CPUs, and room for QEMU's
   // threads (one per vCPU, the main loop, RCU and up to 64 I/O workers).
@@ -48,6 +51,19 @@ struct CgroupDir {
   bool operator==(const CgroupDir&) const = default;
 };
 
+// The io weight files a cgroup may have, in the order they are written: v2 io.weight (the io
+// controller's own, "default N") and io.bfq.weight (the bfq scheduler's, 1..1000); v1
+// blkio.weight (CFQ's, 10..1000, gone since Linux 5.0) and blkio.bfq.weight (bfq's, 1..1000).
+// Each is present only where the kernel offers that mechanism.
+const std::vector<std::string>& ioWeightFiles(CgroupVersion version);
+
+// What applyLimits() did.
+struct AppliedLimits {
+  std::vector<std::string> written;   // "file=value" for each control file written, in order
+  std::vector<std::string> warnings;  // what this kernel or hierarchy does not offer
+  bool operator==(const AppliedLimits&) const = default;
+};
+
 struct CgroupUsage {
   uint64_t memory_current = 0;  // bytes
   uint64_t memory_peak = 0;     // bytes; 0 when the kernel does not say (v2 before 5.19)
@@ -56,6 +72,9 @@ struct CgroupUsage {
   uint64_t pids_current = 0;
   uint64_t pids_max = 0;   // 0: unlimited
   uint64_t oom_kills = 0;  // processes the OOM killer killed in this cgroup
+  // The io weight in each weight file the cgroup has (ioWeightFiles), as the kernel shows it;
+  // empty: no weight applies to this box.
+  std::map<std::string, uint64_t> io_weights;
   bool operator==(const CgroupUsage&) const = default;
 };
 
@@ -76,13 +95,17 @@ struct BoxCgroup {
   // (its counters, such as oom_kill, must not carry over); one with processes is an error.
   Result<> create() const;
   // Writes the limits. memory, cpu and pids are required (missing controller: an error that says
-  // how to delegate it); the io weight is best effort. Returns warnings for what was skipped.
-  Result<std::vector<std::string>> applyLimits(const CgroupLimits& limits) const;
+  // how to delegate it); the io weight goes to every weight file that exists, and a warning says
+  // so when none does. Returns what was written and what was skipped.
+  Result<AppliedLimits> applyLimits(const CgroupLimits& limits) const;
   // Moves the calling process into the cgroup (every hierarchy).
   Result<> join() const;
   Result<CgroupUsage> usage() const;
   // The pids in the cgroup (empty once everything in it exited).
   Result<std::vector<pid_t>> pids() const;
+  // Whether process `pid` (of the caller's PID namespace) is in this cgroup in every hierarchy:
+  // the kernel's word, which a process cannot change without write access to cgroup.procs.
+  Result<bool> holds(pid_t pid) const;
   // Removes the directories once the processes are gone (waits up to ~1 s for the kernel to let
   // go of exiting tasks). Missing directories are fine.
   Result<> remove() const;

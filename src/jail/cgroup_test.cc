@@ -183,15 +183,22 @@ TEST_F(FakeCgroupTest, V2LimitsUsageAndOom) {
                       .cpu_period_us = 100000,
                       .pids_max = 64,
                       .io_weight = 100};
-  auto warnings = box.applyLimits(limits);
-  ASSERT_TRUE(warnings) << warnings.error().describe();
+  auto applied = box.applyLimits(limits);
+  ASSERT_TRUE(applied) << applied.error().describe();
   EXPECT_EQ(get(dir / "memory.max"), "629145600");
   EXPECT_EQ(get(dir / "memory.swap.max"), "0");
   EXPECT_EQ(get(dir / "memory.oom.group"), "1");
   EXPECT_EQ(get(dir / "cpu.max"), "150000 100000");
   EXPECT_EQ(get(dir / "pids.max"), "64");
-  ASSERT_EQ(warnings->size(), 1U);  // no io.weight file: best effort
-  EXPECT_NE((*warnings)[0].find("io weight"), std::string::npos);
+  EXPECT_EQ(applied->written, (std::vector<std::string>{"memory.max=629145600", "memory.swap.max=0",
+                                                        "memory.oom.group=1",
+                                                        "cpu.max=150000 100000", "pids.max=64"}));
+  // No weight file: said, not silent.
+  ASSERT_EQ(applied->warnings.size(), 1U);
+  EXPECT_NE(applied->warnings[0].find("No io weight: " + dir.string() +
+                                      " has none of io.weight, io.bfq.weight"),
+            std::string::npos)
+      << applied->warnings[0];
 
   put(dir / "memory.current", "1048576\n");
   put(dir / "memory.peak", "2097152\n");
@@ -208,7 +215,8 @@ TEST_F(FakeCgroupTest, V2LimitsUsageAndOom) {
                                  .cpu_usage_ns = 2500000,
                                  .pids_current = 3,
                                  .pids_max = 0,
-                                 .oom_kills = 1}));
+                                 .oom_kills = 1,
+                                 .io_weights = {}}));
   EXPECT_EQ(*oomKillReason(*usage, "QEMU"),
             "QEMU was killed by the OOM killer (memory.max 600 MiB)");
 }
@@ -234,13 +242,77 @@ TEST_F(FakeCgroupTest, V1LimitsGoToEachHierarchy) {
   put(root_ / "cpu" / "b" / "cpu.cfs_period_us", "");
   put(root_ / "cpu" / "b" / "cpu.cfs_quota_us", "");
   put(root_ / "pids" / "b" / "pids.max", "");
-  auto warnings = box.applyLimits(CgroupLimits::forVm(1, 256, 64));
-  ASSERT_TRUE(warnings) << warnings.error().describe();
+  auto applied = box.applyLimits(CgroupLimits::forVm(1, 256, 64));
+  ASSERT_TRUE(applied) << applied.error().describe();
   EXPECT_EQ(get(root_ / "memory" / "b" / "memory.limit_in_bytes"), "335544320");
   EXPECT_EQ(get(root_ / "memory" / "b" / "memory.memsw.limit_in_bytes"), "335544320");
   EXPECT_EQ(get(root_ / "cpu" / "b" / "cpu.cfs_quota_us"), "100000");
   EXPECT_EQ(get(root_ / "pids" / "b" / "pids.max"), "129");
-  EXPECT_EQ(warnings->size(), 1U);  // no blkio hierarchy
+  ASSERT_EQ(applied->warnings.size(), 1U);
+  EXPECT_NE(applied->warnings[0].find("No io weight: there is no blkio hierarchy"),
+            std::string::npos)
+      << applied->warnings[0];
+}
+
+// The io weight goes to every weight file the kernel offers, each on its own scale, and reads
+// back as the kernel shows it; where none exists the warning names the files it looked for.
+TEST_F(FakeCgroupTest, IoWeightIsWrittenWhereverTheKernelOffersOne) {
+  struct Case {
+    CgroupVersion version;
+    std::vector<std::string> present;
+    std::vector<std::string> written;
+  };
+  const Case cases[] = {
+      {CgroupVersion::kV1,
+       {"blkio.weight", "blkio.bfq.weight"},
+       {"blkio.weight=1000", "blkio.bfq.weight=200"}},
+      {CgroupVersion::kV1, {"blkio.bfq.weight"}, {"blkio.bfq.weight=200"}},  // this host
+      {CgroupVersion::kV1, {"blkio.weight"}, {"blkio.weight=1000"}},
+      {CgroupVersion::kV1, {}, {}},
+      {CgroupVersion::kV2,
+       {"io.weight", "io.bfq.weight"},
+       {"io.weight=default 200", "io.bfq.weight=200"}},
+      {CgroupVersion::kV2, {"io.bfq.weight"}, {"io.bfq.weight=200"}},
+      {CgroupVersion::kV2, {}, {}},
+  };
+  int n = 0;
+  for (const Case& c : cases) {
+    fs::path dir = root_ / ("w" + std::to_string(n++));
+    fs::create_directories(dir);
+    BoxCgroup box{c.version, {{c.version == CgroupVersion::kV1 ? "blkio" : "", dir}}};
+    for (const std::string& file : c.present) put(dir / file, "");
+    auto applied = box.applyLimits(CgroupLimits{.io_weight = 200});
+    ASSERT_TRUE(applied) << applied.error().describe();
+    EXPECT_EQ(applied->written, c.written) << dir;
+    for (const std::string& written : c.written) {
+      std::string file = written.substr(0, written.find('='));
+      EXPECT_EQ(get(dir / file), written.substr(written.find('=') + 1)) << file;
+    }
+    if (c.present.empty()) {
+      ASSERT_EQ(applied->warnings.size(), 1U) << dir;
+      EXPECT_NE(applied->warnings[0].find("No io weight: " + dir.string() + " has none of "),
+                std::string::npos)
+          << applied->warnings[0];
+    } else {
+      EXPECT_TRUE(applied->warnings.empty()) << applied->warnings[0];
+    }
+  }
+  // Read back as the kernels write them: a bare number (v1 bfq) or "default N" and per-device
+  // lines (v2).
+  fs::path v1 = root_ / "r1";
+  fs::path v2 = root_ / "r2";
+  fs::create_directories(v1);
+  fs::create_directories(v2);
+  put(v1 / "memory.usage_in_bytes", "4096\n");
+  put(v1 / "blkio.bfq.weight", "100\n");
+  put(v2 / "memory.current", "4096\n");
+  put(v2 / "io.weight", "default 100\n8:0 50\n");
+  put(v2 / "io.bfq.weight", "default 300\n");
+  BoxCgroup r1{CgroupVersion::kV1, {{"memory,blkio", v1}}};
+  BoxCgroup r2{CgroupVersion::kV2, {{"", v2}}};
+  EXPECT_EQ(r1.usage()->io_weights, (std::map<std::string, uint64_t>{{"blkio.bfq.weight", 100}}));
+  EXPECT_EQ(r2.usage()->io_weights,
+            (std::map<std::string, uint64_t>{{"io.weight", 100}, {"io.bfq.weight", 300}}));
 }
 
 TEST_F(FakeCgroupTest, CreateReplacesAnEmptyLeftoverAndRemoveIsIdempotent) {

@@ -52,7 +52,9 @@ Result<> enterJailAndExec(const JailSpec& spec, const std::vector<std::string>& 
                 "clone_flags = CLONE_NEWPID (or unshare --pid --fork)");
   }
   // A uid still in use means an earlier process of this box (or another box given the same id)
-  // lives: sharing the uid would let them signal and ptrace each other.
+  // lives: sharing the uid would let them signal and ptrace each other. The lock makes the scan
+  // race-free between jails; the program inherits it, so it is held while the program lives.
+  HUTCH_TRY(UniqueFd uid_lock, lockUid(spec.uid));
   HUTCH_TRY(auto users, processesWithUid(spec.uid));
   if (!users.empty()) {
     return fail(Errc::kFailedPrecondition,
@@ -62,8 +64,8 @@ Result<> enterJailAndExec(const JailSpec& spec, const std::vector<std::string>& 
 
   if (spec.cgroup) {
     HUTCH_TRY_VOID(spec.cgroup->create());
-    HUTCH_TRY(auto warnings, spec.cgroup->applyLimits(spec.limits));
-    for (const std::string& warning : warnings) {
+    HUTCH_TRY(AppliedLimits applied, spec.cgroup->applyLimits(spec.limits));
+    for (const std::string& warning : applied.warnings) {
       std::fprintf(stderr, "hutch-jail: %s: warning: %s\n", spec.name.c_str(), warning.c_str());
     }
     HUTCH_TRY_VOID(spec.cgroup->join());
@@ -81,7 +83,10 @@ Result<> enterJailAndExec(const JailSpec& spec, const std::vector<std::string>& 
   std::string cwd = spec.cwd.empty() ? std::string("/") : spec.cwd.string();
   if (::chdir(cwd.c_str()) != 0) return sysFail("Cannot enter " + cwd + " in the jail");
   HUTCH_TRY_VOID(setResourceLimits(spec));
-  HUTCH_TRY_VOID(closeOtherFds(spec.keep_fds));
+  std::vector<int> keep = spec.keep_fds;
+  keep.push_back(uid_lock.get());
+  HUTCH_TRY_VOID(closeOtherFds(keep));
+  if (::fcntl(uid_lock.get(), F_SETFD, 0) != 0) return sysFail("Cannot hand on the uid lock");
   ::umask(077);
   HUTCH_TRY_VOID(dropPrivileges(spec.uid, spec.gid));
   if (spec.seccomp) HUTCH_TRY_VOID(installSeccompFilter(spec.socket_families));

@@ -142,13 +142,32 @@ Result<> makeDev(const JailSpec& spec) {
                      "Cannot make /dev read-only");
 }
 
-// /proc of the jail's PID namespace, showing only its own processes and, where the kernel can
-// (5.8+), nothing else: no /proc/sys, /proc/kallsyms, /proc/sysrq-trigger...
-Result<> makeProc() {
+// Where /proc has no subset=pid (Linux before 5.8) these stay visible: read-only binds keep a
+// process from writing them even where a file's mode would let it (runc's read-only paths).
+constexpr const char* kProcReadOnly[] = {"/proc/sys", "/proc/sysrq-trigger", "/proc/irq",
+                                         "/proc/bus", "/proc/fs"};
+
+// /proc of the jail's PID namespace, showing only its own processes (hidepid: not even those of
+// other uids) and, where the kernel can (5.8+, subset=pid), nothing else: no /proc/sys,
+// /proc/kallsyms, /proc/sysrq-trigger... Kernels without subset=pid, or a spec asking for it
+// (legacy_proc, tests), get hidepid=2 and the paths above read-only.
+Result<> makeProc(bool legacy) {
   HUTCH_TRY_VOID(makeDirs("/proc"));
   unsigned long flags = MS_NOSUID | MS_NODEV | MS_NOEXEC;
-  if (::mount("proc", "/proc", "proc", flags, "subset=pid,hidepid=invisible") == 0) return ok();
-  return mountOrFail("proc", "/proc", "proc", flags, "hidepid=2", "Cannot mount /proc in the jail");
+  if (!legacy && ::mount("proc", "/proc", "proc", flags, "subset=pid,hidepid=invisible") == 0) {
+    return ok();
+  }
+  HUTCH_TRY_VOID(
+      mountOrFail("proc", "/proc", "proc", flags, "hidepid=2", "Cannot mount /proc in the jail"));
+  for (const char* path : kProcReadOnly) {
+    struct stat st {};
+    if (::lstat(path, &st) != 0) continue;  // e.g. no /proc/bus without PCI
+    HUTCH_TRY_VOID(mountOrFail(path, path, nullptr, MS_BIND | MS_REC, nullptr,
+                               std::string("Cannot bind ") + path + " in the jail"));
+    HUTCH_TRY_VOID(mountOrFail(nullptr, path, nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | flags,
+                               nullptr, std::string("Cannot make ") + path + " read-only"));
+  }
+  return ok();
 }
 
 int depth(const fs::path& path) {
@@ -245,7 +264,7 @@ Result<> buildRoot(const JailSpec& spec) {
   }
   for (const Bind& bind : binds) HUTCH_TRY_VOID(bindMount(bind));
   HUTCH_TRY_VOID(makeDev(spec));
-  HUTCH_TRY_VOID(makeProc());
+  HUTCH_TRY_VOID(makeProc(spec.legacy_proc));
 
   if (::umount2(kOldRoot, MNT_DETACH) != 0) return sysFail("Cannot detach the host's root");
   if (::rmdir(kOldRoot) != 0) return sysFail("Cannot remove /oldroot");

@@ -236,6 +236,7 @@ Result<JailSpec> parseTop(const json& doc) {
     spec.cgroup = std::move(parsed);
   }
   HUTCH_TRY_VOID(status);
+  HUTCH_TRY_VOID(f.boolean("allow_no_cgroup", spec.allow_no_cgroup));
   if (const json* limits = f.object("limits", status)) {
     HUTCH_TRY(spec.limits, parseLimits(*limits));
   }
@@ -244,6 +245,7 @@ Result<JailSpec> parseTop(const json& doc) {
   HUTCH_TRY_VOID(f.integer("max_processes", spec.max_processes));
   HUTCH_TRY_VOID(f.boolean("seccomp", spec.seccomp));
   HUTCH_TRY_VOID(f.strings("socket_families", spec.socket_families));
+  HUTCH_TRY_VOID(f.boolean("legacy_proc", spec.legacy_proc));
   HUTCH_TRY_VOID(f.strings("env", spec.env));
   if (f.has("keep_fds")) {
     const json& fds = doc.at("keep_fds");
@@ -340,6 +342,12 @@ Result<> JailSpec::validate() const {
                   "keep_fds lists " + std::to_string(fd) + ": 0, 1 and 2 are always kept");
     }
   }
+  // Last, so that a test spec without one still hears about its other mistakes.
+  if (!cgroup && !allow_no_cgroup) {
+    return fail(Errc::kInvalidArgument,
+                "The jail spec has no cgroup: give the box one (CgroupHost::boxCgroup); only "
+                "tests may set allow_no_cgroup");
+  }
   return ok();
 }
 
@@ -365,11 +373,13 @@ std::string toJson(const JailSpec& spec) {
       {"max_processes", spec.max_processes},
       {"seccomp", spec.seccomp},
       {"socket_families", spec.socket_families},
+      {"legacy_proc", spec.legacy_proc},
       {"env", spec.env},
       {"keep_fds", spec.keep_fds},
   };
   if (spec.netns) doc["netns"] = spec.netns->string();
   if (spec.cgroup) doc["cgroup"] = cgroupToJson(*spec.cgroup);
+  if (spec.allow_no_cgroup) doc["allow_no_cgroup"] = true;
   return doc.dump(2);
 }
 

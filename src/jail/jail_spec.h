@@ -42,8 +42,10 @@ struct JailSpec {
   std::vector<std::filesystem::path> devices;
   // A network namespace to join (/run/netns/NAME). nullopt: a new, empty one (loopback only).
   std::optional<std::filesystem::path> netns;
-  // The box's cgroup and its limits. nullopt: no cgroup (tests only; hutchd always sets one).
+  // The box's cgroup and its limits. validate() refuses a spec without a cgroup unless
+  // allow_no_cgroup is set (tests only: hutchd always sets one).
   std::optional<BoxCgroup> cgroup;
+  bool allow_no_cgroup = false;
   CgroupLimits limits;
   uint64_t max_open_files = 4096;  // RLIMIT_NOFILE
   uint64_t max_processes = 0;      // RLIMIT_NPROC for the box's uid; 0: leave as is
@@ -51,10 +53,14 @@ struct JailSpec {
   // Socket address families the program may create (seccomp): "unix", "inet", "inet6",
   // "netlink". QEMU driving a box needs only unix sockets (QMP, agent).
   std::vector<std::string> socket_families = {"unix"};
+  // Tests only: mount /proc as on kernels before 5.8, which lack subset=pid (jail_root.h), so
+  // that fallback is tested where the kernel has subset=pid.
+  bool legacy_proc = false;
   std::vector<std::string> env;  // the program's whole environment ("KEY=VALUE")
   std::vector<int> keep_fds;     // descriptors (besides 0, 1, 2) the program inherits
 
-  // Checks what can be checked without touching the host: ids, absolute paths, families.
+  // Checks what can be checked without touching the host: ids, absolute paths, families, a
+  // cgroup.
   Result<> validate() const;
   bool operator==(const JailSpec&) const = default;
 };

@@ -41,15 +41,18 @@ TEST(JailSpecTest, RoundTripsThroughJson) {
   JailSpec minimal;
   minimal.uid = 5;
   minimal.gid = 6;
+  minimal.allow_no_cgroup = true;
+  minimal.legacy_proc = true;
   auto back = parseJailSpec(toJson(minimal));
   ASSERT_TRUE(back) << back.error().describe();
   EXPECT_EQ(*back, minimal);
 }
 
 TEST(JailSpecTest, DefaultsAreTheSafeOnes) {
-  auto spec = parseJailSpec(R"({"version": 1, "uid": 5, "gid": 6})");
+  auto spec = parseJailSpec(R"({"version": 1, "uid": 5, "gid": 6, "allow_no_cgroup": true})");
   ASSERT_TRUE(spec) << spec.error().describe();
   EXPECT_TRUE(spec->seccomp);
+  EXPECT_FALSE(spec->legacy_proc);
   EXPECT_EQ(spec->socket_families, std::vector<std::string>{"unix"});
   EXPECT_FALSE(spec->netns);  // a new, empty network namespace
   EXPECT_TRUE(spec->env.empty());
@@ -112,6 +115,22 @@ TEST(JailSpecTest, BadInputGivesClearErrors) {
   EXPECT_NE(errorOf(R"({"version": 1, "uid": 5, "gid": 6, "paths": [{"path": "/"}]})")
                 .find("cannot show all of /"),
             std::string::npos);
+}
+
+// A jail without a cgroup has no memory, CPU or task limit: only a test may ask for one.
+TEST(JailSpecTest, ASpecWithoutACgroupIsRefused) {
+  JailSpec spec = sample();
+  spec.cgroup.reset();
+  auto refused = spec.validate();
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code(), Errc::kInvalidArgument);
+  EXPECT_NE(refused.error().message().find("The jail spec has no cgroup"), std::string::npos)
+      << refused.error().message();
+  EXPECT_NE(errorOf(R"({"version": 1, "uid": 5, "gid": 6})").find("has no cgroup"),
+            std::string::npos);
+  spec.allow_no_cgroup = true;
+  EXPECT_TRUE(spec.validate());
+  EXPECT_TRUE(sample().validate());
 }
 
 TEST(JailSpecTest, MemfdHoldsTheSpecSealed) {

@@ -11,6 +11,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -47,6 +48,8 @@ struct ResourceUsage {
   uint64_t pids_max = 0;           // 0: unlimited
   uint64_t oom_kills = 0;
   int64_t uid = -1;  // the VMM's uid; -1 unknown
+  // The VMM's I/O weight per control file that applies ("blkio.bfq.weight": 100); empty: none.
+  std::map<std::string, uint64_t> io_weights;
   bool operator==(const ResourceUsage&) const = default;
 };
 

@@ -106,6 +106,7 @@ TEST_F(JailTest, QemuRunsAsItsOwnUidInItsOwnNamespacesSeeingOnlyItsFiles) {
   EXPECT_EQ(procStatus(pid, "CapBnd"), "0000000000000000");
   EXPECT_EQ(procStatus(pid, "NoNewPrivs"), "1");
   EXPECT_EQ(procStatus(pid, "Seccomp"), "2");
+  EXPECT_EQ(procStatus(pid, "Seccomp_filters"), "2");  // hutch-jail's, then QEMU's -sandbox
   // PID 1 of its own PID namespace; new mount, IPC, UTS, network and cgroup namespaces.
   EXPECT_EQ(procStatus(pid, "NSpid"), p + "\t1");
   for (const char* ns : {"mnt", "pid", "ipc", "uts", "net", "cgroup"}) {
@@ -187,8 +188,27 @@ TEST_F(JailTest, CgroupLimitsFollowTheBoxAndShowInStats) {
   EXPECT_GT(s["pids"]["current"].get<uint64_t>(), 2U);  // QEMU's threads
   EXPECT_GT(s["cpu_ns"].get<uint64_t>(), 0U);
   EXPECT_EQ(s["oom_kills"].get<uint64_t>(), 0U);
+  // The io weight (100 on the v2 scale) in every weight file the kernel offers this cgroup (this
+  // v1 host: blkio.bfq.weight), and stats says which.
+  fs::path io_dir = dirs.contains("") ? dirs[""] : dirs["blkio"];
+  auto version = dirs.contains("") ? jail::CgroupVersion::kV2 : jail::CgroupVersion::kV1;
+  nlohmann::json weights = nlohmann::json::object();
+  std::string shown;
+  for (const std::string& file : jail::ioWeightFiles(version)) {
+    if (io_dir.empty() || !fs::exists(io_dir / file)) continue;
+    uint64_t want = file == "blkio.weight" ? 500 : 100;
+    std::string text = firstLine(io_dir / file);
+    EXPECT_TRUE(text == std::to_string(want) || text == "default " + std::to_string(want))
+        << file << ": " << text;
+    weights[file] = want;
+    shown += (shown.empty() ? "" : " ") + file + "=" + std::to_string(want);
+  }
+  EXPECT_EQ(s["io_weights"], weights);
   auto table = d().hutch({"stats", "limited"});
   EXPECT_NE(table.out.find("MEMORY / LIMIT"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("IO WEIGHT"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find(shown.empty() ? " -\n" : shown), std::string::npos) << table.out;
+  std::printf("io weights of a box here: %s\n", shown.empty() ? "none" : shown.c_str());
 
   // Stopped: the cgroup is gone, the box's files are the host's again, and stats says why not.
   ASSERT_EQ(d().hutch({"stop", "limited"}).exit_code, 0);

@@ -108,7 +108,7 @@ JailSpec JailTest::specFor(const std::string& box) {
 }
 
 Running JailTest::start(const JailSpec& spec, const std::vector<std::string>& program,
-                        unsigned long clone_flags) {
+                        unsigned long clone_flags, const std::vector<sys::FdMapping>& extra_fds) {
   Running running;
   auto memfd = specMemfd(spec);
   EXPECT_TRUE(memfd) << memfd.error().describe();
@@ -119,6 +119,7 @@ Running JailTest::start(const JailSpec& spec, const std::vector<std::string>& pr
   sys::SpawnOptions options;
   options.argv = jailCommand(HUTCH_JAIL_BIN, 3, program);
   options.fds = {{memfd->get(), 3}, {out[1], 1}, {err[1], 2}};
+  options.fds.insert(options.fds.end(), extra_fds.begin(), extra_fds.end());
   options.new_session = true;
   options.clone_flags = clone_flags;
   auto pid = sys::spawn(options);

@@ -18,6 +18,7 @@
 #include "jail/box_ids.h"
 #include "jail/cgroup.h"
 #include "jail/jail_spec.h"
+#include "sys/spawn.h"
 
 namespace hutch::jail::test {
 
@@ -46,9 +47,11 @@ class JailTest : public ::testing::Test {
   JailSpec specFor(const std::string& box);
   std::filesystem::path boxDir(const std::string& box) const { return root_ / "boxes" / box; }
 
-  // Starts hutch-jail with `spec` and `program`; clone_flags as hutchd will pass them.
+  // Starts hutch-jail with `spec` and `program`; clone_flags as hutchd will pass them;
+  // `extra_fds` are passed on too (the spec's keep_fds say which the program keeps).
   Running start(const JailSpec& spec, const std::vector<std::string>& program,
-                unsigned long clone_flags = CLONE_NEWPID);
+                unsigned long clone_flags = CLONE_NEWPID,
+                const std::vector<sys::FdMapping>& extra_fds = {});
   Finished wait(Running running, std::chrono::seconds timeout = std::chrono::seconds(60));
   Finished run(const JailSpec& spec, const std::vector<std::string>& program) {
     return wait(start(spec, program));

@@ -1,13 +1,16 @@
 // The jail, proven with a probe run exactly as QEMU would be: what it can see, who it is, what it
 // can do to other boxes, and where the cgroup stops it.
+#include <fcntl.h>
 #include <grp.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -38,8 +41,9 @@ TEST_F(JailTest, RunsAsTheBoxUidWithNothingElse) {
     EXPECT_EQ(lineValue(done.out, set), "0000000000000000") << set;
   }
   EXPECT_EQ(lineValue(done.out, "NoNewPrivs "), "1");
-  EXPECT_EQ(lineValue(done.out, "Seccomp "), "2");  // a filter is installed
-  EXPECT_EQ(lineValue(done.out, "pid "), "1");      // PID 1 of its own PID namespace
+  EXPECT_EQ(lineValue(done.out, "Seccomp "), "2");          // a filter is installed
+  EXPECT_EQ(lineValue(done.out, "Seccomp_filters "), "1");  // hutch's (QEMU adds its own)
+  EXPECT_EQ(lineValue(done.out, "pid "), "1");              // PID 1 of its own PID namespace
   EXPECT_EQ(lineValue(done.out, "hostname "), "hutch-test-a");
   EXPECT_EQ(lineValue(done.out, "core "), "0");
   EXPECT_EQ(lineValue(done.out, "umask "), "077");
@@ -175,6 +179,12 @@ TEST_F(JailTest, CannotSignalOrPtraceAnotherBox) {
   EXPECT_EQ(probeLine(done, "pidfd " + pid_b), "ERR ESRCH");
   EXPECT_EQ(probeLine(done, "signal " + std::to_string(::getpid())), "ERR ESRCH");
   EXPECT_EQ(probeLine(done, "killall"), "ERR ESRCH");  // nobody else in its namespace
+  // Without hutch's filter the PID namespace alone still hides b: ptrace finds no such process.
+  spec_a.seccomp = false;
+  Finished open = probe(spec_a, {"ptrace", pid_b, ",", "signal", pid_b});
+  ASSERT_TRUE(open.exited(0)) << open.err;
+  EXPECT_EQ(probeLine(open, "ptrace " + pid_b), "ERR ESRCH");
+  EXPECT_EQ(probeLine(open, "signal " + pid_b), "ERR ESRCH");
   int status = 0;
   EXPECT_EQ(::waitpid(b.pid, &status, WNOHANG), 0) << "box b died";
 }
@@ -198,27 +208,51 @@ TEST_F(JailTest, UidsSeparateBoxesEvenWithoutPidNamespaces) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
 }
 
-TEST_F(JailTest, SeccompDeniesKernelSurfaceQemuDoesNotNeed) {
+// hutch's filter, told apart from the missing capabilities: every call is made so that without
+// the filter the kernel answers differently (it succeeds, or fails on something it checks before
+// any capability), and the same list runs in the same jail with the filter off.
+TEST_F(JailTest, SeccompDeniesWhatTheKernelWouldOtherwiseAllow) {
+  struct Call {
+    std::vector<std::string> args;
+    std::string filtered;  // with hutch's filter
+    std::string open;      // the same jail (no capabilities, the box uid) without it
+  };
+  const std::vector<Call> calls = {
+      {{"unshare"}, "ERR EPERM", "OK"},        // a user namespace
+      {{"clone-newuser"}, "ERR EPERM", "OK"},  // the same through clone flags
+      {{"clone3"}, "ERR ENOSYS", "OK"},        // flags a filter cannot read: libc falls back
+      {{"setns"}, "ERR EPERM", "ERR EBADF"},
+      {{"mount"}, "ERR EPERM", "ERR ENOENT"},  // the target is looked up before CAP_SYS_ADMIN
+      {{"bpf"}, "ERR EPERM", "ERR EINVAL"},
+      {{"keyctl"}, "ERR EPERM", "ERR EOPNOTSUPP"},
+      {{"io_uring"}, "ERR EPERM", "OK"},
+      {{"userfaultfd"}, "ERR EPERM", "OK"},
+      {{"perf"}, "ERR EPERM", "OK"},
+      {{"ptrace-child"}, "ERR EPERM", "OK"},  // even its own child
+      {{"vmread-child"}, "ERR EPERM", "OK"},
+      {{"socket", "inet"}, "ERR EAFNOSUPPORT", "OK"},  // in the jail's own, empty netns
+      {{"socket", "netlink"}, "ERR EAFNOSUPPORT", "OK"},
+      {{"socket", "unix"}, "OK", "OK"},  // QMP and the agent channel
+  };
+  std::vector<std::string> args;
+  for (const Call& call : calls) {
+    if (!args.empty()) args.push_back(",");
+    args.insert(args.end(), call.args.begin(), call.args.end());
+  }
   JailSpec spec = specFor("a");
-  Finished done =
-      probe(spec, {"unshare", ",", "mount", ",", "bpf", ",", "io_uring", ",", "keyctl", ",",
-                   "socket", "inet", ",", "socket", "netlink", ",", "socket", "unix"});
-  ASSERT_TRUE(done.exited(0)) << done.err;
-  EXPECT_EQ(probeLine(done, "unshare"), "ERR EPERM");
-  EXPECT_EQ(probeLine(done, "mount"), "ERR EPERM");
-  EXPECT_EQ(probeLine(done, "bpf"), "ERR EPERM");
-  EXPECT_EQ(probeLine(done, "io_uring"), "ERR EPERM");
-  EXPECT_EQ(probeLine(done, "keyctl"), "ERR EPERM");
-  EXPECT_EQ(probeLine(done, "socket inet"), "ERR EAFNOSUPPORT");
-  EXPECT_EQ(probeLine(done, "socket netlink"), "ERR EAFNOSUPPORT");
-  EXPECT_EQ(probeLine(done, "socket unix"), "OK");
-
-  // Without hutch's filter the same calls reach the kernel (and fail or not on their own).
+  Finished filtered = probe(spec, args);
+  ASSERT_TRUE(filtered.exited(0)) << filtered.err;
   spec.seccomp = false;
-  Finished open = probe(spec, {"socket", "inet", ",", "io_uring"});
+  Finished open = probe(spec, args);
   ASSERT_TRUE(open.exited(0)) << open.err;
-  EXPECT_EQ(probeLine(open, "socket inet"), "OK");  // in the jail's own, empty netns
-  EXPECT_NE(probeLine(open, "io_uring"), "ERR EPERM");
+  for (const Call& call : calls) {
+    std::string what = call.args[0] + (call.args.size() > 1 ? " " + call.args[1] : "");
+    EXPECT_EQ(probeLine(filtered, what), call.filtered) << what << " with the filter";
+    EXPECT_EQ(probeLine(open, what), call.open) << what << " without the filter";
+    if (call.filtered != "OK") {
+      EXPECT_NE(probeLine(open, what), probeLine(filtered, what)) << what;
+    }
+  }
 }
 
 TEST_F(JailTest, ForkBombStopsAtPidsMax) {
@@ -300,9 +334,148 @@ TEST_F(JailTest, RefusesAUidThatIsStillInUse) {
   again.gid = spec.gid;
   Finished done = probe(again, {"whoami"});
   EXPECT_TRUE(done.exited(kExitJailFailed)) << done.status;
-  EXPECT_NE(done.err.find("is still used by host pid " + std::to_string(first.pid)),
+  EXPECT_NE(done.err.find("uid " + std::to_string(spec.uid) + " is held by another jail"),
             std::string::npos)
       << done.err;
+}
+
+std::string uidLockFile(uid_t uid) {
+  return std::string(kUidLockDir) + "/uid-" + std::to_string(uid) + ".lock";
+}
+
+// The scan of /proc is check-then-act; the per-uid lock is what two jails racing for one uid
+// meet. It is held by the jailed program itself, so exactly as long as it lives, and a held lock
+// refuses a jail even when no process runs with the uid (where the scan alone would let it in).
+TEST_F(JailTest, TheUidLockIsHeldAsLongAsTheProgramLives) {
+  JailSpec spec = specFor("a");
+  Running first = start(spec, {HUTCH_JAIL_PROBE, "sleep"});
+  ASSERT_NE(readUntil(first, "sleeping").find("sleeping"), std::string::npos);
+  UniqueFd lock(::open(uidLockFile(spec.uid).c_str(), O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(lock) << uidLockFile(spec.uid);
+  struct stat st {};
+  ASSERT_EQ(::fstat(lock.get(), &st), 0);
+  EXPECT_EQ(st.st_uid, 0U);
+  EXPECT_EQ(st.st_mode & 07777, 0600U);
+  EXPECT_EQ(::flock(lock.get(), LOCK_EX | LOCK_NB), -1);
+  EXPECT_EQ(errno, EWOULDBLOCK);
+  ::kill(first.pid, SIGKILL);
+  EXPECT_TRUE(wait(std::move(first)).killedBy(SIGKILL));
+  ASSERT_EQ(::flock(lock.get(), LOCK_EX | LOCK_NB), 0);  // released with the program
+
+  // Held here, by a process that is not of the uid: the jail is refused all the same.
+  ASSERT_TRUE(processesWithUid(spec.uid)->empty());
+  Finished refused = probe(spec, {"whoami"});
+  EXPECT_TRUE(refused.exited(kExitJailFailed)) << refused.status;
+  EXPECT_NE(refused.err.find("is held by another jail (" + uidLockFile(spec.uid) + " is locked)"),
+            std::string::npos)
+      << refused.err;
+  ASSERT_EQ(::flock(lock.get(), LOCK_UN), 0);
+  Finished runs = probe(spec, {"whoami"});
+  EXPECT_TRUE(runs.exited(0)) << runs.err;
+}
+
+// A process of the uid outside any jail (nothing holds the lock) is found by the scan.
+TEST_F(JailTest, RefusesAUidAProcessOutsideAnyJailStillUses) {
+  JailSpec spec = specFor("a");
+  int ready[2];
+  ASSERT_EQ(::pipe2(ready, O_CLOEXEC), 0);
+  pid_t child = ::fork();
+  if (child == 0) {
+    bool ok = ::setgroups(0, nullptr) == 0 && ::setresgid(spec.gid, spec.gid, spec.gid) == 0 &&
+              ::setresuid(spec.uid, spec.uid, spec.uid) == 0;
+    if (::write(ready[1], ok ? "y" : "n", 1) != 1 || !ok) ::_exit(1);
+    for (;;) ::pause();
+  }
+  ::close(ready[1]);
+  char answer = 0;
+  ASSERT_EQ(::read(ready[0], &answer, 1), 1);
+  ::close(ready[0]);
+  started_.push_back(child);  // killed on teardown
+  ASSERT_EQ(answer, 'y');
+  Finished done = probe(spec, {"whoami"});
+  EXPECT_TRUE(done.exited(kExitJailFailed)) << done.status;
+  EXPECT_NE(done.err.find("is still used by host pid " + std::to_string(child)), std::string::npos)
+      << done.err;
+}
+
+// A jail without a cgroup would have no memory, CPU or task limit: hutch-jail refuses it unless
+// the spec says it is a test.
+TEST_F(JailTest, ASpecWithoutACgroupIsRefused) {
+  JailSpec spec = specFor("a");
+  spec.cgroup.reset();
+  Finished refused = probe(spec, {"whoami"});
+  EXPECT_TRUE(refused.exited(kExitJailFailed)) << refused.status;
+  EXPECT_NE(refused.err.find("The jail spec has no cgroup"), std::string::npos) << refused.err;
+  spec.allow_no_cgroup = true;
+  Finished runs = probe(spec, {"whoami"});
+  EXPECT_TRUE(runs.exited(0)) << runs.err;
+}
+
+// /proc in the jail: its own PID namespace only, and nothing of the kernel to write. With
+// subset=pid (Linux 5.8+) there is no /proc/sys at all; the fallback for older kernels
+// (hidepid=2) keeps /proc/sys and friends read-only.
+TEST_F(JailTest, ProcShowsOnlyTheJailAndNothingToWrite) {
+  for (bool legacy : {false, true}) {
+    SCOPED_TRACE(legacy ? "hidepid=2 fallback" : "subset=pid");
+    JailSpec spec = specFor("a");
+    spec.legacy_proc = legacy;
+    Finished done = probe(spec, {"ls", "/proc", ",", "write", "/proc/sys/kernel/domainname", ",",
+                                 "mountopts", "/proc", ",", "mountopts", "/proc/sys", ",",
+                                 "mountopts", "/proc/fs", ",", "read", "/proc/self/status"});
+    ASSERT_TRUE(done.exited(0)) << done.err;
+    std::istringstream words(probeLine(done, "ls /proc"));
+    std::vector<std::string> pids;
+    for (std::string word; words >> word;) {
+      if (word.find_first_not_of("0123456789") == std::string::npos) pids.push_back(word);
+    }
+    EXPECT_EQ(pids, std::vector<std::string>{"1"});  // only the probe itself
+    EXPECT_EQ(probeLine(done, "read /proc/self/status"), "OK");
+    std::string proc = probeLine(done, "mountopts /proc");
+    EXPECT_EQ(proc.rfind("rw,nosuid,nodev,noexec", 0), 0U) << proc;
+    if (!legacy) {
+      EXPECT_EQ(probeLine(done, "ls /proc"), "1 self thread-self");
+      EXPECT_EQ(probeLine(done, "write /proc/sys/kernel/domainname"), "ERR ENOENT");
+      EXPECT_EQ(probeLine(done, "mountopts /proc/sys"), "(not a mount point)");
+    } else {
+      EXPECT_NE(probeLine(done, "ls /proc").find(" sys "), std::string::npos);
+      EXPECT_EQ(probeLine(done, "write /proc/sys/kernel/domainname").rfind("ERR ", 0), 0U);
+      // Read-only mounts of their own, whatever a file's mode says (this kernel has no
+      // /proc/sysrq-trigger; /proc/irq, /proc/bus likewise where present).
+      for (const char* path : {"/proc/sys", "/proc/fs"}) {
+        std::string opts = probeLine(done, std::string("mountopts ") + path);
+        EXPECT_EQ(opts.rfind("ro,nosuid,nodev,noexec", 0), 0U) << path << ": " << opts;
+      }
+    }
+  }
+}
+
+// The io weight lands in every weight file the kernel offers for the box's cgroup (this v1
+// host: blkio.bfq.weight), reads back in usage(), and hutch-jail says so where there is none.
+TEST_F(JailTest, IoWeightIsWrittenWhereverTheKernelOffersOne) {
+  JailSpec spec = specFor("a");
+  spec.limits.io_weight = 300;  // not any kernel default
+  Running sleeper = start(spec, {HUTCH_JAIL_PROBE, "sleep"});
+  ASSERT_NE(readUntil(sleeper, "sleeping").find("sleeping"), std::string::npos);
+  std::map<std::string, uint64_t> expected;
+  if (auto dir = spec.cgroup->dirFor("io")) {
+    for (const std::string& file : ioWeightFiles(spec.cgroup->version)) {
+      if (fs::exists(*dir / file)) expected[file] = file == "blkio.weight" ? 1000 : 300;
+    }
+  }
+  auto usage = spec.cgroup->usage();
+  ASSERT_TRUE(usage) << usage.error().describe();
+  EXPECT_EQ(usage->io_weights, expected);
+  ::kill(sleeper.pid, SIGKILL);
+  Finished done = wait(std::move(sleeper));
+  if (expected.empty()) {
+    EXPECT_NE(done.err.find("warning: No io weight"), std::string::npos) << done.err;
+  } else {
+    EXPECT_EQ(done.err.find("No io weight"), std::string::npos) << done.err;
+  }
+  std::printf("io weights applied here:");
+  for (const auto& [file, weight] : expected)
+    std::printf(" %s=%llu", file.c_str(), (unsigned long long)weight);
+  std::printf("%s\n", expected.empty() ? " none" : "");
 }
 
 TEST_F(JailTest, MustBePidOneOfANewPidNamespace) {

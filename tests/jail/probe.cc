@@ -3,14 +3,22 @@
 //
 //   jail_probe COMMAND [ARG] [, COMMAND [ARG]]...
 //
-// read PATH | write PATH | exec PATH | ls DIR | connect SOCKET | socket unix|inet|netlink |
-// signal PID | ptrace PID | pidfd PID | killall | unshare | mount | bpf | io_uring | keyctl |
-// whoami | forkbomb | hog MIB | sleep
+// read PATH | write PATH | exec PATH | ls DIR | mountopts PATH | connect SOCKET |
+// socket unix|inet|netlink | signal PID | ptrace PID | pidfd PID | killall | whoami |
+// forkbomb | hog MIB | sleep
+//
+// And calls hutch's seccomp filter denies, each made so that without the filter the kernel gives
+// another answer than the filter's (success, or an error it finds before any capability check):
+// unshare | clone-newuser | clone3 | setns | mount | bpf | keyctl | io_uring | userfaultfd |
+// perf | ptrace-child | vmread-child
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/bpf.h>
 #include <linux/io_uring.h>
 #include <linux/keyctl.h>
+#include <linux/perf_event.h>
+#include <linux/sched.h>
+#include <linux/userfaultfd.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -20,6 +28,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -51,6 +60,8 @@ std::string errnoName(int err) {
     case ENOMEM: return "ENOMEM";
     case EEXIST: return "EEXIST";
     case ENOTDIR: return "ENOTDIR";
+    case EBADF: return "EBADF";
+    case EOPNOTSUPP: return "EOPNOTSUPP";
     default: return "E" + std::to_string(err);
   }
 }
@@ -81,8 +92,8 @@ void whoami() {
   std::printf("uid %u %u\ngid %u %u\npid %d\n", ::getuid(), ::geteuid(), ::getgid(), ::getegid(),
               ::getpid());
   std::printf("groups %d\n", ::getgroups(0, nullptr));
-  for (const char* key :
-       {"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp"}) {
+  for (const char* key : {"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp",
+                          "Seccomp_filters"}) {
     std::printf("%s %s\n", key, statusField(key).c_str());
   }
   char host[128] = {};
@@ -153,6 +164,50 @@ void listDir(const std::string& path) {
   std::fflush(stdout);
 }
 
+// The mount options of the mount at `path` (/proc/self/mountinfo), e.g. "ro,nosuid,nodev".
+void mountOptions(const std::string& path) {
+  std::ifstream mountinfo("/proc/self/mountinfo");
+  std::string line;
+  std::string found = "(not a mount point)";
+  while (std::getline(mountinfo, line)) {
+    std::istringstream fields(line);
+    std::string id, parent, dev, root, point, options;
+    fields >> id >> parent >> dev >> root >> point >> options;
+    if (point == path) found = options;  // the last one is on top
+  }
+  std::printf("mountopts %s: %s\n", path.c_str(), found.c_str());
+  std::fflush(stdout);
+}
+
+// Runs `call` in a child process and reports how it went there: for calls that would change the
+// probe itself (a new user namespace) or need a process to act on.
+template <class Call>
+void inChild(const std::string& what, Call call) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    long rc = call();
+    ::_exit(rc >= 0 ? 0 : 100 + errno);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  report(what, code == 0, code >= 100 ? code - 100 : 0);
+}
+
+// A child that waits to be acted on (ptrace, process_vm_readv); killed afterwards.
+template <class Call>
+void onChild(const std::string& what, Call call) {
+  pid_t child = ::fork();
+  if (child == 0) {
+    for (;;) ::pause();
+  }
+  long rc = call(child);
+  int err = errno;
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  report(what, rc >= 0, err);
+}
+
 pid_t toPid(const std::string& text) {
   return static_cast<pid_t>(std::strtol(text.c_str(), nullptr, 10));
 }
@@ -213,17 +268,65 @@ int run(const std::string& cmd, const std::string& arg) {
   } else if (cmd == "killall") {
     result(what, ::kill(-1, SIGKILL));
   } else if (cmd == "unshare") {
-    result(what, ::unshare(CLONE_NEWUSER));
+    // A user namespace: full capabilities over namespaces of its own (a favourite first step).
+    inChild(what, [] { return static_cast<long>(::unshare(CLONE_NEWUSER)); });
+  } else if (cmd == "clone-newuser") {
+    inChild(what, [] {
+      long pid = ::syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, 0, 0, 0, 0);
+      if (pid == 0) ::_exit(0);
+      if (pid > 0) ::waitpid(static_cast<pid_t>(pid), nullptr, 0);
+      return pid;
+    });
+  } else if (cmd == "clone3") {
+    inChild(what, [] {
+      struct clone_args args {};
+      args.exit_signal = SIGCHLD;
+      long pid = ::syscall(SYS_clone3, &args, sizeof args);
+      if (pid == 0) ::_exit(0);
+      if (pid > 0) ::waitpid(static_cast<pid_t>(pid), nullptr, 0);
+      return pid;
+    });
+  } else if (cmd == "setns") {
+    result(what, ::setns(-1, 0));  // without the filter: EBADF, before any capability check
   } else if (cmd == "mount") {
-    result(what, ::mount("tmpfs", "/tmp", "tmpfs", 0, nullptr));
+    // The target is looked up before the capability check: ENOENT without the filter.
+    result(what, ::mount("tmpfs", "/hutch-no-such-dir", "tmpfs", 0, nullptr));
   } else if (cmd == "bpf") {
     union bpf_attr attr {};
-    result(what, ::syscall(SYS_bpf, BPF_PROG_LOAD, &attr, sizeof attr));
+    result(what, ::syscall(SYS_bpf, 1000, &attr, sizeof attr));  // no such command: EINVAL
   } else if (cmd == "io_uring") {
     struct io_uring_params params {};
-    result(what, ::syscall(SYS_io_uring_setup, 4, &params));
+    long fd = ::syscall(SYS_io_uring_setup, 4, &params);
+    result(what, fd);
+    if (fd >= 0) ::close(static_cast<int>(fd));
   } else if (cmd == "keyctl") {
-    result(what, ::syscall(SYS_keyctl, KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING, 0));
+    result(what, ::syscall(SYS_keyctl, 9999, 0, 0, 0, 0));  // no such operation: EOPNOTSUPP
+  } else if (cmd == "userfaultfd") {
+    long fd = ::syscall(SYS_userfaultfd, O_CLOEXEC | UFFD_USER_MODE_ONLY);
+    result(what, fd);
+    if (fd >= 0) ::close(static_cast<int>(fd));
+  } else if (cmd == "perf") {
+    struct perf_event_attr attr {};
+    attr.size = sizeof attr;
+    attr.type = PERF_TYPE_SOFTWARE;
+    attr.config = PERF_COUNT_SW_TASK_CLOCK;
+    attr.exclude_kernel = 1;
+    attr.exclude_hv = 1;
+    long fd = ::syscall(SYS_perf_event_open, &attr, 0, -1, -1, 0);
+    result(what, fd);
+    if (fd >= 0) ::close(static_cast<int>(fd));
+  } else if (cmd == "ptrace-child") {
+    onChild(what, [](pid_t child) { return ::ptrace(PTRACE_ATTACH, child, nullptr, nullptr); });
+  } else if (cmd == "vmread-child") {
+    onChild(what, [](pid_t child) {
+      static char here[8];
+      static char there[8];
+      iovec local{here, sizeof here};
+      iovec remote{there, sizeof there};  // the same address in the forked child
+      return static_cast<long>(::process_vm_readv(child, &local, 1, &remote, 1, 0));
+    });
+  } else if (cmd == "mountopts") {
+    mountOptions(arg);
   } else if (cmd == "whoami") {
     whoami();
   } else if (cmd == "forkbomb") {

@@ -1,7 +1,8 @@
-// Real QEMU under the jail, with QEMU's own -sandbox on top of hutch's filter: the command line
-// shape hutchd uses (microvm, file-backed RAM in the box dir, QMP and agent sockets, console
-// log), on the TCG and the KVM launch paths. QMP is driven from outside the jail, at the same
-// socket path hutchd uses.
+// Real QEMU under the jail, started the way hutchd starts it: the command line from
+// QemuArgv::forSpec and the JailSpec from the backend's jailSpecFor (so neither can drift from
+// hutchd's), a tiny halting PVH kernel stopped before it runs (-S) so no guest image is needed,
+// on the TCG and the KVM launch paths. QMP is driven from outside the jail, at the socket path
+// hutchd uses.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -19,15 +20,24 @@
 
 #include "harness.h"
 #include "jail/box_dir.h"
+#include "sys/files.h"
 #include "sys/proc_fs.h"
 #include "sys/run.h"
 #include "sys/spawn.h"
+#include "sys/unix_socket.h"
+#include "vmm/accel.h"
+#include "vmm/qemu/halt_kernel.h"
+#include "vmm/qemu/qemu_argv.h"
+#include "vmm/qemu/qemu_backend.h"
 
 namespace hutch::jail::test {
 namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+using vmm::Accel;
+using vmm::VmSpec;
+using vmm::qemu::QemuArgv;
 
 // A blocking QMP client, enough for a test.
 class Qmp {
@@ -47,8 +57,10 @@ class Qmp {
     }
     return false;
   }
-  json execute(const std::string& command) {
-    std::string line = json{{"execute", command}}.dump() + "\n";
+  json execute(const std::string& command, const json& arguments = nullptr) {
+    json request = {{"execute", command}};
+    if (!arguments.is_null()) request["arguments"] = arguments;
+    std::string line = request.dump() + "\n";
     if (::write(fd_.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
       return json{{"error", "write failed"}};
     }
@@ -93,6 +105,19 @@ std::string procStatus(pid_t pid, const std::string& key) {
   return "";
 }
 
+// The names in a directory, sorted and joined by spaces.
+std::string listing(const fs::path& dir) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    names.push_back(entry.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  std::string out;
+  for (const std::string& name : names) out += (out.empty() ? "" : " ") + name;
+  return ec ? "(" + ec.message() + ")" : out;
+}
+
 class QemuJailTest : public JailTest {
  protected:
   void SetUp() override {
@@ -101,123 +126,184 @@ class QemuJailTest : public JailTest {
     auto qemu = sys::findExecutable("qemu-system-x86_64");
     if (!qemu) GTEST_SKIP() << "qemu-system-x86_64 is not installed";
     qemu_ = *qemu;
+    host_ = vmm::probeHost();
+    halt_kernel_ = root_ / "images" / "t1" / "halt.elf";
+    ASSERT_TRUE(sys::writeFileAtomic(halt_kernel_, vmm::qemu::haltKernelElf()));
+    ::chmod(halt_kernel_.c_str(), 0644);
   }
 
-  // hutchd's argv shape (vmm/qemu/qemu_argv.cc), stopped before the guest runs (-S) so no kernel
-  // is needed, plus the -sandbox the lead adds.
-  std::vector<std::string> qemuArgv(const fs::path& box, const std::string& accel) {
-    return {
-        qemu_.string(),
-        "-name",
-        "jailed",
-        "-nodefaults",
-        "-no-user-config",
-        "-nographic",
-        "-no-reboot",
-        "-machine",
-        "microvm,memory-backend=mem",
-        "-accel",
-        accel == "tcg" ? "tcg,tb-size=64" : "kvm",
-        "-smp",
-        "1",
-        "-m",
-        "64M",
-        "-object",
-        "memory-backend-file,id=mem,size=64M,mem-path=" + (box / "memory").string() + ",share=on",
-        "-device",
-        "virtio-serial-device",
-        "-chardev",
-        "socket,id=agent,path=" + (box / "agent.sock").string() + ",server=on,wait=off",
-        "-device",
-        "virtserialport,chardev=agent,name=hutch.agent",
-        "-object",
-        "rng-random,id=rng0,filename=/dev/urandom",
-        "-device",
-        "virtio-rng-device,rng=rng0",
-        "-chardev",
-        "file,id=console,path=" + (box / "console.log").string() + ",append=on",
-        "-serial",
-        "chardev:console",
-        "-qmp",
-        "unix:" + (box / "qmp.sock").string() + ",server=on,wait=off",
-        "-S",
-        "-sandbox",
-        "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"};
+  // A VM as hutchd describes one: its run dir (named uniquely: the cgroup is named after it)
+  // holding a blank qcow2 disk, the halt kernel, file-backed RAM.
+  VmSpec vmSpec(Accel accel, uint64_t memory_mib = 64) {
+    VmSpec vm;
+    vm.id = "jailed";
+    vm.cpus = 1;
+    vm.memory_mib = memory_mib;
+    vm.accel = accel;
+    vm.kernel = halt_kernel_;
+    vm.run_dir = root_ / "boxes" /
+                 ("jailtest-" + std::to_string(::getpid()) + "-q" + std::to_string(next_index_));
+    fs::create_directories(vm.run_dir);
+    vm.disk = vm.run_dir / "disk.qcow2";
+    EXPECT_TRUE(
+        sys::runCapture({"qemu-img", "create", "-q", "-f", "qcow2", vm.disk.string(), "64M"}));
+    vm.ram = vmm::GuestRam::kSharedFile;
+    vm.memory_file = vm.run_dir / "memory";
+    vm.tsc_khz = vmm::hostTscKhz();
+    return vm;
+  }
+
+  // The JailSpec hutchd would hand hutch-jail for `vm`, with the box dir given to the box's ids.
+  JailSpec jailSpec(const VmSpec& vm) {
+    auto ids = boxIds(61000 + next_index_++);
+    EXPECT_TRUE(ids);
+    EXPECT_TRUE(prepareBoxDir(vm.run_dir, *ids));
+    vmm::qemu::QemuJailOptions options{.helper = HUTCH_JAIL_BIN, .cgroups = *cgroups_};
+    auto js = vmm::qemu::jailSpecFor(vm, *ids, options, qemu_);
+    EXPECT_TRUE(js) << js.error().describe();
+    if (!js) return JailSpec{};
+    made_.push_back(*js->cgroup);
+    return *js;
+  }
+
+  // hutchd's QEMU argv for `vm` (the -sandbox included), stopped before the guest runs.
+  QemuArgv qemuArgv(const VmSpec& vm) {
+    QemuArgv argv = QemuArgv::forSpec(vm, qemu_, host_.isPvm());
+    argv.extra = {"-S"};
+    return argv;
+  }
+
+  // Starts `argv` (forSpec's) in the jail the way hutchd does: with QMP and agent sockets
+  // listening at the VM's socket paths, passed as the descriptors the argv names.
+  Running startQemu(const JailSpec& spec, const VmSpec& vm, const std::vector<std::string>& argv) {
+    auto qmp = sys::listenUnix(vm.qmpSocket());
+    auto agent = sys::listenUnix(vm.agentSocket());
+    EXPECT_TRUE(qmp && agent);
+    if (!qmp || !agent) return Running{};
+    return start(spec, argv, CLONE_NEWPID,
+                 {{qmp->get(), QemuArgv::kQmpFd}, {agent->get(), QemuArgv::kAgentFd}});
   }
 
   fs::path qemu_;
+  vmm::HostProbe host_;
+  fs::path halt_kernel_;
 };
 
-// The launch paths: TCG, and KVM where the host has /dev/kvm.
-class QemuAccelTest : public QemuJailTest, public ::testing::WithParamInterface<std::string> {};
+// The launch paths: TCG, and KVM wherever /dev/kvm can be opened (this host's PVM /dev/kvm too:
+// QEMU creates the VM and its vCPU there; only a stock guest kernel would not run).
+class QemuAccelTest : public QemuJailTest, public ::testing::WithParamInterface<Accel> {};
 
-TEST_P(QemuAccelTest, QemuStartsAndAnswersQmpInsideTheJail) {
-  const std::string accel = GetParam();
-  JailSpec spec = specFor("a");
-  if (accel == "kvm") {
-    if (!fs::exists("/dev/kvm")) GTEST_SKIP() << "No /dev/kvm on this host";
-    spec.devices.push_back("/dev/kvm");
+TEST_P(QemuAccelTest, QemuStartsInTheJailOnThisLaunchPath) {
+  const Accel accel = GetParam();
+  const bool kvm = accel == Accel::kKvm;
+  if (kvm && !host_.dev_kvm_exists) GTEST_SKIP() << "This host has no /dev/kvm";
+  if (kvm && !host_.dev_kvm_usable) {
+    GTEST_SKIP() << "/dev/kvm cannot be used here: " << host_.dev_kvm_error;
   }
-  spec.paths.push_back({qemu_, BindPath::Access::kReadOnly, true});  // under /usr anyway
-  spec.limits = CgroupLimits::forVm(1, 64, kVmmOverheadMib);
-  fs::path box = boxDir("a");
-  Running qemu = start(spec, qemuArgv(box, accel));
+  VmSpec vm = vmSpec(accel);
+  JailSpec spec = jailSpec(vm);
+  ASSERT_EQ(spec.devices, kvm ? std::vector<fs::path>{"/dev/kvm"} : std::vector<fs::path>{});
+  Running qemu = startQemu(spec, vm, qemuArgv(vm).render());
 
   Qmp qmp;
-  bool connected = qmp.connect(box / "qmp.sock", std::chrono::seconds(30));
-  if (!connected) {
+  if (!qmp.connect(vm.qmpSocket(), std::chrono::seconds(30))) {
     ::kill(qemu.pid, SIGKILL);
     Finished done = wait(std::move(qemu));
-    if (accel == "kvm") {
-      GTEST_SKIP() << "QEMU with KVM did not start in the jail (PVM /dev/kvm?): " << done.err;
-    }
-    FAIL() << "QEMU did not answer on QMP: status " << done.status << ": " << done.err;
+    FAIL() << "QEMU (" << vmm::accelName(accel) << ") did not answer on QMP in the jail: status "
+           << done.status << ": " << done.err;
   }
-  EXPECT_EQ(qmp.greeting()["QMP"]["version"]["qemu"]["major"].get<int>() >= 7, true);
+  EXPECT_GE(qmp.greeting()["QMP"]["version"]["qemu"]["major"].get<int>(), 7);
   EXPECT_TRUE(qmp.execute("qmp_capabilities").contains("return"));
   json status = qmp.execute("query-status");
   EXPECT_EQ(status["return"]["status"], "prelaunch") << status.dump();
-  json kvm = qmp.execute("query-kvm");
-  EXPECT_EQ(kvm["return"]["enabled"].get<bool>(), accel == "kvm") << kvm.dump();
+  json kvm_state = qmp.execute("query-kvm");
+  EXPECT_EQ(kvm_state["return"]["enabled"], kvm) << kvm_state.dump();
+  if (kvm) {
+    EXPECT_EQ(kvm_state["return"]["present"], true) << kvm_state.dump();
+  }
 
-  // The process hutchd holds is QEMU itself: what it adopts by cmdline, jailed as asked.
+  // The process hutchd holds is QEMU itself, jailed as asked.
   auto cmdline = sys::readCmdline(qemu.pid);
   ASSERT_TRUE(cmdline);
   EXPECT_EQ(cmdline->front(), qemu_.string());
-  EXPECT_EQ(procStatus(qemu.pid, "Uid"), [&] {
-    std::string id = std::to_string(spec.uid);
-    return id + "\t" + id + "\t" + id + "\t" + id;
-  }());
+  std::string id = std::to_string(spec.uid);
+  EXPECT_EQ(procStatus(qemu.pid, "Uid"), id + "\t" + id + "\t" + id + "\t" + id);
   EXPECT_EQ(procStatus(qemu.pid, "NoNewPrivs"), "1");
-  EXPECT_EQ(procStatus(qemu.pid, "Seccomp"), "2");
   EXPECT_EQ(procStatus(qemu.pid, "CapEff"), "0000000000000000");
   EXPECT_EQ(procStatus(qemu.pid, "NSpid"), std::to_string(qemu.pid) + "\t1");
+  // Two filters: hutch-jail's and QEMU's own -sandbox (QemusOwnSandboxStopsASpawn: it is QEMU's).
+  EXPECT_EQ(procStatus(qemu.pid, "Seccomp"), "2");
+  EXPECT_EQ(procStatus(qemu.pid, "Seccomp_filters"), "2");
+  // Its /dev: the defaults, and /dev/kvm only on the KVM path.
+  fs::path root = "/proc/" + std::to_string(qemu.pid) + "/root";
+  EXPECT_EQ(listing(root / "dev"), kvm ? "fd full kvm null random stderr stdin stdout urandom zero"
+                                       : "fd full null random stderr stdin stdout urandom zero");
+  EXPECT_TRUE(fs::exists(root / vm.kernel.relative_path()));
+  EXPECT_FALSE(fs::exists(root / "etc/shadow"));
   // What QEMU made in the box dir is the box's, and reachable from the host at the same path.
   struct stat st {};
-  ASSERT_EQ(::stat((box / "memory").c_str(), &st), 0);
+  ASSERT_EQ(::stat(vm.memory_file.c_str(), &st), 0);
   EXPECT_EQ(st.st_uid, spec.uid);
-  EXPECT_EQ(static_cast<uint64_t>(st.st_size), uint64_t{64} << 20);
-  EXPECT_TRUE(fs::exists(box / "agent.sock"));
-  EXPECT_TRUE(fs::exists(box / "console.log"));
+  EXPECT_EQ(static_cast<uint64_t>(st.st_size), vm.memory_mib << 20);
+  EXPECT_TRUE(fs::exists(vm.agentSocket()));
+  EXPECT_TRUE(fs::exists(vm.consoleLog()));
   auto usage = spec.cgroup->usage();
   ASSERT_TRUE(usage) << usage.error().describe();
+  uint64_t overhead = kVmmOverheadMib + (kvm ? 0 : vmm::qemu::AccelOption{}.tcg_tb_size_mib);
+  EXPECT_EQ(usage->memory_max, (vm.memory_mib + overhead) << 20);
   EXPECT_GT(usage->memory_current, uint64_t{1} << 20);
   EXPECT_GE(usage->pids_current, 2U);  // QEMU's threads count
   EXPECT_EQ(usage->oom_kills, 0U);
 
-  // cont would need a kernel; quit is the clean end, as after a guest poweroff.
+  // cont would run the halt kernel; quit is the clean end, as after a guest poweroff.
   EXPECT_TRUE(qmp.execute("quit").contains("return"));
   Finished done = wait(std::move(qemu));
   EXPECT_TRUE(done.exited(0)) << "status " << done.status << ": " << done.err;
 }
 
+INSTANTIATE_TEST_SUITE_P(Accel, QemuAccelTest, ::testing::Values(Accel::kTcg, Accel::kKvm),
+                         [](const auto& info) { return std::string(vmm::accelName(info.param)); });
+
+// QEMU's own -sandbox took effect, not just its argument: with it, a spawn (what an `exec:`
+// migration does: fork and exec /bin/sh) kills QEMU with SIGSYS; without it, in the same jail,
+// the same migration completes and QEMU carries only hutch's filter.
+TEST_F(QemuJailTest, QemusOwnSandboxStopsASpawn) {
+  for (bool sandbox : {true, false}) {
+    SCOPED_TRACE(sandbox ? "with -sandbox" : "without -sandbox");
+    VmSpec vm = vmSpec(Accel::kTcg);
+    JailSpec spec = jailSpec(vm);
+    QemuArgv argv = qemuArgv(vm);
+    if (!sandbox) argv.sandbox.reset();
+    Running qemu = startQemu(spec, vm, argv.render());
+    Qmp qmp;
+    ASSERT_TRUE(qmp.connect(vm.qmpSocket(), std::chrono::seconds(30)));
+    ASSERT_TRUE(qmp.execute("qmp_capabilities").contains("return"));
+    EXPECT_EQ(procStatus(qemu.pid, "Seccomp_filters"), sandbox ? "2" : "1");
+    json migrate = qmp.execute("migrate", {{"uri", "exec:cat > /dev/null"}});
+    if (sandbox) {
+      Finished done = wait(std::move(qemu));
+      EXPECT_TRUE(done.killedBy(SIGSYS)) << "status " << done.status << ": " << done.err;
+      continue;
+    }
+    EXPECT_TRUE(migrate.contains("return")) << migrate.dump();
+    std::string state;
+    for (int i = 0; i < 200 && state != "completed" && state != "failed"; ++i) {
+      state = qmp.execute("query-migrate")["return"].value("status", "");
+      if (state != "completed") std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    EXPECT_EQ(state, "completed");
+    EXPECT_TRUE(qmp.execute("quit").contains("return"));
+    Finished done = wait(std::move(qemu));
+    EXPECT_TRUE(done.exited(0)) << "status " << done.status << ": " << done.err;
+  }
+}
+
 TEST_F(QemuJailTest, SigtermStopsJailedQemu) {
-  const std::string accel = "tcg";
-  JailSpec spec = specFor("a");
-  fs::path box = boxDir("a");
-  Running qemu = start(spec, qemuArgv(box, accel));
+  VmSpec vm = vmSpec(Accel::kTcg);
+  JailSpec spec = jailSpec(vm);
+  Running qemu = startQemu(spec, vm, qemuArgv(vm).render());
   Qmp qmp;
-  ASSERT_TRUE(qmp.connect(box / "qmp.sock", std::chrono::seconds(30)));
+  ASSERT_TRUE(qmp.connect(vm.qmpSocket(), std::chrono::seconds(30)));
   // SIGTERM reaches the namespace's PID 1 because QEMU handles it (a default action would not).
   // The QMP greeting comes from QEMU's monitor thread, possibly before the main thread installed
   // its SIGTERM handler; an answered query-status means the main loop runs. (As PID 1 of its
@@ -235,14 +321,15 @@ TEST_F(QemuJailTest, SigtermStopsJailedQemu) {
 }
 
 TEST_F(QemuJailTest, OomKilledQemuIsReportedWithThatReason) {
-  const std::string accel = "tcg";
-  JailSpec spec = specFor("a");
+  VmSpec vm = vmSpec(Accel::kTcg);
+  JailSpec spec = jailSpec(vm);
   // Far below what QEMU needs to start: the kernel's OOM killer ends it inside its cgroup.
   spec.limits.memory_max = 12 << 20;
-  Finished done = run(spec, qemuArgv(boxDir("a"), accel));
+  Finished done = run(spec, qemuArgv(vm).render());
   ASSERT_TRUE(done.killedBy(SIGKILL)) << "status " << done.status << ": " << done.err;
   auto usage = spec.cgroup->usage();
   ASSERT_TRUE(usage) << usage.error().describe();
+  EXPECT_GE(usage->oom_kills, 1U);
   // What hutchd shows as the box's failure reason instead of "killed by signal 9".
   EXPECT_EQ(oomKillReason(*usage, "QEMU"), "QEMU was killed by the OOM killer (memory.max 12 MiB)");
 }
@@ -259,54 +346,25 @@ TEST_F(QemuJailTest, BootsARealGuestUnderTcg) {
   }
   const char* expect_env = std::getenv("HUTCH_TEST_CONSOLE_EXPECT");
   std::string expect = expect_env != nullptr ? expect_env : "hutch-agent";
-  fs::path box = boxDir("a");
-  fs::path overlay = box / "disk.qcow2";
-  fs::remove(overlay);
+  VmSpec vm = vmSpec(Accel::kTcg, 256);
+  vm.kernel = kernel;
+  vm.initrd = initrd;
+  fs::remove(vm.disk);
   ASSERT_TRUE(sys::runCapture(
-      {"qemu-img", "create", "-q", "-f", "qcow2", "-b", rootfs, "-F", "raw", overlay.string()}));
-  JailSpec spec = specFor("a");  // gives the overlay to the box's uid
-  spec.paths.push_back({kernel, BindPath::Access::kReadOnly, false});
-  spec.paths.push_back({initrd, BindPath::Access::kReadOnly, false});
-  auto chain = qcow2BackingChain(overlay);
-  ASSERT_TRUE(chain) << chain.error().describe();
-  ASSERT_EQ(chain->size(), 1U);
-  for (const fs::path& layer : *chain) {
-    spec.paths.push_back({layer, BindPath::Access::kReadOnly, false});
-  }
-  spec.limits = CgroupLimits::forVm(1, 256, kVmmOverheadMib + 64);
-
-  uint64_t tsc_khz = 0;
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  for (std::string line; std::getline(cpuinfo, line);) {
-    if (line.rfind("cpu MHz", 0) == 0) {
-      tsc_khz = static_cast<uint64_t>(std::stod(line.substr(line.find(':') + 1)) * 1000);
-      break;
-    }
-  }
-  std::vector<std::string> argv = qemuArgv(box, "tcg");
-  argv.erase(std::find(argv.begin(), argv.end(), "-S"));
-  for (std::string& arg : argv) {
-    if (arg == "64M") arg = "256M";
-    if (arg.rfind("memory-backend-file", 0) == 0) {
-      arg = "memory-backend-file,id=mem,size=256M,mem-path=" + (box / "memory").string() +
-            ",share=on";
-    }
-  }
-  std::string append = "console=ttyS0 root=/dev/vda rw quiet panic=-1 tsc=reliable";
-  if (tsc_khz != 0) append += " tsc_early_khz=" + std::to_string(tsc_khz);
-  argv.insert(argv.end(), {"-kernel", kernel, "-initrd", initrd, "-append", append, "-drive",
-                           "id=root,file=" + overlay.string() + ",format=qcow2,if=none", "-device",
-                           "virtio-blk-device,drive=root"});
+      {"qemu-img", "create", "-q", "-f", "qcow2", "-b", rootfs, "-F", "raw", vm.disk.string()}));
+  vm.backing_files = {globLiteral(fs::canonical(rootfs))};
+  JailSpec spec = jailSpec(vm);
+  QemuArgv argv = QemuArgv::forSpec(vm, qemu_, host_.isPvm());
   auto started = std::chrono::steady_clock::now();
-  Running qemu = start(spec, argv);
+  Running qemu = startQemu(spec, vm, argv.render());
   Qmp qmp;
-  ASSERT_TRUE(qmp.connect(box / "qmp.sock", std::chrono::seconds(30)));
+  ASSERT_TRUE(qmp.connect(vm.qmpSocket(), std::chrono::seconds(30)));
   ASSERT_TRUE(qmp.execute("qmp_capabilities").contains("return"));
   std::string console;
   while (console.find(expect) == std::string::npos &&
          std::chrono::steady_clock::now() - started < std::chrono::seconds(120)) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    std::ifstream log(box / "console.log");
+    std::ifstream log(vm.consoleLog());
     console.assign(std::istreambuf_iterator<char>(log), {});
   }
   double seconds =
@@ -324,9 +382,6 @@ TEST_F(QemuJailTest, BootsARealGuestUnderTcg) {
   Finished done = wait(std::move(qemu));
   EXPECT_TRUE(done.exited(0)) << "status " << done.status << ": " << done.err;
 }
-
-INSTANTIATE_TEST_SUITE_P(Accel, QemuAccelTest, ::testing::Values("tcg", "kvm"),
-                         [](const auto& info) { return info.param; });
 
 }  // namespace
 }  // namespace hutch::jail::test

@@ -13,6 +13,17 @@ std::string mib(uint64_t bytes) {
   return fmt::format("{:.1f}MiB", static_cast<double>(bytes) / double(1 << 20));
 }
 
+// "blkio.bfq.weight=100", or "-" where the kernel gives the box no I/O weight.
+std::string ioWeights(const nlohmann::json& weights) {
+  std::string out;
+  if (weights.is_object()) {
+    for (const auto& [file, weight] : weights.items()) {
+      out += (out.empty() ? "" : " ") + file + "=" + weight.dump();
+    }
+  }
+  return out.empty() ? "-" : out;
+}
+
 }  // namespace
 
 int cmdStats(const ApiClient& client, const Output& out, const std::vector<std::string>& boxes) {
@@ -34,13 +45,16 @@ int cmdStats(const ApiClient& client, const Output& out, const std::vector<std::
          mib(memory.value("peak_bytes", uint64_t{0})),
          fmt::format("{:.1f}s", static_cast<double>(got->value("cpu_ns", uint64_t{0})) / 1e9),
          fmt::format("{} / {}", pids.value("current", uint64_t{0}), pids.value("max", uint64_t{0})),
-         std::to_string(got->value("oom_kills", uint64_t{0}))});
+         std::to_string(got->value("oom_kills", uint64_t{0})),
+         ioWeights(got->value("io_weights", nlohmann::json::object()))});
     all.push_back(*got);
   }
   if (out.json) {
     if (!all.empty()) printJson(all);
   } else if (!rows.empty()) {
-    printTable({"NAME", "UID", "MEMORY / LIMIT", "PEAK", "CPU", "TASKS / MAX", "OOM KILLS"}, rows);
+    printTable(
+        {"NAME", "UID", "MEMORY / LIMIT", "PEAK", "CPU", "TASKS / MAX", "OOM KILLS", "IO WEIGHT"},
+        rows);
   }
   return code;
 }

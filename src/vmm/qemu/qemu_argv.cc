@@ -131,12 +131,12 @@ void SandboxOption::appendTo(Argv& argv) const {
       {"-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"});
 }
 
-QemuArgv QemuArgv::forSpec(const VmSpec& spec, std::filesystem::path binary) {
+QemuArgv QemuArgv::forSpec(const VmSpec& spec, std::filesystem::path binary, bool pvm_host) {
   QemuArgv q;
   q.binary = std::move(binary);
   q.general.name = spec.id;
   q.accel.accel = spec.accel;
-  q.cpu.model = spec.accel == Accel::kKvm ? "host" : "";
+  if (spec.accel == Accel::kKvm) q.cpu.model = pvm_host ? kPvmCpuModel : kKvmCpuModel;
   q.cpu.count = spec.cpus;
   q.memory = MemoryBackendFile{.id = "mem",
                                .size_mib = spec.memory_mib,

@@ -41,6 +41,11 @@ struct AccelOption {
 };
 
 // -cpu <model> (omitted when empty: TCG's default model boots faster than "max") and -smp N.
+// KVM uses the host's model; on a PVM /dev/kvm (HostProbe::isPvm) QEMU 7.2 aborts at vCPU reset
+// with it ("failed to set MSR 0x10a": PVM refuses IA32_ARCH_CAPABILITIES), so there the model
+// leaves that MSR out.
+inline constexpr std::string_view kKvmCpuModel = "host";
+inline constexpr std::string_view kPvmCpuModel = "host,-arch-capabilities";
 struct CpuOption {
   std::string model;
   unsigned count = 1;
@@ -162,8 +167,9 @@ struct QemuArgv {
   static constexpr int kTapFd = 4;
   static constexpr int kQmpFd = 5;
   static constexpr int kAgentFd = 6;
-  // The command line hutch uses for `spec` (which should be valid).
-  static QemuArgv forSpec(const VmSpec& spec, std::filesystem::path binary);
+  // The command line hutch uses for `spec` (which should be valid); `pvm_host`: this host's
+  // /dev/kvm is PVM (the CPU model above).
+  static QemuArgv forSpec(const VmSpec& spec, std::filesystem::path binary, bool pvm_host = false);
   Argv render() const;
 };
 

@@ -90,6 +90,13 @@ TEST(QemuArgvTest, KvmSpec) {
   };
   EXPECT_EQ(after("-accel"), "kvm");
   EXPECT_EQ(after("-cpu"), "host");
+  // A PVM /dev/kvm refuses the ARCH_CAPABILITIES MSR that -cpu host sets: QEMU would abort.
+  Argv pvm = QemuArgv::forSpec(spec, "qemu-system-x86_64", /*pvm_host=*/true).render();
+  auto cpu = std::find(pvm.begin(), pvm.end(), "-cpu");
+  ASSERT_NE(cpu, pvm.end());
+  EXPECT_EQ(*(cpu + 1), "host,-arch-capabilities");
+  Argv tcg = QemuArgv::forSpec(tcgSpec(), "q", /*pvm_host=*/true).render();
+  EXPECT_EQ(std::find(tcg.begin(), tcg.end(), "-cpu"), tcg.end());
   EXPECT_EQ(after("-initrd"), "<absent>");
   EXPECT_EQ(after("-append"), "console=ttyS0 root=/dev/vda rw quiet panic=-1 tsc=reliable");
   EXPECT_EQ(after("-machine"), "microvm,memory-backend=mem");

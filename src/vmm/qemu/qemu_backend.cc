@@ -13,6 +13,7 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <charconv>
+#include <cstdlib>
 #include <ctime>
 
 #include "jail/box_dir.h"
@@ -176,8 +177,10 @@ QemuBackend::QemuBackend(asio::any_io_executor executor, std::filesystem::path q
                          QemuBackendOptions options)
     : executor_(std::move(executor)),
       binary_(std::move(qemu_binary)),
-      options_(std::move(options)),
-      kvm_usable_(options_.kvm_usable ? *options_.kvm_usable : probeHost().dev_kvm_usable) {
+      options_(std::move(options)) {
+  HostProbe host = probeHost();
+  kvm_usable_ = options_.kvm_usable ? *options_.kvm_usable : host.dev_kvm_usable;
+  pvm_host_ = host.isPvm();
   if (auto resolved = sys::findExecutable(binary_.string())) binary_ = *resolved;
 }
 
@@ -197,8 +200,15 @@ asio::awaitable<Result<std::unique_ptr<Vm>>> QemuBackend::adopt(std::filesystem:
   co_return std::unique_ptr<Vm>(std::move(*vm));
 }
 
-Result<jail::JailSpec> QemuBackend::jailSpecFor(const VmSpec& spec, jail::BoxIds ids) const {
-  const QemuJailOptions& options = *options_.jail;
+std::string vmCgroupName(const std::filesystem::path& run_dir) {
+  std::filesystem::path dir = run_dir.lexically_normal();
+  if (dir.filename().empty()) dir = dir.parent_path();
+  return dir.filename().string();
+}
+
+Result<jail::JailSpec> jailSpecFor(const VmSpec& spec, jail::BoxIds ids,
+                                   const QemuJailOptions& options,
+                                   const std::filesystem::path& qemu_binary) {
   // The chain comes from image headers the VM's QEMU could write: only hutch's own layers and
   // template images may be shown to it.
   HUTCH_TRY(auto chain, jail::qcow2BackingChain(spec.disk));
@@ -211,18 +221,81 @@ Result<jail::JailSpec> QemuBackend::jailSpecFor(const VmSpec& spec, jail::BoxIds
   js.uid = ids.uid;
   js.gid = ids.gid;
   js.cwd = spec.run_dir;
-  js.paths = jailPathsFor(spec, binary_, chain, preload);
+  js.paths = jailPathsFor(spec, qemu_binary, chain, preload);
   js.keep_fds = {QemuArgv::kQmpFd, QemuArgv::kAgentFd};
   if (!spec.netns.empty()) js.keep_fds.push_back(QemuArgv::kTapFd);
   if (spec.ram == GuestRam::kMappedFile) {
     js.env = {"LD_PRELOAD=" + preload.string(), "HUTCH_READONLY_RAM=" + spec.memory_file.string()};
   }
   if (spec.accel == Accel::kKvm) js.devices = {"/dev/kvm"};
-  HUTCH_TRY(js.cgroup, options.cgroups.boxCgroup(spec.id));
+  HUTCH_TRY(js.cgroup, options.cgroups.boxCgroup(vmCgroupName(spec.run_dir)));
   uint64_t overhead = jail::kVmmOverheadMib;
   if (spec.accel == Accel::kTcg) overhead += AccelOption{}.tcg_tb_size_mib;
   js.limits = jail::CgroupLimits::forVm(spec.cpus, spec.memory_mib, overhead);
   return js;
+}
+
+namespace {
+
+// The ids on a "Uid:" or "Gid:" line of /proc/PID/status: real, effective, saved, filesystem.
+std::vector<uint64_t> statusIds(const std::string& status, std::string_view key) {
+  std::vector<uint64_t> ids;
+  std::string prefix = "\n" + std::string(key) + ":";
+  size_t at = status.find(prefix);
+  if (at == std::string::npos) return ids;
+  size_t end = status.find('\n', at + 1);
+  std::string line = status.substr(at + prefix.size(), end - at - prefix.size());
+  const char* p = line.c_str();
+  for (;;) {
+    char* next = nullptr;
+    unsigned long long value = std::strtoull(p, &next, 10);
+    if (next == p) break;
+    ids.push_back(value);
+    p = next;
+  }
+  return ids;
+}
+
+}  // namespace
+
+Result<std::optional<VmJail>> adoptedJail(const std::filesystem::path& run_dir, pid_t pid,
+                                          const jail::CgroupHost& cgroups) {
+  std::string context = "Not adopting pid " + std::to_string(pid) + " for " + run_dir.string();
+  struct stat st {};
+  if (::lstat(run_dir.c_str(), &st) != 0) {
+    return fail(sysError("Cannot check " + run_dir.string(), errno).withContext(context));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return fail(Errc::kFailedPrecondition, context + ": it is not a directory");
+  }
+  if (st.st_uid == 0) return std::optional<VmJail>();  // an unjailed QEMU's run dir
+  auto status = sys::readFile("/proc/" + std::to_string(pid) + "/status", 1 << 16);
+  if (!status) return fail(status.error().withContext(context));
+  std::string text = "\n" + *status;
+  auto check = [&](std::string_view key, uint64_t want) -> Result<> {
+    std::vector<uint64_t> ids = statusIds(text, key);
+    bool all = ids.size() == 4 &&
+               std::all_of(ids.begin(), ids.end(), [want](uint64_t id) { return id == want; });
+    if (all) return ok();
+    std::string seen;
+    for (uint64_t id : ids) seen += (seen.empty() ? "" : " ") + std::to_string(id);
+    return fail(Errc::kFailedPrecondition,
+                fmt::format("{}: it runs with {} {}, not the run dir's owner {} (a QEMU's "
+                            "command line can lie; its ids cannot)",
+                            context, key, seen, want));
+  };
+  HUTCH_TRY_VOID(check("Uid", st.st_uid));
+  HUTCH_TRY_VOID(check("Gid", st.st_gid));
+  HUTCH_TRY(jail::BoxCgroup cgroup, cgroups.boxCgroup(vmCgroupName(run_dir)));
+  auto held = cgroup.holds(pid);
+  if (!held) return fail(held.error().withContext(context));
+  if (!*held) {
+    return fail(Errc::kFailedPrecondition, context + ": it is not in the run dir's cgroup " +
+                                               cgroup.dirs.front().path.string() +
+                                               " (a QEMU's command line can lie; the "
+                                               "kernel's cgroup membership cannot)");
+  }
+  return std::optional<VmJail>(VmJail{jail::BoxIds{st.st_uid, st.st_gid}, std::move(cgroup)});
 }
 
 Result<QemuBackend::Started> QemuBackend::startProcess(const VmSpec& spec) const {
@@ -240,7 +313,7 @@ Result<QemuBackend::Started> QemuBackend::startProcess(const VmSpec& spec) const
     removeStale(stale);
   }
 
-  Argv argv = QemuArgv::forSpec(spec, binary_).render();
+  Argv argv = QemuArgv::forSpec(spec, binary_, pvm_host_).render();
   std::string context = "Cannot start QEMU for VM " + spec.id;
   auto log = sys::openForAppend(spec.vmmLog());
   if (!log) return fail(log.error().withContext(context));
@@ -289,7 +362,7 @@ Result<QemuBackend::Started> QemuBackend::startProcess(const VmSpec& spec) const
     if (auto given = jail::prepareBoxDir(spec.run_dir, *ids); !given) {
       return fail(given.error().withContext(context));
     }
-    auto js = jailSpecFor(spec, *ids);
+    auto js = jailSpecFor(spec, *ids, *options_.jail, binary_);
     if (!js) return fail(js.error().withContext(context));
     auto memfd = jail::specMemfd(*js);
     if (!memfd) return fail(memfd.error().withContext(context));
@@ -427,15 +500,18 @@ asio::awaitable<Result<std::unique_ptr<QemuVm>>> QemuBackend::adoptQemu(
     co_return fail(Errc::kNotFound, "No QEMU runs for " + run_dir.string() + ": pid " +
                                         std::to_string(*pid) + " exited meanwhile");
   }
-  // A jailed QEMU runs as the owner of its run dir (prepareBoxDir), in the cgroup named after
-  // its VM id (its -name).
+  // Jailed, which box it is comes from hutchd's own records (the run dir's owner and its
+  // cgroup), checked against what the kernel says about the process.
   std::optional<VmJail> vm_jail;
-  struct stat st {};
-  if (options_.jail && ::stat(run_dir.c_str(), &st) == 0 && st.st_uid != 0) {
-    vm_jail = VmJail{jail::BoxIds{st.st_uid, st.st_gid}, std::nullopt};
-    auto name = std::find(cmdline->begin(), cmdline->end(), "-name");
-    if (name != cmdline->end() && name + 1 != cmdline->end()) {
-      if (auto cgroup = options_.jail->cgroups.boxCgroup(*(name + 1))) vm_jail->cgroup = *cgroup;
+  if (options_.jail) {
+    auto trusted = adoptedJail(run_dir, *pid, options_.jail->cgroups);
+    if (!trusted) co_return fail(trusted.error());
+    vm_jail = std::move(*trusted);
+    // The pidfd pins the process, not its pid: the facts above were about the same process
+    // only if it still runs.
+    if (sys::pidfdExited(pidfd->get())) {
+      co_return fail(Errc::kNotFound, "No QEMU runs for " + run_dir.string() + ": pid " +
+                                          std::to_string(*pid) + " exited meanwhile");
     }
   }
   auto vm = std::make_unique<QemuVm>(executor_, *pid, std::move(*pidfd), run_dir, options_.vm,

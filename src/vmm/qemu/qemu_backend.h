@@ -61,7 +61,9 @@ class QemuBackend : public VmBackend {
 
   // The QEMU of an earlier hutchd: reads <run_dir>/qemu.pid, checks that the process is a QEMU
   // with this run_dir's QMP socket, watches it through a pidfd and reconnects QMP. The exit
-  // status of an adopted process is unknown (it is not our child).
+  // status of an adopted process is unknown (it is not our child). Jailed, the process must also
+  // run as the run dir's owner and sit in the run dir's cgroup (adoptedJail): its command line
+  // is its own to rewrite, so it says nothing about which box it is.
   asio::awaitable<Result<std::unique_ptr<Vm>>> adopt(std::filesystem::path run_dir) override;
 
   // launch() with the concrete type, for QEMU-specific callers (snapshots, tests).
@@ -81,8 +83,6 @@ class QemuBackend : public VmBackend {
     UniqueFd qmp;
     UniqueFd agent;
   };
-  // The JailSpec of `spec` (ids, paths, devices, cgroup, limits) and the QEMU argv it runs.
-  Result<jail::JailSpec> jailSpecFor(const VmSpec& spec, jail::BoxIds ids) const;
   // Validates, spawns QEMU and records its pid; kills it again if a later step fails.
   Result<Started> startProcess(const VmSpec& spec) const;
   asio::awaitable<Result<std::shared_ptr<QmpClient>>> connectQmp(QemuVm& vm,
@@ -93,7 +93,28 @@ class QemuBackend : public VmBackend {
   std::filesystem::path binary_;
   QemuBackendOptions options_;
   bool kvm_usable_;
+  bool pvm_host_;  // the -cpu model of KVM VMs (QemuArgv::forSpec)
 };
+
+// The JailSpec hutchd hands hutch-jail for `spec`, run as `ids` by `qemu_binary`: the paths
+// QEMU opens (jailPathsFor, the disk's checked backing chain), /dev/kvm for KVM, the cgroup of
+// the run dir (vmCgroupName) and its limits.
+Result<jail::JailSpec> jailSpecFor(const VmSpec& spec, jail::BoxIds ids,
+                                   const QemuJailOptions& options,
+                                   const std::filesystem::path& qemu_binary);
+
+// A VM's cgroup is named after its run directory (boxes/<id>: the box id), so that hutchd finds
+// it again from its own records after a restart, never from what the VMM says.
+std::string vmCgroupName(const std::filesystem::path& run_dir);
+
+// Whether the running process `pid` is the jailed QEMU of `run_dir`, judged by what the kernel
+// says and the VMM cannot change: its real, effective, saved and filesystem uids and gids are the
+// owner of run_dir (prepareBoxDir gave it to the box's ids; only root can change that), and it is
+// in the run dir's cgroup below `cgroups` in every hierarchy. Returns the jail to watch it with;
+// kFailedPrecondition saying which fact is wrong; nullopt for a run dir that is root's (a QEMU
+// an unjailed hutchd started).
+Result<std::optional<VmJail>> adoptedJail(const std::filesystem::path& run_dir, pid_t pid,
+                                          const jail::CgroupHost& cgroups);
 
 // The JailSpec paths of a VM: what its QEMU opens by name. Pure: the backing chain is given.
 std::vector<jail::BindPath> jailPathsFor(const VmSpec& spec, const std::filesystem::path& binary,

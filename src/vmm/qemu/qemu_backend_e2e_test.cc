@@ -2,6 +2,7 @@
 // that only halts, so they run on any host with QEMU; HUTCH_TEST_KERNEL (and optionally
 // HUTCH_TEST_INITRD, HUTCH_TEST_ROOTFS: a raw base image for the disk overlay, and
 // HUTCH_TEST_CONSOLE_EXPECT: text to wait for in console.log) add a boot of a real kernel.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -14,6 +15,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <sstream>
 
 #include "jail/box_dir.h"
@@ -22,6 +24,7 @@
 #include "sys/proc_fs.h"
 #include "sys/spawn.h"
 #include "vmm/accel.h"
+#include "vmm/qemu/halt_kernel.h"
 #include "vmm/qemu/qemu_argv.h"
 #include "vmm/qemu/qemu_backend.h"
 
@@ -29,41 +32,6 @@ namespace hutch::vmm::qemu {
 namespace {
 
 using namespace std::chrono_literals;
-
-// An ELF64 x86-64 image whose only code is `cli; hlt; jmp .-1`, loaded at 1 MiB, with the Xen
-// PHYS32_ENTRY note (type 18) that QEMU's PVH loader looks for. Enough for microvm to "run".
-std::string haltKernelElf() {
-  std::string out;
-  auto put = [&](uint64_t value, int bytes) {
-    for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
-  };
-  constexpr uint64_t kLoad = 0x100000;
-  constexpr uint64_t kNoteOff = 64 + 2 * 56;
-  constexpr uint64_t kNoteSize = 12 + 4 + 8;
-  constexpr uint64_t kCodeOff = (kNoteOff + kNoteSize + 15) & ~15ull;
-  const std::string code = "\xfa\xf4\xeb\xfd";
-  // ELF header.
-  out +=
-      "\x7f"
-      "ELF";
-  put(2, 1), put(1, 1), put(1, 1), put(0, 1), put(0, 8);  // 64-bit, LE, v1, SysV
-  put(2, 2), put(62, 2), put(1, 4), put(kLoad, 8);        // EXEC, x86-64, v1, entry
-  put(64, 8), put(0, 8), put(0, 4);                       // phoff, shoff, flags
-  put(64, 2), put(56, 2), put(2, 2), put(64, 2), put(0, 2), put(0, 2);
-  // PT_LOAD, R+X.
-  put(1, 4), put(5, 4), put(kCodeOff, 8), put(kLoad, 8), put(kLoad, 8);
-  put(code.size(), 8), put(code.size(), 8), put(0x1000, 8);
-  // PT_NOTE.
-  put(4, 4), put(4, 4), put(kNoteOff, 8), put(0, 8), put(0, 8);
-  put(kNoteSize, 8), put(kNoteSize, 8), put(4, 8);
-  // Note: namesz 4, descsz 8, type XEN_ELFNOTE_PHYS32_ENTRY, "Xen\0", entry.
-  put(4, 4), put(8, 4), put(18, 4);
-  out += std::string("Xen", 4);
-  put(kLoad, 8);
-  out.resize(kCodeOff, '\0');
-  out += code;
-  return out;
-}
 
 // Pids of QEMU processes serving `run_dir`, from /proc.
 std::vector<pid_t> qemusFor(const std::filesystem::path& run_dir) {
@@ -373,6 +341,11 @@ class JailedQemuBackendE2eTest : public QemuBackendE2eTest {
     auto prepared = cgroups->prepare();
     ASSERT_TRUE(prepared) << prepared.error().describe();
     options_.jail = QemuJailOptions{.helper = HUTCH_JAIL_BIN, .cgroups = *cgroups};
+    // The cgroup is named after the run dir: a name of its own, as a box id is.
+    std::filesystem::path unique = dir_ / ("vm-" + dir_.filename().string());
+    std::filesystem::rename(run_dir_, unique);
+    run_dir_ = unique;
+    spec_.run_dir = run_dir_;
     // A jailed QEMU writes its disk as the box's uid: it lives in the run dir, as in hutchd.
     std::filesystem::rename(dir_ / "disk.qcow2", run_dir_ / "disk.qcow2");
     spec_.disk = run_dir_ / "disk.qcow2";
@@ -410,6 +383,7 @@ class JailedQemuBackendE2eTest : public QemuBackendE2eTest {
     EXPECT_EQ(status(vm.pid(), "CapEff"), "0000000000000000");
     EXPECT_EQ(status(vm.pid(), "NoNewPrivs"), "1");
     EXPECT_EQ(status(vm.pid(), "Seccomp"), "2");
+    EXPECT_EQ(status(vm.pid(), "Seccomp_filters"), "2");  // hutch-jail's and QEMU's -sandbox
     EXPECT_EQ(status(vm.pid(), "NSpid"), std::to_string(vm.pid()) + "\t1");
     for (const char* name : {"mnt", "pid", "ipc", "uts", "net", "cgroup"}) {
       EXPECT_NE(ns(std::to_string(vm.pid()), name), ns("self", name)) << name;
@@ -422,11 +396,31 @@ class JailedQemuBackendE2eTest : public QemuBackendE2eTest {
     EXPECT_TRUE(std::filesystem::exists(root / run_dir_.relative_path() / "disk.qcow2"));
     EXPECT_TRUE(std::filesystem::exists(root / spec_.kernel.relative_path()));
     EXPECT_FALSE(std::filesystem::exists(root / "etc/shadow"));
-    EXPECT_EQ(std::filesystem::exists(root / "dev/kvm"), kvm);
+    // /dev: the defaults, and /dev/kvm only on the KVM path.
+    std::vector<std::string> dev;
+    for (const auto& entry : std::filesystem::directory_iterator(root / "dev")) {
+      dev.push_back(entry.path().filename().string());
+    }
+    std::sort(dev.begin(), dev.end());
+    std::vector<std::string> want = {"fd",    "full",   "null",    "random", "stderr",
+                                     "stdin", "stdout", "urandom", "zero"};
+    if (kvm) want.insert(want.begin() + 2, "kvm");
+    EXPECT_EQ(dev, want);
     EXPECT_EQ(co_await vm.queryStatus(), Result<std::string>("running"));
     auto kvm_state = co_await vm.qmp()->execute("query-kvm", nullptr, 5s);
-    EXPECT_TRUE(kvm_state && (*kvm_state)["enabled"] == kvm)
-        << (kvm_state ? kvm_state->dump() : "");
+    EXPECT_TRUE(kvm_state) << kvm_state.error().describe();
+    if (kvm_state) {
+      EXPECT_EQ((*kvm_state)["enabled"], kvm) << kvm_state->dump();
+      if (kvm) {
+        EXPECT_EQ((*kvm_state)["present"], true) << kvm_state->dump();
+      }
+    }
+    // Its cgroup is the run dir's, where adoption looks for it.
+    EXPECT_TRUE(vm.jail() && vm.jail()->cgroup);
+    if (vm.jail() && vm.jail()->cgroup) {
+      EXPECT_EQ(vm.jail()->cgroup, *options_.jail->cgroups.boxCgroup(vmCgroupName(run_dir_)));
+      EXPECT_TRUE(*vm.jail()->cgroup->holds(vm.pid()));
+    }
     auto usage = vm.usage();
     EXPECT_TRUE(usage) << usage.error().describe();
     if (usage) {
@@ -454,53 +448,31 @@ class JailedQemuBackendE2eTest : public QemuBackendE2eTest {
   QemuBackendOptions options_;
 };
 
-TEST_F(JailedQemuBackendE2eTest, LifecycleUnderTcg) {
+// The launch paths, one body: TCG, and KVM wherever /dev/kvm can be opened. On this host's PVM
+// /dev/kvm the halt kernel runs too (hutchd picks TCG there only because stock guest kernels do
+// not): QEMU gets /dev/kvm in its jail and the KVM accelerator is on.
+class JailedLaunchPathTest : public JailedQemuBackendE2eTest,
+                             public ::testing::WithParamInterface<Accel> {};
+
+TEST_P(JailedLaunchPathTest, Lifecycle) {
+  const bool kvm = GetParam() == Accel::kKvm;
+  if (kvm) {
+    HostProbe host = probeHost();
+    if (!host.dev_kvm_exists) GTEST_SKIP() << "This host has no /dev/kvm";
+    if (!host.dev_kvm_usable)
+      GTEST_SKIP() << "/dev/kvm cannot be used here: " << host.dev_kvm_error;
+    spec_.accel = Accel::kKvm;
+    options_.kvm_usable = true;  // what hutchd does when told --accel kvm
+    backend_ = std::make_unique<QemuBackend>(ctx_.get_executor(), "qemu-system-x86_64", options_);
+  }
   run([&]() -> asio::awaitable<void> {
-    co_await jailedLifecycle(false);
+    co_await jailedLifecycle(kvm);
     co_await lifecycle();  // and again, as a restart of the same box would
   });
 }
 
-// The KVM launch path: /dev/kvm in the jail, QEMU's KVM accelerator enabled. On a host whose
-// /dev/kvm is PVM (no vmx/svm) hutchd picks TCG for stock kernels; the launch path itself still
-// works there with the halt kernel.
-TEST_F(JailedQemuBackendE2eTest, LaunchUnderKvm) {
-  if (!std::filesystem::exists("/dev/kvm")) GTEST_SKIP() << "no /dev/kvm";
-  spec_.accel = Accel::kKvm;
-  // First unjailed: where QEMU cannot run a KVM guest at all (a PVM /dev/kvm rejects -cpu host's
-  // MSRs), the jailed launch must fail the same way, not because of the jail.
-  QemuBackendOptions unjailed;
-  unjailed.kvm_usable = true;
-  QemuBackend plain(ctx_.get_executor(), "qemu-system-x86_64", unjailed);
-  std::string plain_error;
-  run([&]() -> asio::awaitable<void> {
-    auto vm = co_await plain.launch(spec_);
-    if (vm) {
-      EXPECT_TRUE(co_await (*vm)->kill());
-    } else {
-      plain_error = vm.error().message();
-    }
-  });
-  options_.kvm_usable = true;
-  backend_ = std::make_unique<QemuBackend>(ctx_.get_executor(), "qemu-system-x86_64", options_);
-  if (plain_error.empty()) {
-    run([&]() { return jailedLifecycle(true); });
-    return;
-  }
-  std::string jailed_error;
-  run([&]() -> asio::awaitable<void> {
-    auto vm = co_await backend_->launch(spec_);
-    EXPECT_FALSE(vm);
-    if (!vm) jailed_error = vm.error().message();
-  });
-  auto qemuWords = [](const std::string& message) {
-    size_t at = message.find("qemu-system-x86_64: ");
-    return at == std::string::npos ? message : message.substr(at, message.find('\n', at) - at);
-  };
-  EXPECT_EQ(qemuWords(jailed_error), qemuWords(plain_error));
-  GTEST_SKIP() << "QEMU cannot run a KVM guest on this host, jailed or not: "
-               << qemuWords(plain_error);
-}
+INSTANTIATE_TEST_SUITE_P(Accel, JailedLaunchPathTest, ::testing::Values(Accel::kTcg, Accel::kKvm),
+                         [](const auto& info) { return std::string(accelName(info.param)); });
 
 TEST_F(JailedQemuBackendE2eTest, ABackingFileOutsideTheAllowedPlacesIsRefused) {
   // An overlay whose header names a file hutch never made (here: the test's own halt kernel as
@@ -544,11 +516,13 @@ TEST_F(JailedQemuBackendE2eTest, AdoptsAJailedQemu) {
     EXPECT_TRUE(vm) << vm.error().describe();
     if (!vm) co_return;
     EXPECT_EQ((*vm)->pid(), pid);
+    EXPECT_EQ((*vm)->jail()->cgroup, *options_.jail->cgroups.boxCgroup(vmCgroupName(run_dir_)));
     auto usage = (*vm)->usage();
     EXPECT_TRUE(usage) << usage.error().describe();
     if (usage) {
       EXPECT_EQ(usage->uid, static_cast<int64_t>(jail::boxIds(*spec_.uid_index)->uid));
       EXPECT_GT(usage->pids, 1U);
+      EXPECT_EQ(usage->pids_max, 128U + spec_.cpus);
     }
     EXPECT_TRUE(co_await (*vm)->kill());
   });
@@ -556,6 +530,109 @@ TEST_F(JailedQemuBackendE2eTest, AdoptsAJailedQemu) {
   struct stat st {};
   EXPECT_EQ(::stat(run_dir_.c_str(), &st), 0);
   EXPECT_EQ(st.st_uid, 0U);
+}
+
+// Rewrites `from` as `to` (same length) in the argument block of `pid`, through /proc/PID/mem:
+// what a taken-over QEMU can do to its own command line without any privilege.
+bool rewriteCmdline(pid_t pid, const std::string& from, const std::string& to) {
+  if (from.size() != to.size()) return false;
+  auto stat = sys::readFile("/proc/" + std::to_string(pid) + "/stat");
+  if (!stat) return false;
+  // Fields after the command name: state is field 3; arg_start and arg_end are 48 and 49.
+  std::istringstream fields(stat->substr(stat->rfind(')') + 2));
+  std::vector<std::string> rest{std::istream_iterator<std::string>(fields), {}};
+  if (rest.size() < 47) return false;
+  uint64_t start = std::stoull(rest[45]);
+  uint64_t end = std::stoull(rest[46]);
+  UniqueFd mem(::open(("/proc/" + std::to_string(pid) + "/mem").c_str(), O_RDWR | O_CLOEXEC));
+  if (!mem) return false;
+  std::string block(end - start, '\0');
+  if (::pread(mem.get(), block.data(), block.size(), static_cast<off_t>(start)) !=
+      static_cast<ssize_t>(block.size())) {
+    return false;
+  }
+  bool changed = false;
+  for (size_t at = block.find(from); at != std::string::npos; at = block.find(from, at + 1)) {
+    block.replace(at, from.size(), to);
+    changed = true;
+  }
+  return changed && ::pwrite(mem.get(), block.data(), block.size(), static_cast<off_t>(start)) ==
+                        static_cast<ssize_t>(block.size());
+}
+
+// After a restart, which box a jailed QEMU is comes from hutchd's records (the run dir's owner
+// and cgroup), checked against the kernel's word, never from the QEMU's own command line.
+TEST_F(JailedQemuBackendE2eTest, AdoptionDoesNotTrustACmdlineThatLies) {
+  pid_t pid = 0;
+  run([&]() -> asio::awaitable<void> {
+    auto vm = co_await backend_->launch(spec_);
+    EXPECT_TRUE(vm) << vm.error().describe();
+    if (vm) pid = (*vm)->pid();
+  });
+  ASSERT_GT(pid, 0);
+  QemuBackend restarted(ctx_.get_executor(), "qemu-system-x86_64", options_);
+
+  // 1. Its -name now names another VM: adoption still finds its own cgroup (the run dir's).
+  ASSERT_TRUE(rewriteCmdline(pid, "-name" + std::string(1, '\0') + spec_.id + std::string(1, '\0'),
+                             "-name" + std::string(1, '\0') + "e2x" + std::string(1, '\0')));
+  ASSERT_EQ((*sys::readCmdline(pid))[2], "e2x");
+  run([&]() -> asio::awaitable<void> {
+    auto vm = co_await restarted.adoptQemu(run_dir_);
+    EXPECT_TRUE(vm) << vm.error().describe();
+    if (!vm) co_return;
+    EXPECT_EQ((*vm)->jail()->cgroup, *options_.jail->cgroups.boxCgroup(vmCgroupName(run_dir_)));
+    auto usage = (*vm)->usage();
+    EXPECT_TRUE(usage) << usage.error().describe();  // "e2x" has no cgroup
+  });
+
+  // 2. It claims the run dir of another box (same length, so the bytes fit), whose qemu.pid
+  // names it and whose QMP socket leads to it: the worst case. Its uid is not that box's.
+  std::filesystem::path other = dir_ / ("vx-" + dir_.filename().string());
+  ASSERT_EQ(other.string().size(), run_dir_.string().size());
+  std::filesystem::create_directory(other);
+  auto other_ids = jail::boxIds(*spec_.uid_index - 1);
+  ASSERT_TRUE(jail::prepareBoxDir(other, *other_ids));
+  ASSERT_TRUE(sys::writeFileAtomic(other / "qemu.pid", std::to_string(pid) + "\n"));
+  std::filesystem::create_symlink(run_dir_ / "qmp.sock", other / "qmp.sock");
+  ASSERT_TRUE(rewriteCmdline(pid, run_dir_.string(), other.string()));
+  ASSERT_TRUE(isQemuForRunDir(*sys::readCmdline(pid), other));
+  run([&]() -> asio::awaitable<void> {
+    auto vm = co_await restarted.adoptQemu(other);
+    EXPECT_FALSE(vm);
+    if (vm) {
+      co_await (*vm)->kill();
+      co_return;
+    }
+    EXPECT_EQ(vm.error().code(), Errc::kFailedPrecondition) << vm.error().describe();
+    EXPECT_NE(
+        vm.error().message().find("not the run dir's owner " + std::to_string(other_ids->uid)),
+        std::string::npos)
+        << vm.error().message();
+  });
+  // With the same uid (a stale owner), the cgroup still tells them apart.
+  ASSERT_EQ(::chown(other.c_str(), jail::boxIds(*spec_.uid_index)->uid,
+                    jail::boxIds(*spec_.uid_index)->gid),
+            0);
+  run([&]() -> asio::awaitable<void> {
+    auto vm = co_await restarted.adoptQemu(other);
+    EXPECT_FALSE(vm);
+    if (vm) {
+      co_await (*vm)->kill();
+      co_return;
+    }
+    EXPECT_EQ(vm.error().code(), Errc::kFailedPrecondition) << vm.error().describe();
+    EXPECT_NE(vm.error().message().find("is not in the run dir's cgroup"), std::string::npos)
+        << vm.error().message();
+  });
+  EXPECT_FALSE(processGone(pid));  // refused, not killed
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);  // our child: the backend that launched it is gone
+  EXPECT_TRUE(processGone(pid));
+  EXPECT_TRUE(jail::reclaimBoxDir(other));
+  ASSERT_TRUE(jail::reclaimBoxDir(run_dir_));
+  std::filesystem::remove_all(other);
+  auto cgroup = options_.jail->cgroups.boxCgroup(vmCgroupName(run_dir_));
+  EXPECT_TRUE(cgroup->remove());
 }
 
 // A restored box maps a snapshot's RAM file that is root's, 0444 and bound read-only: QEMU 7.2

@@ -2,6 +2,9 @@
 #include "vmm/qemu/qemu_backend.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
 
 namespace hutch::vmm::qemu {
 namespace {
@@ -83,6 +86,37 @@ TEST(JailPathsTest, FilesOutsideTheRunDirAreBoundOnceAtTheirOwnPaths) {
       {"/elsewhere/memory", Access::kReadWrite, false},
   };
   EXPECT_EQ(paths, want);
+}
+
+// A VM's cgroup is its run dir's: what adoption finds again from hutchd's own records.
+TEST(VmCgroupTest, IsNamedAfterTheRunDir) {
+  EXPECT_EQ(vmCgroupName("/state/boxes/b1"), "b1");
+  EXPECT_EQ(vmCgroupName("/state/boxes/b1/"), "b1");
+  EXPECT_EQ(vmCgroupName("/state/snapshots/s1/."), "s1");
+}
+
+// Adoption judges a jailed QEMU by its kernel-kept ids against the run dir's owner.
+TEST(AdoptedJailTest, TrustsTheKernelsIdsNotTheProcess) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to give a directory to another uid";
+  char tmpl[] = "/tmp/hutch-adopt-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  std::filesystem::path dir = tmpl;
+  auto cgroups = jail::CgroupHost::fromText("0::/\n", "1 0 0:1 / /nonexistent rw - cgroup2 c rw\n");
+  ASSERT_TRUE(cgroups) << cgroups.error().describe();
+  // Root's run dir: a QEMU an unjailed hutchd started, nothing to check.
+  auto unjailed = adoptedJail(dir, ::getpid(), *cgroups);
+  ASSERT_TRUE(unjailed) << unjailed.error().describe();
+  EXPECT_FALSE(*unjailed);
+  // A box's run dir, and a process (this test, root) that is not of that box.
+  ASSERT_EQ(::chown(dir.c_str(), 2080374785, 2080374785), 0);
+  auto refused = adoptedJail(dir, ::getpid(), *cgroups);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code(), Errc::kFailedPrecondition);
+  EXPECT_NE(refused.error().message().find("it runs with Uid 0 0 0 0, not the run dir's owner "
+                                           "2080374785"),
+            std::string::npos)
+      << refused.error().message();
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

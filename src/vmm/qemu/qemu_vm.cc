@@ -311,7 +311,8 @@ Result<ResourceUsage> QemuVm::usage() const {
                        .pids = usage->pids_current,
                        .pids_max = usage->pids_max,
                        .oom_kills = usage->oom_kills,
-                       .uid = static_cast<int64_t>(jail_->ids.uid)};
+                       .uid = static_cast<int64_t>(jail_->ids.uid),
+                       .io_weights = usage->io_weights};
 }
 
 asio::awaitable<Result<>> QemuVm::switchDisk(std::filesystem::path new_top) {
