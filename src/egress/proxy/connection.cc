@@ -97,7 +97,7 @@ asio::awaitable<void> tunnelTo(std::shared_ptr<Cell> cell, BoxStream& box, LiveS
                                bool connect_reply) {
   const ProxyOptions& options = cell->options();
   auto up = co_await connectUpstream(options.resolver, options.filter, host, port,
-                                     options.connect_timeout);
+                                     options.connect_timeout, cell->policy().allow_private);
   if (!up) {
     bool refused = up.error().code() == Errc::kFailedPrecondition;
     if (refused) entry.allowed = false;

@@ -141,8 +141,9 @@ asio::awaitable<void> forwardPlainHttp(std::shared_ptr<Cell> cell, BoxStream& bo
       entry = cell->newEntry("http", host, port);
       entry->allowed = true;
       entry->reason = decision.reason;
-      auto connected = co_await connectUpstream(options.resolver, options.filter, host, port,
-                                                options.connect_timeout);
+      auto connected =
+          co_await connectUpstream(options.resolver, options.filter, host, port,
+                                   options.connect_timeout, cell->policy().allow_private);
       if (!connected) {
         bool refused = connected.error().code() == Errc::kFailedPrecondition;
         if (refused) entry->allowed = false;
