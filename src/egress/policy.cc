@@ -547,6 +547,23 @@ Result<Policy> parsePolicyText(std::string_view text, const std::filesystem::pat
   return parsePolicy(doc, etc_apt);
 }
 
+std::optional<std::string> secretDomainProblem(std::string_view pattern_raw) {
+  std::string pattern = normalizeName(pattern_raw);
+  if (pattern == "*") {
+    return fmt::format(
+        "\"{}\" would send the secret to every host: bind it to the API's own name, such as "
+        "api.example.com",
+        pattern_raw);
+  }
+  if (pattern.starts_with("*.") && pattern.find('.', 2) == std::string::npos) {
+    return fmt::format(
+        "\"{}\" would send the secret to every name under the top-level domain \"{}\": bind "
+        "it to the API's own name (api.example.com) or to one domain's names (*.example.com)",
+        pattern_raw, pattern.substr(2));
+  }
+  return std::nullopt;
+}
+
 Decision decide(const Policy& policy, std::string_view host, uint16_t port) {
   std::string name = normalizeName(host);
   if (auto d = unnamed(host, name)) return *d;

@@ -56,6 +56,11 @@ Result<Policy> preset(std::string_view name, const std::filesystem::path& etc_ap
 Result<Policy> parsePolicyText(std::string_view text,
                                const std::filesystem::path& etc_apt = "/etc/apt");
 
+// Why a secret must not be bound to `pattern` (a domain that parsePolicy accepts), or nullopt
+// when it may be: "*" would send the secret to every name, and "*.x" with a single label after
+// "*." to every name of a top-level domain ("*.com"). The message says what to bind instead.
+std::optional<std::string> secretDomainProblem(std::string_view pattern);
+
 struct Decision {
   bool allowed = false;
   std::string

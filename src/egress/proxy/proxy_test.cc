@@ -309,11 +309,12 @@ TEST_F(ProxyTest, SecretsAreInjectedThroughConnectAndNeverReachTheBox) {
   auto res = get(*tls, std::string("/v1/models?key=") + kPlaceholder, authority,
                  std::string("Bearer ") + kPlaceholder);
   EXPECT_EQ(res.result_int(), 200u);
-  // The upstream got the real value, in the header and in the target.
+  // The upstream got the real value in the secret's header, and only there: the target keeps
+  // the placeholder (the rule is a header template).
   auto seen = https_->seen();
   ASSERT_EQ(seen.size(), 1u);
   EXPECT_EQ(seen[0].headers["authorization"], std::string("Bearer ") + kSecretValue);
-  EXPECT_EQ(seen[0].target, std::string("/v1/models?key=") + kSecretValue);
+  EXPECT_EQ(seen[0].target, std::string("/v1/models?key=") + kPlaceholder);
   // It echoed the header back; the box sees the placeholder.
   EXPECT_EQ(res["X-Echo-Authorization"], std::string("Bearer ") + kPlaceholder);
   for (const auto& field : res) {
@@ -384,6 +385,18 @@ TEST_F(ProxyTest, AnSniOtherThanTheConnectHostIsRefused) {
   auto entry = log_.waitFor([](const LogEntry& e) { return !e.allowed; });
   ASSERT_TRUE(entry);
   EXPECT_NE(entry->reason.find("does not match the CONNECT host"), std::string::npos);
+}
+
+TEST_F(ProxyTest, AnSniDifferingOnlyInCaseFromTheConnectHostIsIntercepted) {
+  startProxy(testOptions());
+  tcp::socket socket = connect(explicit_port_);
+  std::string authority = "api.example.test:" + std::to_string(https_->port());
+  ASSERT_EQ(sendConnect(socket, authority), 200u);
+  auto tls = tlsThrough(socket, "API.Example.TEST", box_ca_.cert);
+  auto res = get(*tls, "/case", "Api.Example.Test:" + std::to_string(https_->port()));
+  EXPECT_EQ(res.result_int(), 200u) << res.body();
+  ASSERT_EQ(https_->seen().size(), 1u);
+  EXPECT_EQ(https_->seen()[0].headers["authorization"], std::string("Bearer ") + kSecretValue);
 }
 
 TEST_F(ProxyTest, AnUntrustedUpstreamCertificateIs502) {
