@@ -223,6 +223,22 @@ TEST_F(ProxyTest, ExplicitPlainHttpIsForwardedWithAnOriginFormTarget) {
   EXPECT_EQ(http_->connections(), 1);
 }
 
+TEST_F(ProxyTest, ExplicitPlainHttpSendsTheUrisAuthorityAsHost) {
+  startProxy(testOptions());
+  tcp::socket socket = connect(explicit_port_);
+  std::string authority = "plain.example.test:" + std::to_string(http_->port());
+  // The URI names an allowed host; the Host header a denied one, which must not reach the
+  // upstream (a virtual-hosting upstream would serve the denied site).
+  auto res = get(socket, "http://" + authority + "/vhost", "evil.example.test");
+  EXPECT_EQ(res.result_int(), 200u);
+  res = get(socket, "http://" + authority + "/again", "");
+  EXPECT_EQ(res.result_int(), 200u);
+  auto seen = http_->seen();
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0].headers["host"], authority);
+  EXPECT_EQ(seen[1].headers["host"], authority);
+}
+
 TEST_F(ProxyTest, ExplicitPlainHttpToADeniedNameIs403) {
   startProxy(testOptions());
   tcp::socket socket = connect(explicit_port_);
