@@ -42,7 +42,10 @@ struct NetworkService::Attached {
   net::Listeners listeners;
   json message;  // the last "box" message, sent again to a restarted hutch-egress
   std::vector<int> fds() const {
-    return {listeners.explicit_proxy.get(), listeners.transparent.get(), listeners.dns.get()};
+    std::vector<int> out = {listeners.explicit_proxy.get(), listeners.transparent.get(),
+                            listeners.dns.get()};
+    if (listeners.drops) out.push_back(listeners.drops.get());
+    return out;
   }
 };
 
@@ -401,6 +404,10 @@ Result<> NetworkService::attach(const Box& box) {
   auto attached = std::make_unique<Attached>();
   attached->index = index;
   HUTCH_TRY(attached->listeners, networks_.listeners(index));
+  if (attached->listeners.drops_error) {
+    spdlog::warn("box={} its dropped packets will not be logged: {}", box.id,
+                 attached->listeners.drops_error->describe());
+  }
   attached->message = std::move(message);
   Attached& a = *attached;
   attached_[box.id] = std::move(attached);
