@@ -380,6 +380,13 @@ Result<json> NetworkService::boxMessage(const Box& box) {
       spdlog::warn("box={} secret {} is gone from the host: not injected", box.id, bound.name);
       continue;
     }
+    // One stored before today's checks (a domain of "*", say) would make hutch-egress refuse
+    // the whole box: left out instead, with the reason.
+    if (auto valid = net::validateSecret(*secret); !valid) {
+      spdlog::warn("box={} secret {} is not injected: {}; set it again with hutch secret set",
+                   box.id, bound.name, valid.error().message());
+      continue;
+    }
     secrets.push_back({{"name", secret->name},
                        {"value", secret->value},
                        {"domains", secret->domains},
