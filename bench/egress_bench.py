@@ -5,10 +5,10 @@ against a direct connection to the same server, with network namespaces and no V
 The layout is hutchd's: the proxy's listening sockets are created inside a "box" namespace B
 (explicit proxy 10.0.2.2:3128, transparent :15001, DNS 10.0.2.2:53) and handed to hutch-egress
 over its control socket; hutch-egress runs in a "host" namespace H and connects upstream to a
-server in an "internet" namespace I over a veth pair (H 10.213.9.1/24, I 10.213.9.2/24). H
-resolves bench.test to 10.213.9.2 through /etc/netns/H/hosts; the policy allows only bench.test.
+server in an "internet" namespace I over a veth pair (H 198.51.100.1/24, I 198.51.100.2/24). H
+resolves bench.test to 198.51.100.2 through /etc/netns/H/hosts; the policy allows only bench.test.
   through the proxy: a client in B -> 10.0.2.2:3128, CONNECT bench.test:9000 -> server in I;
-  direct:            a client in H -> 10.213.9.2:9000.
+  direct:            a client in H -> 198.51.100.2:9000.
 Each run measures, for both paths (the order alternating between runs): one --bytes download
 (MiB/s, and the CPU seconds per GiB that hutch-egress, the client and the server used),
 --connects sequential connections (connect_us: connect() to the first byte of a 1-byte echo,
@@ -29,11 +29,12 @@ import socket, statistics, subprocess, sys, tempfile, threading, time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CLONE_NEWNET = 0x40000000
 BOX_IP, PROXY_PORT, TRANSPARENT_PORT, DNS_PORT = "10.0.2.2", 3128, 15001, 53
-HOST_IP, NET_IP, SERVER_PORT = "10.213.9.1", "10.213.9.2", 9000
+HOST_IP, NET_IP, SERVER_PORT = "198.51.100.1", "198.51.100.2", 9000  # documentation range: an
+# address hutch-egress may connect to (it refuses private ones)
 NAME, DENIED_NAME = "bench.test", "other.test"
 POLICY = {"allow": [{"domain": NAME}]}
 
-# The server in I, on 10.213.9.2:9000. A connection sends one line: "GET N\n" is answered with
+# The server in I, on 198.51.100.2:9000. A connection sends one line: "GET N\n" is answered with
 # N bytes and end-of-file; "ECHO\n" echoes everything after it until end-of-file. One thread and
 # non-blocking sockets: a thread per connection made connection setup noisy (GIL hand-offs).
 SERVER = r'''

@@ -42,7 +42,10 @@ struct NetworkService::Attached {
   net::Listeners listeners;
   json message;  // the last "box" message, sent again to a restarted hutch-egress
   std::vector<int> fds() const {
-    return {listeners.explicit_proxy.get(), listeners.transparent.get(), listeners.dns.get()};
+    std::vector<int> out = {listeners.explicit_proxy.get(), listeners.transparent.get(),
+                            listeners.dns.get()};
+    if (listeners.drops) out.push_back(listeners.drops.get());
+    return out;
   }
 };
 
@@ -377,6 +380,13 @@ Result<json> NetworkService::boxMessage(const Box& box) {
       spdlog::warn("box={} secret {} is gone from the host: not injected", box.id, bound.name);
       continue;
     }
+    // One stored before today's checks (a domain of "*", say) would make hutch-egress refuse
+    // the whole box: left out instead, with the reason.
+    if (auto valid = net::validateSecret(*secret); !valid) {
+      spdlog::warn("box={} secret {} is not injected: {}; set it again with hutch secret set",
+                   box.id, bound.name, valid.error().message());
+      continue;
+    }
     secrets.push_back({{"name", secret->name},
                        {"value", secret->value},
                        {"domains", secret->domains},
@@ -401,6 +411,10 @@ Result<> NetworkService::attach(const Box& box) {
   auto attached = std::make_unique<Attached>();
   attached->index = index;
   HUTCH_TRY(attached->listeners, networks_.listeners(index));
+  if (attached->listeners.drops_error) {
+    spdlog::warn("box={} its dropped packets will not be logged: {}", box.id,
+                 attached->listeners.drops_error->describe());
+  }
   attached->message = std::move(message);
   Attached& a = *attached;
   attached_[box.id] = std::move(attached);

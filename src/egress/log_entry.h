@@ -13,10 +13,13 @@ struct LogEntry {
   int64_t time_ms = 0;  // unix time in milliseconds, when decided
   // "dns" (a question), "http" (plain HTTP, transparent or through the explicit proxy),
   // "https" (TLS seen by SNI, tunnelled or intercepted), "connect" (CONNECT to the explicit
-  // proxy), "tcp" (anything else: no name to decide on, always denied).
+  // proxy), "tcp" (anything else: no name to decide on, always denied). Packets the box's
+  // network dropped (drop_log.h), always denied: "udp", "icmp", "icmpv6", "ip" (another IP
+  // protocol, or a summary of drops not logged one by one), "ether" (not IP); "tcp" too for
+  // IPv6 TCP.
   std::string proto;
   std::string host;     // the name decided on ("" when there was none)
-  uint16_t port = 0;    // destination port (0 for dns)
+  uint16_t port = 0;    // destination port (0 for dns, icmp and the like)
   std::string address;  // upstream address actually connected to, or the original destination
   bool allowed = false;
   std::string reason;                // Decision::reason, or why an allowed connection failed

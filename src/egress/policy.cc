@@ -179,6 +179,46 @@ Result<std::vector<Rule>> parseRules(const Json& value, const std::string& field
   return rules;
 }
 
+std::string privateRangesText() {
+  std::string out;
+  for (const IpNetwork& n : privateRanges()) {
+    if (!out.empty()) out += ", ";
+    out += n.text();
+  }
+  return out;
+}
+
+// "allow_private": a list of networks, each inside one of the private ranges.
+Result<std::vector<IpNetwork>> parsePrivateNetworks(const Json& value) {
+  if (!value.is_array()) {
+    return fail(Errc::kInvalidArgument,
+                "\"allow_private\" must be a list of private networks such as "
+                "[\"192.168.1.0/24\"]");
+  }
+  std::vector<IpNetwork> out;
+  for (size_t i = 0; i < value.size(); ++i) {
+    std::string field = fmt::format("allow_private[{}]", i);
+    if (!value[i].is_string()) {
+      return fail(Errc::kInvalidArgument,
+                  fmt::format("{} must be a string such as \"192.168.1.0/24\"", field));
+    }
+    auto network = parseIpNetwork(value[i].get_ref<const std::string&>());
+    if (!network) return fail(network.error().withContext(field));
+    auto ranges = privateRanges();
+    bool inside = std::any_of(ranges.begin(), ranges.end(),
+                              [&](const IpNetwork& r) { return r.contains(*network); });
+    if (!inside) {
+      return fail(Errc::kInvalidArgument,
+                  fmt::format("{} {} is not inside a private range ({}): public addresses need "
+                              "no entry, and loopback, link-local and metadata addresses can "
+                              "never be allowed",
+                              field, network->text(), privateRangesText()));
+    }
+    if (std::find(out.begin(), out.end(), *network) == out.end()) out.push_back(*network);
+  }
+  return out;
+}
+
 void append(std::vector<Rule>& to, const std::vector<Rule>& rules) {
   for (const Rule& r : rules) {
     if (std::find(to.begin(), to.end(), r) == to.end()) to.push_back(r);
@@ -409,10 +449,10 @@ Result<Policy> parsePolicy(const nlohmann::json& doc, const std::filesystem::pat
                 "A network policy must be a JSON object with \"allow\", \"deny\" and \"presets\"");
   }
   for (const auto& [key, _] : doc.items()) {
-    if (key != "allow" && key != "deny" && key != "presets") {
+    if (key != "allow" && key != "deny" && key != "presets" && key != "allow_private") {
       return fail(Errc::kInvalidArgument,
                   fmt::format("Unknown key \"{}\" in the network policy: accepted keys are "
-                              "\"allow\", \"deny\" and \"presets\"",
+                              "\"allow\", \"deny\", \"presets\" and \"allow_private\"",
                               key));
     }
   }
@@ -426,6 +466,11 @@ Result<Policy> parsePolicy(const nlohmann::json& doc, const std::filesystem::pat
     auto deny = parseRules(doc["deny"], "deny");
     if (!deny) return fail(deny.error().withContext(kInvalid));
     policy.deny = std::move(*deny);
+  }
+  if (doc.contains("allow_private")) {
+    auto networks = parsePrivateNetworks(doc["allow_private"]);
+    if (!networks) return fail(networks.error().withContext(kInvalid));
+    policy.allow_private = std::move(*networks);
   }
   if (doc.contains("presets")) {
     const Json& presets = doc["presets"];
@@ -459,7 +504,13 @@ nlohmann::json toJson(const Policy& policy) {
     }
     return out;
   };
-  return {{"allow", rules(policy.allow)}, {"deny", rules(policy.deny)}};
+  Json out = {{"allow", rules(policy.allow)}, {"deny", rules(policy.deny)}};
+  if (!policy.allow_private.empty()) {
+    Json networks = Json::array();
+    for (const IpNetwork& n : policy.allow_private) networks.push_back(n.text());
+    out["allow_private"] = std::move(networks);
+  }
+  return out;
 }
 
 Result<Policy> preset(std::string_view name, const std::filesystem::path& etc_apt) {
@@ -494,6 +545,23 @@ Result<Policy> parsePolicyText(std::string_view text, const std::filesystem::pat
         fmt::format("The network policy is not valid JSON (at byte {}): fix the document", e.byte));
   }
   return parsePolicy(doc, etc_apt);
+}
+
+std::optional<std::string> secretDomainProblem(std::string_view pattern_raw) {
+  std::string pattern = normalizeName(pattern_raw);
+  if (pattern == "*") {
+    return fmt::format(
+        "\"{}\" would send the secret to every host: bind it to the API's own name, such as "
+        "api.example.com",
+        pattern_raw);
+  }
+  if (pattern.starts_with("*.") && pattern.find('.', 2) == std::string::npos) {
+    return fmt::format(
+        "\"{}\" would send the secret to every name under the top-level domain \"{}\": bind "
+        "it to the API's own name (api.example.com) or to one domain's names (*.example.com)",
+        pattern_raw, pattern.substr(2));
+  }
+  return std::nullopt;
 }
 
 Decision decide(const Policy& policy, std::string_view host, uint16_t port) {

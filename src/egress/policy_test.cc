@@ -1,5 +1,6 @@
 #include "egress/policy.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -192,6 +193,42 @@ TEST(PolicyParse, WholeMessages) {
             "Invalid network policy: deny[0].domain \"10.0.0.1\" is an IP address; rules name "
             "hosts, never addresses: a DNS name such as \"api.example.com\", \"*.example.com\" for "
             "every name below example.com, or \"*\" for every name");
+}
+
+TEST(PolicyParse, AllowPrivateTakesPrivateNetworksOnly) {
+  Policy p = parse(R"({"allow": [{"domain": "mirror.lan.example"}],
+                       "allow_private": ["192.168.1.0/24", "10.9.8.7", "fd12:3456::/48",
+                                         "192.168.1.0/24"]})");
+  ASSERT_EQ(p.allow_private.size(), 3u) << "duplicates are kept once";
+  EXPECT_EQ(p.allow_private[0].text(), "192.168.1.0/24");
+  EXPECT_EQ(p.allow_private[1].text(), "10.9.8.7/32");
+  EXPECT_EQ(p.allow_private[2].text(), "fd12:3456::/48");
+  Json j = toJson(p);
+  EXPECT_EQ(j["allow_private"], Json::parse(R"(["192.168.1.0/24", "10.9.8.7/32",
+                                                "fd12:3456::/48"])"));
+  auto again = parsePolicy(j);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(*again, p);
+  EXPECT_FALSE(toJson(Policy{}).contains("allow_private")) << "left out when empty";
+
+  std::string m = parseError(R"({"allow_private": ["8.8.8.0/24"]})");
+  EXPECT_NE(m.find("allow_private[0] 8.8.8.0/24 is not inside a private range (10.0.0.0/8, "
+                   "100.64.0.0/10, 172.16.0.0/12, 192.168.0.0/16, fc00::/7)"),
+            std::string::npos)
+      << m;
+  for (const char* bad : {"127.0.0.0/8", "169.254.169.254", "169.254.0.0/16", "0.0.0.0/0",
+                          "10.0.0.0/7", "fe80::/10", "::1"}) {
+    EXPECT_NE(parseError(fmt::format(R"({{"allow_private": ["{}"]}})", bad))
+                  .find("is not inside a private range"),
+              std::string::npos)
+        << bad;
+  }
+  EXPECT_NE(parseError(R"({"allow_private": ["192.168.1.1/24"]})").find("write 192.168.1.0/24"),
+            std::string::npos);
+  EXPECT_NE(parseError(R"({"allow_private": "10.0.0.0/8"})").find("must be a list"),
+            std::string::npos);
+  EXPECT_NE(parseError(R"({"allow_private": [10]})").find("allow_private[0] must be a string"),
+            std::string::npos);
 }
 
 TEST(PolicyParse, Text) {

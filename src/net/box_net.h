@@ -2,7 +2,8 @@
 // peers are hutch's DNS resolver and egress proxy, through sockets hutchd makes inside the
 // namespace and hands to hutch-egress (src/egress/README.md). The namespace has no route and no
 // other device, so other boxes, the host and the internet are not reachable at all; nftables
-// redirects what the box sends to those sockets and drops the rest.
+// redirects what the box sends to those sockets, and drops the rest and logs it (NFLOG, read by
+// hutch-egress into the box's policy log).
 //
 // Every box sees the same addresses (below): namespaces keep them apart, and a snapshot taken
 // in one box stays valid in another.
@@ -10,6 +11,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +39,10 @@ struct Listeners {
   UniqueFd explicit_proxy;  // TCP 10.0.2.2:3128
   UniqueFd transparent;     // TCP 0.0.0.0:15001 (nftables redirects other TCP here)
   UniqueFd dns;             // UDP 10.0.2.2:53
+  // NETLINK_NETFILTER, bound to NFLOG group egress::kDropLogGroup: the packets the tap's chain
+  // dropped (configured by hutchd, which needs CAP_NET_ADMIN for it; reading needs nothing).
+  UniqueFd drops;
+  std::optional<Error> drops_error;  // why `drops` is missing (the rest works without it)
 };
 
 class BoxNetworks {
@@ -53,7 +59,7 @@ class BoxNetworks {
   Result<std::filesystem::path> prepare(uint32_t index) const;
   // Deletes it (nothing if it does not exist).
   Result<> release(uint32_t index) const;
-  // Makes the three sockets inside an existing namespace.
+  // Makes the four sockets inside an existing namespace.
   Result<Listeners> listeners(uint32_t index) const;
   // Namespaces of this prefix whose index is not in `keep` are deleted.
   void removeOrphans(const std::vector<uint32_t>& keep) const;

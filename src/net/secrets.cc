@@ -44,6 +44,11 @@ Result<> validateSecret(const Secret& s) {
   if (auto parsed = egress::parsePolicy(json{{"allow", allow}}); !parsed) {
     return fail(parsed.error().withContext("Bad secret domain"));
   }
+  for (const auto& d : s.domains) {
+    if (auto problem = egress::secretDomainProblem(d)) {
+      return fail(Errc::kInvalidArgument, "Bad secret domain: " + *problem);
+    }
+  }
   static const std::regex kHeader("^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$");
   if (!s.header.empty() && !std::regex_match(s.header, kHeader)) {
     return fail(Errc::kInvalidArgument, fmt::format("'{}' is not an HTTP header name", s.header));

@@ -18,16 +18,17 @@ struct Secret {
   std::string value;  // never logged, never returned by the API
   std::vector<std::string> domains;  // where it may go: policy domain patterns (egress/policy.h)
   // The injection rule: with a header, requests to the domains get `header: format` with
-  // {value} replaced (e.g. Authorization: Bearer {value}); without, the placeholder is replaced
-  // wherever it appears in request headers and the request target.
+  // {value} replaced (e.g. Authorization: Bearer {value}) and nothing else is touched; without,
+  // the placeholder is replaced in request header values, never in the request target or body.
   std::string header;
   std::string format = "{value}";
   int64_t updated_at = 0;
   bool operator==(const Secret&) const = default;
 };
 
-// Checks the name, the domains (at least one, each a valid pattern), the header and the format
-// ({value} once, no CR or LF); errors say what is accepted.
+// Checks the name, the domains (at least one, each a valid pattern and none as broad as "*" or
+// "*.com": egress::secretDomainProblem), the header and the format ({value} once, no CR or LF);
+// errors say what is accepted.
 Result<> validateSecret(const Secret& secret);
 // The JSON the API shows: everything but the value.
 nlohmann::json describeSecret(const Secret& secret);

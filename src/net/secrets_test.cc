@@ -79,6 +79,20 @@ TEST_F(SecretStoreTest, BadSecretsAreRefusedWithWhatToDo) {
   s = key();
   s.domains = {"1.2.3.4"};
   EXPECT_NE(refused(s).find("Bad secret domain"), std::string::npos);
+  for (std::vector<std::string> broad :
+       {std::vector<std::string>{"*"}, std::vector<std::string>{"api.example.test", "*.test"},
+        std::vector<std::string>{"*.COM."}}) {
+    s = key();
+    s.domains = broad;
+    std::string m = refused(s);
+    EXPECT_NE(m.find("Bad secret domain"), std::string::npos) << m;
+    EXPECT_NE(m.find("would send the secret to every"), std::string::npos) << m;
+    EXPECT_NE(m.find("bind it to the API's own name"), std::string::npos) << m;
+  }
+  s = key();
+  s.domains = {"*.example.test", "API.example.test"};
+  EXPECT_TRUE(store_->put(s)) << "a domain's names, or one name, may be bound";
+  ASSERT_TRUE(store_->remove(s.name));
   s = key();
   s.header = "Bad Header";
   EXPECT_NE(refused(s).find("HTTP header name"), std::string::npos);

@@ -62,6 +62,11 @@ void printPolicy(const json& answer) {
     if (!policy.contains(kind)) continue;
     for (const auto& rule : policy[kind]) rows.push_back({kind, ruleText(rule)});
   }
+  if (policy.contains("allow_private")) {
+    for (const auto& network : policy["allow_private"]) {
+      rows.push_back({"private", network.get<std::string>()});
+    }
+  }
   if (rows.empty()) {
     fmt::print("{}: no allow rule: nothing is reachable (preset none)\n",
                answer.value("name", "?"));

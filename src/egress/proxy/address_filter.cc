@@ -21,25 +21,12 @@ address normalise(const address& a) {
   return a;
 }
 
-std::optional<std::string> v4Refusal(const address_v4& a) {
-  uint32_t v = a.to_uint();
-  if (v >> 24 == 0) return "unspecified";  // 0.0.0.0/8: "this network"
-  if (a.is_loopback()) return "loopback";
-  if ((v >> 16) == 0xa9fe) return "link-local";  // 169.254.0.0/16
-  if (a.is_multicast()) return "multicast";
-  if (v == 0xffffffffu) return "broadcast";
-  return std::nullopt;
-}
-
-std::optional<std::string> v6Refusal(const address_v6& a) {
-  if (a.is_unspecified()) return "unspecified";
-  if (a.is_loopback()) return "loopback";
-  if (a.is_link_local()) return "link-local";
-  if (a.is_multicast()) return "multicast";
-  return std::nullopt;
-}
-
 }  // namespace
+
+IpAddress toIpAddress(const address& a) {
+  if (a.is_v4()) return IpAddress::v4(a.to_v4().to_uint());
+  return IpAddress::v6(a.to_v6().to_bytes());
+}
 
 std::vector<address> hostInterfaceAddresses() {
   std::vector<address> out;
@@ -71,11 +58,17 @@ AddressFilter AddressFilter::allowingLoopbackForTests() {
   return filter;
 }
 
-std::optional<std::string> AddressFilter::refusal(const address& raw) const {
+std::optional<std::string> AddressFilter::refusal(
+    const address& raw, const std::vector<IpNetwork>& allow_private) const {
   address a = normalise(raw);
   if (allow_loopback_ && a.is_loopback()) return std::nullopt;
-  auto why = a.is_v4() ? v4Refusal(a.to_v4()) : v6Refusal(a.to_v6());
-  if (why) return why;
+  IpAddress ip = toIpAddress(a);
+  if (auto range = specialRange(ip)) {
+    bool opened = range->kind == RangeKind::kPrivate &&
+                  std::any_of(allow_private.begin(), allow_private.end(),
+                              [&](const IpNetwork& n) { return n.contains(ip); });
+    if (!opened) return range->name;
+  }
   if (own_) {
     for (const address& own : own_()) {
       if (normalise(own) == a) return "an address of this host";

@@ -1,8 +1,11 @@
 #include "egress/proxy/cell.h"
 
+#include <linux/netlink.h>
 #include <sys/socket.h>
 
 #include <boost/asio/co_spawn.hpp>
+#include <cerrno>
+#include <cstring>
 
 #include "egress/proxy/log.h"
 
@@ -46,6 +49,49 @@ Result<> checkSocket(const UniqueFd& fd, const char* what, int type, bool listen
                 std::string("The ") + what + " socket is not listening; call listen() first");
   }
   return ok();
+}
+
+Result<> checkDropSocket(const UniqueFd& fd) {
+  if (intOption(fd.get(), SOL_SOCKET, SO_DOMAIN) != AF_NETLINK ||
+      intOption(fd.get(), SOL_SOCKET, SO_PROTOCOL) != NETLINK_NETFILTER) {
+    return fail(Errc::kInvalidArgument,
+                "The fourth descriptor is not a NETLINK_NETFILTER socket; send the NFLOG socket "
+                "of dropped packets there, or only three descriptors");
+  }
+  return ok();
+}
+
+// Reads the box's dropped packets until the socket closes.
+asio::awaitable<void> dropLoop(std::shared_ptr<Cell> cell,
+                               std::shared_ptr<asio::posix::stream_descriptor> socket) {
+  std::vector<uint8_t> buffer(65536);
+  bool warned_overrun = false;
+  for (;;) {
+    error_code ec;
+    co_await socket->async_wait(asio::posix::descriptor_base::wait_read,
+                                asio::redirect_error(asio::use_awaitable, ec));
+    if (ec || !socket->is_open() || cell->closed()) co_return;
+    for (;;) {
+      ssize_t n = ::recv(socket->native_handle(), buffer.data(), buffer.size(), MSG_DONTWAIT);
+      if (n < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+        if (errno == EINTR) continue;
+        if (errno == ENOBUFS) {  // the kernel dropped log messages: a flood; go on reading
+          if (!warned_overrun) egressLog().warn("box={} dropped-packet log overrun", cell->id());
+          warned_overrun = true;
+          continue;
+        }
+        egressLog().warn("box={} reading dropped packets failed: {}", cell->id(),
+                         std::strerror(errno));
+        co_return;
+      }
+      if (n == 0) break;
+      for (const DroppedPacket& packet :
+           parseNflogDatagram(std::span<const uint8_t>(buffer.data(), static_cast<size_t>(n)))) {
+        cell->logDrop(packet);
+      }
+    }
+  }
 }
 
 Result<std::shared_ptr<tcp::acceptor>> adoptListener(const asio::any_io_executor& ex, UniqueFd fd) {
@@ -122,6 +168,7 @@ Result<> Cell::setSockets(BoxSockets sockets) {
   HUTCH_TRY_VOID(checkSocket(sockets.explicit_proxy, "explicit proxy", SOCK_STREAM, true));
   HUTCH_TRY_VOID(checkSocket(sockets.transparent, "transparent", SOCK_STREAM, true));
   HUTCH_TRY_VOID(checkSocket(sockets.dns, "DNS", SOCK_DGRAM, false));
+  if (sockets.drops) HUTCH_TRY_VOID(checkDropSocket(sockets.drops));
   HUTCH_TRY(auto explicit_proxy, adoptListener(executor_, std::move(sockets.explicit_proxy)));
   HUTCH_TRY(auto transparent, adoptListener(executor_, std::move(sockets.transparent)));
   // The resolver asks this cell for the policy at each question, and logs through it.
@@ -135,17 +182,31 @@ Result<> Cell::setSockets(BoxSockets sockets) {
   };
   HUTCH_TRY(auto dns, DnsResolver::create(io_, std::move(sockets.dns), options().dns_upstreams,
                                           std::move(policy), id_, std::move(log)));
+  std::shared_ptr<asio::posix::stream_descriptor> drops;
+  if (sockets.drops) {
+    drops = std::make_shared<asio::posix::stream_descriptor>(executor_);
+    error_code ec;
+    drops->assign(sockets.drops.get(), ec);
+    if (ec) return fail(Errc::kInternal, "Cannot use the NFLOG socket: " + ec.message());
+    sockets.drops.release();
+  }
   error_code ignored;
   if (explicit_) explicit_->close(ignored);
   if (transparent_) transparent_->close(ignored);
   if (dns_) dns_->stop();
+  if (drops_) drops_->close(ignored);
   explicit_ = std::move(explicit_proxy);
   transparent_ = std::move(transparent);
   dns_ = std::move(dns);
+  drops_ = std::move(drops);
   closed_ = false;
   auto report = [box = id_](const std::exception_ptr& e) { reportCrash(box, "accept", e); };
   asio::co_spawn(executor_, acceptLoop(shared_from_this(), explicit_, false), report);
   asio::co_spawn(executor_, acceptLoop(shared_from_this(), transparent_, true), report);
+  if (drops_) {
+    auto dropped = [box = id_](const std::exception_ptr& e) { reportCrash(box, "drop log", e); };
+    asio::co_spawn(executor_, dropLoop(shared_from_this(), drops_), dropped);
+  }
   return ok();
 }
 
@@ -156,6 +217,7 @@ void Cell::close() {
   if (transparent_) transparent_->close(ignored);
   if (dns_) dns_->stop();
   dns_.reset();
+  if (drops_) drops_->close(ignored);
   auto live = live_;
   for (auto& [token, sockets] : live) sockets->close();
 }
@@ -179,10 +241,14 @@ Result<std::shared_ptr<ssl::context>> Cell::boxTlsFor(const std::string& host) {
   return ctx;
 }
 
+int64_t Cell::nowMs() const {
+  return options().now_ms ? options().now_ms() : systemNowMs();
+}
+
 LogEntry Cell::newEntry(std::string proto, std::string host, uint16_t port) const {
   LogEntry e;
   e.box = id_;
-  e.time_ms = options().now_ms ? options().now_ms() : systemNowMs();
+  e.time_ms = nowMs();
   e.proto = std::move(proto);
   e.host = std::move(host);
   e.port = port;
@@ -195,6 +261,35 @@ void Cell::log(const LogEntry& entry) const {
                    entry.address.empty() ? "-" : entry.address, entry.reason, entry.bytes_up,
                    entry.bytes_down);
   if (options().log) options().log(entry);
+}
+
+void Cell::logDrop(const DroppedPacket& packet) {
+  if (!drop_limiter_.admit(nowMs())) {
+    if (!drop_summary_pending_) {
+      drop_summary_pending_ = true;
+      auto report = [box = id_](const std::exception_ptr& e) { reportCrash(box, "drop log", e); };
+      asio::co_spawn(executor_, logDropSummaryLater(), report);
+    }
+    return;
+  }
+  LogEntry entry = newEntry(packet.proto, "", packet.port);
+  describeDrop(packet, entry);
+  log(entry);
+}
+
+asio::awaitable<void> Cell::logDropSummaryLater() {
+  std::weak_ptr<Cell> weak = weak_from_this();
+  asio::steady_timer timer(executor_, options().drop_summary_delay);
+  error_code ec;
+  co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  auto self = weak.lock();
+  if (!self) co_return;
+  drop_summary_pending_ = false;
+  uint64_t count = drop_limiter_.takeSuppressed();
+  if (count == 0) co_return;
+  LogEntry entry = newEntry("ip", "", 0);
+  entry.reason = drop_limiter_.summaryReason(count);
+  log(entry);
 }
 
 uint64_t Cell::track(LiveSockets* live) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "egress/dns.h"
+#include "egress/drop_log.h"
 #include "egress/proxy/egress_proxy.h"
 
 namespace hutch::egress::proxy {
@@ -40,9 +41,10 @@ class Cell : public std::enable_shared_from_this<Cell> {
   // Checks the CA, then takes all three (a new CA empties the leaf cache).
   Result<> configure(BoxConfig config);
   void setPolicy(Policy policy) { policy_ = std::move(policy); }
-  // Checks the descriptors (stream listeners, a datagram socket, IPv4/IPv6), starts accepting
-  // on the listeners and a DnsResolver (dns.h) on the UDP socket; the previous sockets, if
-  // any, are closed.
+  // Checks the descriptors (stream listeners, a datagram socket, IPv4/IPv6, and a
+  // NETLINK_NETFILTER socket if any), starts accepting on the listeners, a DnsResolver (dns.h)
+  // on the UDP socket and reading dropped packets from the netlink socket; the previous
+  // sockets, if any, are closed.
   Result<> setSockets(BoxSockets sockets);
   bool hasSockets() const { return explicit_ != nullptr; }
   std::optional<asio::ip::udp::endpoint> dnsEndpoint() const;
@@ -59,12 +61,17 @@ class Cell : public std::enable_shared_from_this<Cell> {
   // A LogEntry with box, time, proto, host, port filled.
   LogEntry newEntry(std::string proto, std::string host, uint16_t port) const;
   void log(const LogEntry& entry) const;
+  // A packet the box's namespace dropped: an entry of its own while the DropLimiter allows,
+  // else counted into a summary entry logged options().drop_summary_delay later.
+  void logDrop(const DroppedPacket& packet);
 
   uint64_t track(LiveSockets* live);
   void untrack(uint64_t token);
 
  private:
   static constexpr size_t kMaxCachedLeaves = 512;
+  int64_t nowMs() const;
+  asio::awaitable<void> logDropSummaryLater();
 
   asio::io_context& io_;
   asio::any_io_executor executor_;
@@ -77,6 +84,9 @@ class Cell : public std::enable_shared_from_this<Cell> {
   std::shared_ptr<tcp::acceptor> explicit_;
   std::shared_ptr<tcp::acceptor> transparent_;
   std::unique_ptr<DnsResolver> dns_;
+  std::shared_ptr<asio::posix::stream_descriptor> drops_;
+  DropLimiter drop_limiter_;
+  bool drop_summary_pending_ = false;
   std::map<uint64_t, LiveSockets*> live_;
   uint64_t next_token_ = 1;
   bool closed_ = false;

@@ -14,6 +14,15 @@ constexpr size_t kMaxFirstBytes = kMaxClientHelloBytes + 4096;
 
 }  // namespace
 
+std::string canonicalName(std::string_view name) {
+  std::string out(name);
+  for (char& c : out) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  if (!out.empty() && out.back() == '.') out.pop_back();
+  return out;
+}
+
 std::string normaliseHost(std::string_view host_port) {
   std::string_view host = host_port;
   if (!host.empty() && host.front() == '[') {
@@ -55,7 +64,7 @@ asio::awaitable<FirstBytes> readFirstBytes(BoxStream& box, std::chrono::millisec
         switch (hello.status) {
           case HelloStatus::kFound:
             out.kind = FirstBytes::kTls;
-            out.sni = std::move(hello.sni);
+            out.sni = canonicalName(hello.sni);
             break;
           case HelloStatus::kNoSni: out.why = "TLS without a server name (SNI)"; break;
           case HelloStatus::kNotTls:
@@ -97,7 +106,7 @@ asio::awaitable<void> tunnelTo(std::shared_ptr<Cell> cell, BoxStream& box, LiveS
                                bool connect_reply) {
   const ProxyOptions& options = cell->options();
   auto up = co_await connectUpstream(options.resolver, options.filter, host, port,
-                                     options.connect_timeout);
+                                     options.connect_timeout, cell->policy().allow_private);
   if (!up) {
     bool refused = up.error().code() == Errc::kFailedPrecondition;
     if (refused) entry.allowed = false;

@@ -12,7 +12,7 @@ namespace hutch::egress::proxy {
 // What the box sent first.
 struct FirstBytes {
   enum Kind { kTls, kHttp, kOther } kind = kOther;
-  std::string sni;  // kTls: the ClientHello's server name
+  std::string sni;  // kTls: the ClientHello's server name, canonicalName()
   std::string why;  // kOther: what was wrong ("TLS without a server name", "timeout"...)
 };
 
@@ -49,6 +49,8 @@ asio::awaitable<void> tunnelTo(std::shared_ptr<Cell> cell, BoxStream& box, LiveS
 
 // "host" from "host:port" or "host"; lower case, no trailing dot.
 std::string normaliseHost(std::string_view host_port);
+// A name in lower case without a trailing dot (names compare without case, RFC 4343).
+std::string canonicalName(std::string_view name);
 // Whether the Host header value (with or without a port) names `sni`.
 bool hostMatches(std::string_view host_header, std::string_view sni);
 // The text a denied box connection is answered with.

@@ -62,13 +62,15 @@ Result<> apply(EgressProxy& proxy, const Json& doc, std::vector<UniqueFd>& fds) 
     if (!ca) return fail(ca.error().withContext(where));
     config.ca = std::move(*ca);
     std::optional<BoxSockets> sockets;
-    if (fds.size() == 3) {
-      sockets = BoxSockets{std::move(fds[0]), std::move(fds[1]), std::move(fds[2])};
+    if (fds.size() == 3 || fds.size() == 4) {
+      sockets = BoxSockets{std::move(fds[0]), std::move(fds[1]), std::move(fds[2]),
+                           fds.size() == 4 ? std::move(fds[3]) : UniqueFd()};
     } else if (!fds.empty()) {
       return fail(Errc::kInvalidArgument,
                   where +
-                      ": send 3 descriptors (explicit proxy listener, transparent listener, "
-                      "DNS socket) or none, not " +
+                      ": send 3 or 4 descriptors (explicit proxy listener, transparent "
+                      "listener, DNS socket, and the NFLOG socket of dropped packets) or none, "
+                      "not " +
                       std::to_string(fds.size()));
     }
     auto done = proxy.configureBox(id, std::move(config), std::move(sockets));

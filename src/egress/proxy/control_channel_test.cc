@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/netlink.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -233,13 +234,16 @@ TEST_F(ControlChannelTest, MalformedMessagesAreErrorEventsNotCrashes) {
   bad_ca["ca"] = 7;
   expectError(bad_ca.dump(), "\"ca\"");
   UniqueFd one = bindUdp();
-  expectError(boxMessage("b3", ca_).dump(), "3 descriptors", {one.get()});
+  expectError(boxMessage("b3", ca_).dump(), "3 or 4 descriptors", {one.get()});
   uint16_t port = 0;
   UniqueFd l1 = listenTcp(port);
   UniqueFd l2 = listenTcp(port);
   UniqueFd u = bindUdp();
   // Wrong order: the UDP socket first.
   expectError(boxMessage("b4", ca_).dump(), "explicit proxy", {u.get(), l1.get(), l2.get()});
+  // A fourth descriptor must be the NFLOG netlink socket.
+  expectError(boxMessage("b4", ca_).dump(), "NETLINK_NETFILTER",
+              {l1.get(), l2.get(), u.get(), u.get()});
   expectError(Json{{"op", "remove"}, {"id", "b1"}}.dump(), "descriptors", {u.get()});
   // Over 1 MiB: only sendable where the send buffer allows it (SO_SNDBUF up to wmem_max).
   int big = 4 << 20;
@@ -249,7 +253,11 @@ TEST_F(ControlChannelTest, MalformedMessagesAreErrorEventsNotCrashes) {
   // Still serving: a good message after all that.
   uint16_t explicit_port = 0;
   UniqueFd a = listenTcp(explicit_port);
-  sendMessage(hutchd_.get(), boxMessage("b5", ca_).dump(), {a.get(), l1.get(), u.get()});
+  // With the drop log's socket (made, not bound: binding an NFLOG group needs CAP_NET_ADMIN).
+  UniqueFd nflog(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_NETFILTER));
+  ASSERT_TRUE(nflog) << std::strerror(errno);
+  sendMessage(hutchd_.get(), boxMessage("b5", ca_).dump(),
+              {a.get(), l1.get(), u.get(), nflog.get()});
   EXPECT_EQ(connectThrough(explicit_port, "denied.example.test:443"), 403u);
   EXPECT_EQ(receiveEvent(hutchd_.get(), "log")["entry"]["box"], "b5");
 }

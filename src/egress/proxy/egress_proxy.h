@@ -50,6 +50,8 @@ struct ProxyOptions {
   std::chrono::milliseconds connect_timeout{10000};      // per upstream address
   std::chrono::milliseconds idle_timeout{120000};        // between requests on a kept-alive link
   std::chrono::milliseconds response_timeout{600000};    // request sent → response header
+  // After a box's drops outrun its DropLimiter (drop_log.h): when the count is logged.
+  std::chrono::milliseconds drop_summary_delay{10000};
   // Where the boxes' DNS resolvers send allowed questions (nameserversFrom(resolv.conf)).
   std::vector<asio::ip::udp::endpoint> dns_upstreams;
 };
@@ -63,11 +65,13 @@ struct BoxConfig {
 
 // The box's sockets, created by hutchd inside the box's network namespace: the explicit proxy
 // TCP listener (10.0.2.2:3128), the transparent TCP listener (:15001), the DNS UDP socket
-// (10.0.2.2:53). All three listening/bound already.
+// (10.0.2.2:53), all three listening/bound already; and optionally the NFLOG netlink socket of
+// the packets the namespace dropped (egress/drop_log.h), bound and configured already.
 struct BoxSockets {
   UniqueFd explicit_proxy;
   UniqueFd transparent;
   UniqueFd dns;
+  UniqueFd drops;  // may be empty: no drop log
 };
 
 class EgressProxy {

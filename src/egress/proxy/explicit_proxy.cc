@@ -76,7 +76,7 @@ asio::awaitable<void> serveConnect(std::shared_ptr<Cell> cell, BoxStream& box,
   if (ec) co_return;
   FirstBytes first = co_await readFirstBytes(box, cell->options().first_bytes_timeout);
   if (first.kind == FirstBytes::kTls) {
-    if (first.sni != authority->host) {
+    if (first.sni != authority->host) {  // both canonical: compared without case
       entry.allowed = false;
       entry.reason = "TLS server name " + first.sni + " does not match the CONNECT host";
       cell->log(entry);

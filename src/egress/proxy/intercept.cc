@@ -23,8 +23,9 @@ struct TlsUpstream {
 asio::awaitable<Result<TlsUpstream>> connectTls(std::shared_ptr<Cell> cell, std::string host,
                                                 uint16_t port) {
   const ProxyOptions& options = cell->options();
-  HUTCH_CO_TRY(Upstream raw, co_await connectUpstream(options.resolver, options.filter, host, port,
-                                                      options.connect_timeout));
+  HUTCH_CO_TRY(Upstream raw,
+               co_await connectUpstream(options.resolver, options.filter, host, port,
+                                        options.connect_timeout, cell->policy().allow_private));
   TlsUpstream out;
   out.address = raw.endpoint.address().to_string();
   out.stream = std::make_unique<UpstreamTls>(std::move(raw.stream), *cell->env().upstream_tls);

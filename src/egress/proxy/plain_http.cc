@@ -1,5 +1,7 @@
 // Plain HTTP from the box (absolute-URI requests to the explicit proxy, or requests on a
-// transparently redirected connection): decided per request, forwarded without secrets.
+// transparently redirected connection): decided per request, forwarded without secrets. In
+// explicit mode the URI's host decides and the Host header sent upstream is set to the URI's
+// authority; in transparent mode the Host header decides.
 #include <limits>
 #include <optional>
 #include <variant>
@@ -109,7 +111,9 @@ asio::awaitable<void> forwardPlainHttp(std::shared_ptr<Cell> cell, BoxStream& bo
       req.target(uri.path);
       req.erase(http::field::proxy_connection);
       req.erase(http::field::proxy_authorization);
-      if (req.find(http::field::host) == req.end()) req.set(http::field::host, uri.authority);
+      // The URI decided, so the URI's authority is what goes upstream: a Host header naming
+      // anything else is replaced (RFC 9112 3.2.2: a proxy ignores it for an absolute URI).
+      req.set(http::field::host, uri.authority);
     } else {
       auto it = req.find(http::field::host);
       port = mode.original_port;
@@ -141,8 +145,9 @@ asio::awaitable<void> forwardPlainHttp(std::shared_ptr<Cell> cell, BoxStream& bo
       entry = cell->newEntry("http", host, port);
       entry->allowed = true;
       entry->reason = decision.reason;
-      auto connected = co_await connectUpstream(options.resolver, options.filter, host, port,
-                                                options.connect_timeout);
+      auto connected =
+          co_await connectUpstream(options.resolver, options.filter, host, port,
+                                   options.connect_timeout, cell->policy().allow_private);
       if (!connected) {
         bool refused = connected.error().code() == Errc::kFailedPrecondition;
         if (refused) entry->allowed = false;

@@ -223,6 +223,22 @@ TEST_F(ProxyTest, ExplicitPlainHttpIsForwardedWithAnOriginFormTarget) {
   EXPECT_EQ(http_->connections(), 1);
 }
 
+TEST_F(ProxyTest, ExplicitPlainHttpSendsTheUrisAuthorityAsHost) {
+  startProxy(testOptions());
+  tcp::socket socket = connect(explicit_port_);
+  std::string authority = "plain.example.test:" + std::to_string(http_->port());
+  // The URI names an allowed host; the Host header a denied one, which must not reach the
+  // upstream (a virtual-hosting upstream would serve the denied site).
+  auto res = get(socket, "http://" + authority + "/vhost", "evil.example.test");
+  EXPECT_EQ(res.result_int(), 200u);
+  res = get(socket, "http://" + authority + "/again", "");
+  EXPECT_EQ(res.result_int(), 200u);
+  auto seen = http_->seen();
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0].headers["host"], authority);
+  EXPECT_EQ(seen[1].headers["host"], authority);
+}
+
 TEST_F(ProxyTest, ExplicitPlainHttpToADeniedNameIs403) {
   startProxy(testOptions());
   tcp::socket socket = connect(explicit_port_);
@@ -309,11 +325,12 @@ TEST_F(ProxyTest, SecretsAreInjectedThroughConnectAndNeverReachTheBox) {
   auto res = get(*tls, std::string("/v1/models?key=") + kPlaceholder, authority,
                  std::string("Bearer ") + kPlaceholder);
   EXPECT_EQ(res.result_int(), 200u);
-  // The upstream got the real value, in the header and in the target.
+  // The upstream got the real value in the secret's header, and only there: the target keeps
+  // the placeholder (the rule is a header template).
   auto seen = https_->seen();
   ASSERT_EQ(seen.size(), 1u);
   EXPECT_EQ(seen[0].headers["authorization"], std::string("Bearer ") + kSecretValue);
-  EXPECT_EQ(seen[0].target, std::string("/v1/models?key=") + kSecretValue);
+  EXPECT_EQ(seen[0].target, std::string("/v1/models?key=") + kPlaceholder);
   // It echoed the header back; the box sees the placeholder.
   EXPECT_EQ(res["X-Echo-Authorization"], std::string("Bearer ") + kPlaceholder);
   for (const auto& field : res) {
@@ -384,6 +401,18 @@ TEST_F(ProxyTest, AnSniOtherThanTheConnectHostIsRefused) {
   auto entry = log_.waitFor([](const LogEntry& e) { return !e.allowed; });
   ASSERT_TRUE(entry);
   EXPECT_NE(entry->reason.find("does not match the CONNECT host"), std::string::npos);
+}
+
+TEST_F(ProxyTest, AnSniDifferingOnlyInCaseFromTheConnectHostIsIntercepted) {
+  startProxy(testOptions());
+  tcp::socket socket = connect(explicit_port_);
+  std::string authority = "api.example.test:" + std::to_string(https_->port());
+  ASSERT_EQ(sendConnect(socket, authority), 200u);
+  auto tls = tlsThrough(socket, "API.Example.TEST", box_ca_.cert);
+  auto res = get(*tls, "/case", "Api.Example.Test:" + std::to_string(https_->port()));
+  EXPECT_EQ(res.result_int(), 200u) << res.body();
+  ASSERT_EQ(https_->seen().size(), 1u);
+  EXPECT_EQ(https_->seen()[0].headers["authorization"], std::string("Bearer ") + kSecretValue);
 }
 
 TEST_F(ProxyTest, AnUntrustedUpstreamCertificateIs502) {

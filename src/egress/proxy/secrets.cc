@@ -93,6 +93,11 @@ Result<Secret> parseSecret(const Json& doc) {
   // The same syntax as policy rules, checked by the policy parser.
   auto checked = parsePolicy(Json{{"allow", rules}, {"deny", Json::array()}});
   if (!checked) return fail(checked.error().withContext(where + "domains"));
+  for (const std::string& d : s.domains) {
+    if (auto problem = secretDomainProblem(d)) {
+      return fail(Errc::kInvalidArgument, where + "domains: " + *problem);
+    }
+  }
   return s;
 }
 
@@ -166,18 +171,17 @@ void rewriteValues(http::fields& fields, Change change) {
 
 void injectSecrets(http::request_header<>& request, const std::vector<const Secret*>& secrets) {
   for (const Secret* s : secrets) {
-    if (s->placeholder.empty()) continue;
-    std::string_view target(request.target().data(), request.target().size());
-    if (target.find(s->placeholder) != std::string_view::npos) {
-      request.target(replaceAll(target, s->placeholder, s->value));
+    if (!s->header.empty()) {
+      // The header template is the whole rule: the header is set, nothing else is touched.
+      request.set(s->header, replaceAll(s->format, "{value}", s->value));
+      continue;
     }
+    if (s->placeholder.empty()) continue;
+    // The placeholder rule: header values only, never the request target.
     rewriteValues(request, [s](std::string_view value) -> std::optional<std::string> {
       if (value.find(s->placeholder) == std::string_view::npos) return std::nullopt;
       return replaceAll(value, s->placeholder, s->value);
     });
-  }
-  for (const Secret* s : secrets) {
-    if (!s->header.empty()) request.set(s->header, replaceAll(s->format, "{value}", s->value));
   }
 }
 

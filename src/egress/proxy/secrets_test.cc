@@ -39,6 +39,11 @@ TEST(SecretsTest, RefusesBadSecretsNamingTheField) {
   j = openai();
   j["domains"] = {"*x.com"};
   check(j, "domains");
+  for (const char* broad : {"*", "*.test", "*.Com."}) {
+    j = openai();
+    j["domains"] = {"api.openai.com", broad};
+    check(j, "would send the secret to every");
+  }
   j = openai();
   j["header"] = "Bad Header";
   check(j, "header");
@@ -68,7 +73,7 @@ TEST(SecretsTest, BindsHostsLikePolicyRules) {
   EXPECT_FALSE(bindsHost(*s, "api.openai.com.evil.test"));
 }
 
-TEST(SecretsTest, InjectsHeaderAndReplacesPlaceholders) {
+TEST(SecretsTest, AHeaderTemplateSetsItsHeaderAndTouchesNothingElse) {
   auto s = parseSecret(openai());
   ASSERT_TRUE(s);
   http::request_header<> req;
@@ -76,9 +81,30 @@ TEST(SecretsTest, InjectsHeaderAndReplacesPlaceholders) {
   req.target("/v1?key=HUTCH_PLACEHOLDER_OPENAI");
   req.set(http::field::authorization, "Bearer HUTCH_PLACEHOLDER_OPENAI");
   req.insert("X-Key", "one HUTCH_PLACEHOLDER_OPENAI");
+  injectSecrets(req, {&*s});
+  EXPECT_EQ(req[http::field::authorization], "Bearer sk-real-123");
+  EXPECT_EQ(req.target(), "/v1?key=HUTCH_PLACEHOLDER_OPENAI") << "the target is never rewritten";
+  EXPECT_EQ(req["X-Key"], "one HUTCH_PLACEHOLDER_OPENAI") << "nor another header";
+  // Set even when the box sent no such header.
+  http::request_header<> bare;
+  bare.target("/");
+  injectSecrets(bare, {&*s});
+  EXPECT_EQ(bare[http::field::authorization], "Bearer sk-real-123");
+}
+
+TEST(SecretsTest, APlaceholderRuleReplacesInHeaderValuesOnly) {
+  Json doc = openai();
+  doc["header"] = "";
+  auto s = parseSecret(doc);
+  ASSERT_TRUE(s) << s.error().describe();
+  http::request_header<> req;
+  req.method(http::verb::get);
+  req.target("/v1?key=HUTCH_PLACEHOLDER_OPENAI");
+  req.set(http::field::authorization, "Bearer HUTCH_PLACEHOLDER_OPENAI");
+  req.insert("X-Key", "one HUTCH_PLACEHOLDER_OPENAI");
   req.insert("X-Key", "two");
   injectSecrets(req, {&*s});
-  EXPECT_EQ(req.target(), "/v1?key=sk-real-123");
+  EXPECT_EQ(req.target(), "/v1?key=HUTCH_PLACEHOLDER_OPENAI") << "the target is never rewritten";
   EXPECT_EQ(req[http::field::authorization], "Bearer sk-real-123");
   auto [first, last] = req.equal_range("X-Key");
   std::vector<std::string> values;

@@ -55,8 +55,8 @@ asio::awaitable<Result<std::vector<asio::ip::address>>> UpstreamResolver::resolv
 
 asio::awaitable<Result<Upstream>> connectUpstream(const UpstreamResolver& resolver,
                                                   const AddressFilter& filter, std::string host,
-                                                  uint16_t port,
-                                                  std::chrono::milliseconds timeout) {
+                                                  uint16_t port, std::chrono::milliseconds timeout,
+                                                  std::vector<IpNetwork> allow_private) {
   error_code literal;
   asio::ip::make_address(host, literal);
   if (!literal) {
@@ -67,7 +67,7 @@ asio::awaitable<Result<Upstream>> connectUpstream(const UpstreamResolver& resolv
   std::string failed;
   auto ex = co_await asio::this_coro::executor;
   for (const auto& address : addresses) {
-    if (auto why = filter.refusal(address)) {
+    if (auto why = filter.refusal(address, allow_private)) {
       if (!refused.empty()) refused += ", ";
       refused += address.to_string() + " (" + *why + ")";
       continue;

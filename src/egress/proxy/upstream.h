@@ -38,13 +38,15 @@ struct Upstream {
   tcp::endpoint endpoint;
 };
 
-// Resolves `host`, drops the addresses `filter` refuses and connects to the first of the others
-// that answers within `timeout`. Errors: kFailedPrecondition when every address was refused
-// (the message gives the addresses and why), kUnavailable when the name did not resolve or
-// nothing answered.
+// Resolves `host`, drops the addresses `filter` refuses (with the box policy's
+// `allow_private`) and connects to the first of the others that answers within `timeout`.
+// Errors: kFailedPrecondition when every address was refused (the message gives the addresses
+// and why), kUnavailable when the name did not resolve or nothing answered. `resolver` and
+// `filter` must outlive the coroutine; the rest is copied.
 asio::awaitable<Result<Upstream>> connectUpstream(const UpstreamResolver& resolver,
                                                   const AddressFilter& filter, std::string host,
-                                                  uint16_t port, std::chrono::milliseconds timeout);
+                                                  uint16_t port, std::chrono::milliseconds timeout,
+                                                  std::vector<IpNetwork> allow_private);
 
 // The TLS client context for upstreams: TLS 1.2+, peer verification against the system trust
 // store plus `extra_ca` (a PEM file) when given, ALPN http/1.1.
