@@ -132,7 +132,46 @@ asio::awaitable<Result<Snapshot>> BoxService::templateSnapshot(const storage::Te
 
 asio::awaitable<Result<>> BoxService::runReadyCheck(guest::AgentClient& agent,
                                                     const std::string& command) {
-  auto deadline = std::chrono::steady_clock::now() + config_.ready_timeout;
+  const auto deadline = std::chrono::steady_clock::now() + config_.ready_timeout;
+  const auto timed_out = [&](const std::string& how) {
+    return fail(Errc::kTimeout,
+                fmt::format("The template's ready check '{}' did not pass within {} s ({}): make "
+                            "it return at once, 0 when the image is ready and non-zero before "
+                            "(it is run again until it passes)",
+                            command, config_.ready_timeout.count(), how));
+  };
+  // Bounds one run of the check: at the deadline SIGKILL to its process group; 10 s later, if the
+  // agent still sent no exit, the agent connection is closed (which ends next() with an error; the
+  // template VM is discarded after a failed check anyway). Shared with its timer's handler, which
+  // may run after the run is over: disarm() makes it a no-op.
+  struct Watchdog : std::enable_shared_from_this<Watchdog> {
+    Watchdog(const asio::any_io_executor& executor, std::chrono::steady_clock::time_point at)
+        : timer(executor, at) {}
+    void arm(const std::shared_ptr<guest::ExecSession>& session, guest::AgentClient& client) {
+      timer.async_wait([self = shared_from_this(), weak = std::weak_ptr(session),
+                        &client](const boost::system::error_code& ec) {
+        auto live = weak.lock();
+        if (ec || self->disarmed || !live || live->finished()) return;
+        self->fired = true;
+        spdlog::warn("The template's ready check (pid {}) still runs at its deadline: killing it",
+                     live->pid());
+        (void)live->signal(SIGKILL);
+        self->timer.expires_after(std::chrono::seconds(10));
+        self->timer.async_wait([self, &client](const boost::system::error_code& again) {
+          if (again || self->disarmed) return;
+          spdlog::warn("The template's ready check did not end when killed: closing the agent");
+          client.close();
+        });
+      });
+    }
+    void disarm() {
+      disarmed = true;
+      timer.cancel();
+    }
+    asio::steady_timer timer;
+    bool fired = false;
+    bool disarmed = false;
+  };
   std::string last = "never ran";
   while (std::chrono::steady_clock::now() < deadline) {
     proto::ExecRequest request;
@@ -142,22 +181,30 @@ asio::awaitable<Result<>> BoxService::runReadyCheck(guest::AgentClient& agent,
     // An image without the check is ready once its agent answers.
     if (!session && session.error().code() == Errc::kNotFound) co_return ok();
     if (!session) co_return fail(session.error().withContext("Cannot run the ready check"));
+    // No run outlives the deadline.
+    auto watchdog = std::make_shared<Watchdog>(loop_, deadline);
+    watchdog->arm(*session, agent);
     for (;;) {
       auto event = co_await (*session)->next();
-      if (!event) co_return fail(event.error().withContext("The ready check broke off"));
+      if (!event) {
+        watchdog->disarm();
+        if (watchdog->fired) co_return timed_out("it hung, and the agent did not answer its kill");
+        co_return fail(event.error().withContext("The ready check broke off"));
+      }
       if (event->kind != guest::ExecEvent::Kind::kExit) continue;
+      watchdog->disarm();
+      if (watchdog->fired) co_return timed_out("it was still running and was killed");
       if (event->exit_status.code && *event->exit_status.code == 0) co_return ok();
       last = event->exit_status.code ? fmt::format("exit {}", *event->exit_status.code)
                                      : std::string("killed by a signal");
       break;
     }
-    asio::steady_timer pause(loop_, std::chrono::milliseconds(500));
+    asio::steady_timer pause(loop_, std::min(deadline, std::chrono::steady_clock::now() +
+                                                           std::chrono::milliseconds(500)));
     boost::system::error_code ec;
     co_await pause.async_wait(asio::redirect_error(asio::use_awaitable, ec));
   }
-  co_return fail(Errc::kTimeout, fmt::format("The template's ready check '{}' did not pass within "
-                                             "{} s (last: {})",
-                                             command, config_.ready_timeout.count(), last));
+  co_return timed_out("last: " + last);
 }
 
 asio::awaitable<Result<Snapshot>> BoxService::makeTemplateSnapshot(const storage::Template& tmpl,

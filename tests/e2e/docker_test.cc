@@ -5,6 +5,7 @@
 // rollback. Needs HUTCH_TEST_DOCKER_IMAGE (scripts/test.sh builds the template); skipped without
 // it. Lean on purpose: under TCG one `docker run` takes several seconds.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <cstdlib>
 #include <fstream>
@@ -145,14 +146,39 @@ TEST_F(DockerTest, ImagesBuildRunAndAComposeStackReachedFromTheHost) {
   auto run = d().hutch(
       {"run", "--name", "dk", "--template", "docker", "-p", std::to_string(port) + ":8080"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
-  ASSERT_TRUE(waitForDocker("dk"));
+  // Restored from the template's snapshot, taken once dockerd answered: the engine answers the
+  // very first request, no retry.
+  auto box = d().inspect("dk");
+  ASSERT_TRUE(box.is_object());
+  EXPECT_EQ(box.value("boot", "").rfind("restored from template snapshot ", 0), 0u) << box.dump();
+  auto first = docker("dk", {"info", "--format", "{{.ServerVersion}}"});
+  ASSERT_EQ(first.exit_code, 0) << "dockerd did not answer at once: " << first.err;
+  EXPECT_NE(first.out, "\n");
   auto services = d().hutch({"--json", "services", "dk"});
   EXPECT_NE(services.out.find("\"running\""), std::string::npos) << services.out;
   auto log = d().hutch({"logs", "dk", "--service", "dockerd"});
   EXPECT_EQ(log.exit_code, 0) << log.err;
   EXPECT_NE(log.out.find("API listen on"), std::string::npos) << log.out;
 
-  loadBusybox("dk");
+  // The default user is not root, and uses docker itself (the docker group, no sudo): a plain
+  // `docker load -i` of an archive copied in with hutch cp, docker ps and docker run.
+  auto uid = d().hutch({"exec", "dk", "--", "id", "-u"});
+  ASSERT_EQ(uid.exit_code, 0) << uid.err;
+  ASSERT_FALSE(uid.out.empty());
+  EXPECT_NE(uid.out, "0\n");
+  EXPECT_NE(docker("dk", {"image", "inspect", "hutch-busybox"}).exit_code, 0) << "loaded already";
+  auto archive = buildBusyboxImage(d().dir());
+  auto copied = d().hutch({"cp", archive.string(), "dk:/tmp/busybox-image.tar"});
+  ASSERT_EQ(copied.exit_code, 0) << copied.err;
+  auto plain = d().hutch({"exec", "dk", "--", "sh", "-c",
+                          "id -u && docker load -i /tmp/busybox-image.tar && docker ps -q && "
+                          "docker run --rm hutch-busybox echo ran-as-user"});
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_EQ(plain.out.rfind(uid.out, 0), 0u) << plain.out;  // the same user, not root
+  EXPECT_NE(plain.out.find("Loaded image: hutch-busybox:latest\n"), std::string::npos) << plain.out;
+  EXPECT_NE(plain.out.find("ran-as-user\n"), std::string::npos) << plain.out;
+
+  loadBusybox("dk");  // hutch image load (docker load as root) of the same archive
   auto ran = docker("dk", {"run", "--rm", "hutch-busybox", "true"});
   EXPECT_EQ(ran.exit_code, 0) << ran.err;
 
@@ -245,6 +271,56 @@ TEST_F(DockerTest, DockerdAndVolumeDataSurviveStopStartAndRollback) {
   auto again =
       docker("vol", {"run", "--rm", "-v", "data:/data", "hutch-busybox", "cat", "/data/f"});
   EXPECT_EQ(again.out, "persisted\n") << again.err;
+}
+
+// A template whose ready check never returns (the docker template's is `docker info`): the
+// check is killed at hutchd's ready timeout (180 s; hutchd has no flag to shorten it), and the
+// box that asked for the snapshot boots cold instead of waiting forever. Base image only.
+TEST(TemplateReadyCheckTest, AHangingCheckIsKilledAtTheReadyTimeout) {
+  Daemon d;
+  ASSERT_EQ(d.hutch({"run", "--name", "src"}).exit_code, 0);
+  auto hang = d.hutch({"exec", "-u", "root", "src", "--", "sh", "-c",
+                       "mkdir -p /etc/hutch && printf '#!/bin/sh\\nexec sleep 1000\\n' > "
+                       "/etc/hutch/ready && chmod 755 /etc/hutch/ready"});
+  ASSERT_EQ(hang.exit_code, 0) << hang.err;
+  ASSERT_EQ(d.hutch({"stop", "src"}).exit_code, 0);
+  auto made = d.hutch({"template", "create", "--from", "src", "hangs"});
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+
+  // `run` waits for the template's snapshot, whose VM runs the check.
+  auto out = d.dir() / "hanging-run.out";
+  auto err = d.dir() / "hanging-run.err";
+  pid_t cli = d.start({"run", "--name", "after", "--template", "hangs"}, out, err);
+  ASSERT_GT(cli, 0);
+  // Only against a hang: 180 s of ready timeout plus two boots take ~4 min here.
+  const auto limit = std::chrono::steady_clock::now() + std::chrono::minutes(12);
+  while (processAlive(cli) && std::chrono::steady_clock::now() < limit) {
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+  const bool hung = processAlive(cli);
+  if (hung) ::kill(cli, SIGKILL);
+  auto run = collect(cli, out, err);
+  ASSERT_FALSE(hung) << "hutch run still waits for the template snapshot after 12 minutes";
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+
+  auto box = d.inspect("after");
+  ASSERT_TRUE(box.is_object());
+  const std::string boot = box.value("boot", "");
+  EXPECT_EQ(boot.rfind("cold boot: no template snapshot (", 0), 0u) << boot;
+  EXPECT_NE(boot.find("The template's ready check '/etc/hutch/ready' did not pass within 180 s "
+                      "(it was still running and was killed)"),
+            std::string::npos)
+      << boot;
+  EXPECT_EQ(d.hutch({"exec", "after", "--", "true"}).exit_code, 0);
+  EXPECT_NE(readFile(d.dir() / "hutchd.log").find("still runs at its deadline: killing it"),
+            std::string::npos);
+  // The template VM is gone, and no snapshot of it was recorded.
+  EXPECT_TRUE(pidsMentioning((d.stateDir() / "snapshots").string()).empty());
+  auto df = d.hutch({"--json", "df"});
+  ASSERT_EQ(df.exit_code, 0) << df.err;
+  auto space = nlohmann::json::parse(df.out, nullptr, false);
+  ASSERT_TRUE(space.is_object() && space["template_snapshots"].is_object()) << df.out;
+  EXPECT_EQ(space["template_snapshots"].value("count", -1), 1) << df.out;  // base's only
 }
 
 }  // namespace
