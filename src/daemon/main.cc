@@ -62,6 +62,12 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--image-cache", image_cache, "Image build cache (env HUTCH_CACHE_DIR)")
       ->capture_default_str();
+  unsigned ready_timeout = 180;
+  app.add_option("--ready-timeout", ready_timeout,
+                 "Seconds a template's ready check (/etc/hutch/ready) may take before its snapshot; "
+                 "a check still running then is killed and the box boots cold")
+      ->capture_default_str()
+      ->check(CLI::Range(1U, 86400U));
   unsigned pool_size = 1;
   app.add_option("--pool-size", pool_size,
                  "Restored, paused boxes kept ready per template and size (0: none; see "
@@ -181,6 +187,7 @@ int run(int argc, char** argv) {
   config.layers_dir = state / "layers";
   config.use_snapshots = !no_snapshots;
   config.pool_size = pool_size;
+  config.ready_timeout = std::chrono::seconds(ready_timeout);
   auto qemu_version = hutch::vmm::qemu::qemuVersion(backend.binary());
   if (!qemu_version) {
     spdlog::error("{}", qemu_version.error().describe());

@@ -274,10 +274,10 @@ TEST_F(DockerTest, DockerdAndVolumeDataSurviveStopStartAndRollback) {
 }
 
 // A template whose ready check never returns (the docker template's is `docker info`): the
-// check is killed at hutchd's ready timeout (180 s; hutchd has no flag to shorten it), and the
-// box that asked for the snapshot boots cold instead of waiting forever. Base image only.
+// check is killed at hutchd's ready timeout (--ready-timeout, 20 s here), and the box that asked
+// for the snapshot boots cold instead of waiting forever. Base image only.
 TEST(TemplateReadyCheckTest, AHangingCheckIsKilledAtTheReadyTimeout) {
-  Daemon d;
+  Daemon d({"--ready-timeout", "20"});
   ASSERT_EQ(d.hutch({"run", "--name", "src"}).exit_code, 0);
   auto hang = d.hutch({"exec", "-u", "root", "src", "--", "sh", "-c",
                        "mkdir -p /etc/hutch && printf '#!/bin/sh\\nexec sleep 1000\\n' > "
@@ -292,7 +292,7 @@ TEST(TemplateReadyCheckTest, AHangingCheckIsKilledAtTheReadyTimeout) {
   auto err = d.dir() / "hanging-run.err";
   pid_t cli = d.start({"run", "--name", "after", "--template", "hangs"}, out, err);
   ASSERT_GT(cli, 0);
-  // Only against a hang: 180 s of ready timeout plus two boots take ~4 min here.
+  // Only against a hang: 20 s of ready timeout plus two boots take about a minute here.
   const auto limit = std::chrono::steady_clock::now() + std::chrono::minutes(12);
   while (processAlive(cli) && std::chrono::steady_clock::now() < limit) {
     std::this_thread::sleep_for(std::chrono::seconds(1));
@@ -307,7 +307,7 @@ TEST(TemplateReadyCheckTest, AHangingCheckIsKilledAtTheReadyTimeout) {
   ASSERT_TRUE(box.is_object());
   const std::string boot = box.value("boot", "");
   EXPECT_EQ(boot.rfind("cold boot: no template snapshot (", 0), 0u) << boot;
-  EXPECT_NE(boot.find("The template's ready check '/etc/hutch/ready' did not pass within 180 s "
+  EXPECT_NE(boot.find("The template's ready check '/etc/hutch/ready' did not pass within 20 s "
                       "(it was still running and was killed)"),
             std::string::npos)
       << boot;

@@ -325,7 +325,7 @@ TEST_F(QemuJailTest, OomKilledQemuIsReportedWithThatReason) {
   JailSpec spec = jailSpec(vm);
   // Far below what QEMU needs to start: the kernel's OOM killer ends it inside its cgroup.
   spec.limits.memory_max = 12 << 20;
-  Finished done = run(spec, qemuArgv(vm).render());
+  Finished done = wait(startQemu(spec, vm, qemuArgv(vm).render()));
   ASSERT_TRUE(done.killedBy(SIGKILL)) << "status " << done.status << ": " << done.err;
   auto usage = spec.cgroup->usage();
   ASSERT_TRUE(usage) << usage.error().describe();
