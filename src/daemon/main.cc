@@ -63,9 +63,10 @@ int run(int argc, char** argv) {
   app.add_option("--image-cache", image_cache, "Image build cache (env HUTCH_CACHE_DIR)")
       ->capture_default_str();
   unsigned ready_timeout = 180;
-  app.add_option("--ready-timeout", ready_timeout,
-                 "Seconds a template's ready check (/etc/hutch/ready) may take before its snapshot; "
-                 "a check still running then is killed and the box boots cold")
+  app.add_option(
+         "--ready-timeout", ready_timeout,
+         "Seconds a template's ready check (/etc/hutch/ready) may take before its snapshot; "
+         "a check still running then is killed and the box boots cold")
       ->capture_default_str()
       ->check(CLI::Range(1U, 86400U));
   unsigned pool_size = 1;
