@@ -119,6 +119,17 @@ class QemuBackendE2eTest : public ::testing::Test {
     EXPECT_TRUE(done) << "the test body did not finish within " << timeout.count() << " s";
   }
 
+  // Launches spec_ on backend_ and leaves it running: its pid, or 0 (a failure) if it did not.
+  pid_t launchAndLeave() {
+    pid_t pid = 0;
+    run([&]() -> asio::awaitable<void> {
+      auto vm = co_await backend_->launch(spec_);
+      EXPECT_TRUE(vm) << vm.error().describe();
+      if (vm) pid = (*vm)->pid();
+    });
+    return pid;
+  }
+
   asio::awaitable<void> sleep(std::chrono::milliseconds d) {
     asio::steady_timer timer(ctx_, d);
     co_await timer.async_wait(asio::use_awaitable);
@@ -296,13 +307,8 @@ TEST_F(QemuBackendE2eTest, MissingQemuBinaryIsReported) {
 }
 
 TEST_F(QemuBackendE2eTest, AdoptsAQemuLeftRunning) {
-  pid_t pid = 0;
-  run([&]() -> asio::awaitable<void> {
-    auto vm = co_await backend_->launch(spec_);
-    EXPECT_TRUE(vm) << vm.error().describe();
-    if (vm) pid = (*vm)->pid();
-    // Dropping the Vm (as a hutchd restart would) leaves QEMU running.
-  });
+  // Dropping the Vm (as a hutchd restart would) leaves QEMU running.
+  pid_t pid = launchAndLeave();
   ASSERT_GT(pid, 0);
   EXPECT_FALSE(processGone(pid));
 
@@ -503,12 +509,7 @@ TEST_F(JailedQemuBackendE2eTest, ABackingFileOutsideTheAllowedPlacesIsRefused) {
 // A hutchd restart: the jailed QEMU (the pid is QEMU's, not hutch-jail's) is adopted with its
 // uid and cgroup, and cleaned up after when it exits.
 TEST_F(JailedQemuBackendE2eTest, AdoptsAJailedQemu) {
-  pid_t pid = 0;
-  run([&]() -> asio::awaitable<void> {
-    auto vm = co_await backend_->launch(spec_);
-    EXPECT_TRUE(vm) << vm.error().describe();
-    if (vm) pid = (*vm)->pid();
-  });
+  pid_t pid = launchAndLeave();
   ASSERT_GT(pid, 0);
   QemuBackend restarted(ctx_.get_executor(), "qemu-system-x86_64", options_);
   run([&]() -> asio::awaitable<void> {
@@ -563,12 +564,7 @@ bool rewriteCmdline(pid_t pid, const std::string& from, const std::string& to) {
 // After a restart, which box a jailed QEMU is comes from hutchd's records (the run dir's owner
 // and cgroup), checked against the kernel's word, never from the QEMU's own command line.
 TEST_F(JailedQemuBackendE2eTest, AdoptionDoesNotTrustACmdlineThatLies) {
-  pid_t pid = 0;
-  run([&]() -> asio::awaitable<void> {
-    auto vm = co_await backend_->launch(spec_);
-    EXPECT_TRUE(vm) << vm.error().describe();
-    if (vm) pid = (*vm)->pid();
-  });
+  pid_t pid = launchAndLeave();
   ASSERT_GT(pid, 0);
   QemuBackend restarted(ctx_.get_executor(), "qemu-system-x86_64", options_);
 
