@@ -16,6 +16,7 @@
 #include "jail/box_dir.h"
 #include "jail/box_ids.h"
 #include "storage/overlay.h"
+#include "sys/unix_socket.h"
 
 namespace hutch::box {
 
@@ -613,7 +614,10 @@ asio::awaitable<Result<>> BoxService::adopt(Box& box) {
   HUTCH_CO_TRY(runtime->vm, co_await backend_.adopt(boxDir(box.id)));
   // An earlier hutchd may have died in the middle of a capture, with the VM paused.
   HUTCH_CO_TRY_VOID(co_await runtime->vm->settle());
-  auto agent = co_await connectAgent(*runtime->vm, boxDir(box.id) / "agent.sock",
+  // Root's socket in the box's directory: connected only if it is still the one hutchd made
+  // (see QemuBackend::adoptQemu).
+  HUTCH_CO_TRY(auto agent_socket, sys::openTrustedSocket(boxDir(box.id) / "agent.sock", 0));
+  auto agent = co_await connectAgent(*runtime->vm, agent_socket.procPath(),
                                      std::chrono::steady_clock::now() + std::chrono::seconds(10));
   if (!agent) co_return fail(agent.error().withContext("The guest agent did not answer"));
   runtime->agent = std::move(*agent);

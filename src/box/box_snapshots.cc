@@ -177,9 +177,23 @@ asio::awaitable<Result<>> BoxService::runReadyCheck(guest::AgentClient& agent,
     proto::ExecRequest request;
     request.argv = {command};
     request.user = "root";
+    // A guest that never answers the exec (a wedged agent or kernel) must not hold the template
+    // past the deadline either: then the agent connection is closed, which fails the exec.
+    auto started = std::make_shared<bool>(false);
+    auto start_timer = std::make_shared<asio::steady_timer>(loop_, deadline);
+    start_timer->async_wait([started, &agent](const boost::system::error_code& ec) {
+      if (ec || *started) return;
+      spdlog::warn("The template's ready check did not start by its deadline: closing the agent");
+      agent.close();
+    });
     auto session = co_await agent.exec(request);
+    *started = true;
+    start_timer->cancel();
     // An image without the check is ready once its agent answers.
     if (!session && session.error().code() == Errc::kNotFound) co_return ok();
+    if (!session && std::chrono::steady_clock::now() >= deadline) {
+      co_return timed_out("it did not start: the guest agent did not answer");
+    }
     if (!session) co_return fail(session.error().withContext("Cannot run the ready check"));
     // No run outlives the deadline.
     auto watchdog = std::make_shared<Watchdog>(loop_, deadline);
@@ -855,13 +869,16 @@ asio::awaitable<Result<std::vector<Box>>> BoxService::fork(const std::string& ke
     }
   }
   Result<std::vector<Box>> result = std::move(children);
-  if (first_error) result = fail(*first_error);
-  if (!saved) {
-    // Nothing to restore: the children that were started go again, as if never made.
+  if (!saved || first_error) {
+    // All or nothing: without the state nothing could be restored; with a child that failed,
+    // the others go too, so the caller never has to find out which of N were made.
     for (const std::string& id : ids) {
       if (store_.find(id)) (void)co_await remove(id, true);
     }
-    result = fail(saved.error().withContext(fmt::format("Cannot fork {}", parent.name)));
+    result = !saved ? fail(saved.error().withContext(fmt::format("Cannot fork {}", parent.name)))
+                    : fail(first_error->withContext(
+                          fmt::format("Cannot fork {}: a child failed, so none of the {} was kept",
+                                      parent.name, spec.count)));
   }
   // The children hold their RAM; their disks stand on the layer, which stays while they do.
   (void)store_.removeSnapshot(snap.id);
@@ -874,7 +891,14 @@ asio::awaitable<Result<std::vector<Box>>> BoxService::fork(const std::string& ke
 asio::awaitable<void> BoxService::forkChild(Box parent, std::string id, std::string name,
                                             RestoreSource source,
                                             std::shared_ptr<ForkOutcome> outcome, unsigned index) {
-  auto child = co_await createFromCapture(parent, std::move(id), std::move(name), source);
+  // Whatever happens, the fork waiting for its children hears of this one (co_spawn with
+  // `detached` would swallow an exception and leave the fork, and its busy parent, waiting).
+  Result<Box> child = fail(Errc::kInternal, "A fork's child never ran");
+  try {
+    child = co_await createFromCapture(parent, std::move(id), std::move(name), source);
+  } catch (const std::exception& e) {
+    child = fail(Errc::kInternal, std::string("A fork's child failed: ") + e.what());
+  }
   outcome->children[index] = std::move(child);
   --outcome->running;
   outcome->changed.notify();

@@ -13,8 +13,9 @@ namespace hutch::jail {
 
 // Gives `dir` and what is in it to the box's uid and gid (mode 0700 on the directory), so the
 // jailed QEMU can write its disk overlay, memory file and console log and create its sockets.
-// Names in `root_owned` (hutchd's own files: its log, which QEMU gets as an open descriptor, and
-// the pid file) are given back to root instead. Nothing is followed: a symlink, a hard-linked
+// Names in `root_owned` (hutchd's own files: its log, which QEMU gets as an open descriptor, the
+// pid file, and the QMP and agent sockets, whose listening descriptors QEMU inherits) are given
+// back to root instead. Nothing is followed: a symlink, a hard-linked
 // file or a device node in the directory is an error (the box's uid could have planted it to
 // make root chown something else). Directories are handled recursively.
 // The directory's parents must be root-owned (see trustedSource): /var/lib/hutch/boxes is.
@@ -23,7 +24,8 @@ namespace hutch::jail {
 // open files there with O_NOFOLLOW (qemu.log, console.log, the pid file's temporary), and keep
 // frozen layers (snapshots, template disks) outside box directories.
 Result<> prepareBoxDir(const std::filesystem::path& dir, BoxIds ids,
-                       const std::vector<std::string>& root_owned = {"qemu.log", "qemu.pid"});
+                       const std::vector<std::string>& root_owned = {"qemu.log", "qemu.pid",
+                                                                     "qmp.sock", "agent.sock"});
 
 // The reverse, once the box's QEMU is gone: `dir` and everything in it back to root (the
 // directory 0700), so that a box's uid owns nothing on the host while its VMM does not run (a

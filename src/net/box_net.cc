@@ -198,7 +198,8 @@ Result<UniqueFd> dropLogSocket() {
     }
     nfulnl_msg_config_cmd bind{NFULNL_CFG_CMD_BIND};
     HUTCH_TRY(int bound, nflogRequest(fd.get(), 1, NFULA_CFG_CMD, &bind, sizeof bind));
-    if (bound == EBUSY && attempt < 20) {
+    // The kernel answers EPERM while another socket holds the group (EBUSY: this one, twice).
+    if ((bound == EPERM || bound == EBUSY) && attempt < 20) {
       ::usleep(50000);
       continue;
     }

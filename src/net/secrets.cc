@@ -30,9 +30,11 @@ Result<> validateSecret(const Secret& s) {
   if (s.value.empty()) {
     return fail(Errc::kInvalidArgument, "The secret's value is empty: pass it on standard input");
   }
-  if (s.value.find_first_of("\r\n") != std::string::npos || s.value.size() > 16384) {
+  if (s.value.find_first_of(std::string_view("\r\n\0", 3)) != std::string::npos ||
+      s.value.size() > 16384) {
     return fail(Errc::kInvalidArgument,
-                "A secret's value must be one line of at most 16384 bytes (it goes into a header)");
+                "A secret's value must be one line of at most 16384 bytes without NUL bytes (it "
+                "goes into a header)");
   }
   if (s.domains.empty()) {
     return fail(Errc::kInvalidArgument,

@@ -74,6 +74,9 @@ TEST_F(SecretStoreTest, BadSecretsAreRefusedWithWhatToDo) {
   s.value = "a\r\nX-Evil: 1";
   EXPECT_NE(refused(s).find("one line"), std::string::npos);
   s = key();
+  s.value = std::string("sk-live\0tail", 12);  // hutch-egress refuses NUL: it would refuse the box
+  EXPECT_NE(refused(s).find("without NUL bytes"), std::string::npos);
+  s = key();
   s.domains.clear();
   EXPECT_NE(refused(s).find("--domain"), std::string::npos);
   s = key();

@@ -1,5 +1,6 @@
 #include "sys/unix_socket.h"
 
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -49,6 +50,29 @@ Result<UniqueFd> connectUnix(const std::filesystem::path& path) {
     return fail(sysError("Cannot connect to " + path.string(), errno));
   }
   return fd;
+}
+
+std::filesystem::path TrustedSocket::procPath() const {
+  return "/proc/self/fd/" + std::to_string(path_fd.get());
+}
+
+Result<TrustedSocket> openTrustedSocket(const std::filesystem::path& path, uid_t owner) {
+  UniqueFd fd(::open(path.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd) return fail(sysError("Cannot open the socket " + path.string(), errno));
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) {
+    return fail(sysError("Cannot check the socket " + path.string(), errno));
+  }
+  if (!S_ISSOCK(st.st_mode) || st.st_uid != owner) {
+    return fail(Errc::kFailedPrecondition,
+                path.string() + " is " +
+                    (S_ISLNK(st.st_mode)     ? std::string("a symlink")
+                     : !S_ISSOCK(st.st_mode) ? std::string("not a socket")
+                                             : "a socket of uid " + std::to_string(st.st_uid)) +
+                    ", not the socket uid " + std::to_string(owner) +
+                    " made: someone replaced it; not connecting");
+  }
+  return TrustedSocket{std::move(fd)};
 }
 
 }  // namespace hutch::sys

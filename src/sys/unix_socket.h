@@ -4,6 +4,8 @@
 // it accepts shows up as a closed connection instead of a timeout.
 #pragma once
 
+#include <sys/types.h>
+
 #include <filesystem>
 
 #include "base/result.h"
@@ -18,5 +20,15 @@ Result<UniqueFd> listenUnix(const std::filesystem::path& path, int backlog = 8, 
 // A non-blocking, O_CLOEXEC client connected to the listener at `path`. Connecting to a
 // listening unix socket completes at once even before anyone accepts.
 Result<UniqueFd> connectUnix(const std::filesystem::path& path);
+
+// A socket file that an untrusted user may have replaced (it sits in a directory that user
+// owns): an O_PATH descriptor of `path` itself, never followed through a symlink, and only if it
+// is a socket owned by `owner`. Connect through `procPath()` while the descriptor is open, so no
+// rename or symlink after the check can send the connection elsewhere.
+struct TrustedSocket {
+  UniqueFd path_fd;
+  std::filesystem::path procPath() const;  // /proc/self/fd/N
+};
+Result<TrustedSocket> openTrustedSocket(const std::filesystem::path& path, uid_t owner);
 
 }  // namespace hutch::sys

@@ -1,15 +1,23 @@
 #include "sys/unix_socket.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 namespace hutch::sys {
 namespace {
+
+// A connection waiting on `listener`, or none: never blocks.
+int acceptNow(int listener) {
+  ::fcntl(listener, F_SETFL, ::fcntl(listener, F_GETFL) | O_NONBLOCK);
+  return ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+}
 
 class UnixSocketTest : public ::testing::Test {
  protected:
@@ -66,6 +74,44 @@ TEST_F(UnixSocketTest, ClearErrors) {
   auto too_long = listenUnix(dir_ / std::string(200, 'x'));
   ASSERT_FALSE(too_long);
   EXPECT_EQ(too_long.error().code(), Errc::kInvalidArgument);
+}
+
+// What hutchd does when it reconnects to a QEMU's socket in a box-owned directory.
+TEST_F(UnixSocketTest, ATrustedSocketConnectsOnlyToTheOwnersSocketThroughItsDescriptor) {
+  auto listener = listenUnix(dir_ / "qmp.sock");
+  ASSERT_TRUE(listener) << listener.error().describe();
+  auto trusted = openTrustedSocket(dir_ / "qmp.sock", ::getuid());
+  ASSERT_TRUE(trusted) << trusted.error().describe();
+  // Renamed away and replaced after the check: the connection still reaches the checked one.
+  auto decoy = listenUnix(dir_ / "decoy.sock");
+  ASSERT_TRUE(decoy);
+  std::filesystem::rename(dir_ / "qmp.sock", dir_ / "moved.sock");
+  std::filesystem::rename(dir_ / "decoy.sock", dir_ / "qmp.sock");
+  auto client = connectUnix(trusted->procPath());
+  ASSERT_TRUE(client) << client.error().describe();
+  UniqueFd accepted(acceptNow(listener->get()));
+  EXPECT_TRUE(accepted) << "the checked listener got no connection";
+  UniqueFd none(acceptNow(decoy->get()));
+  EXPECT_FALSE(none) << "the decoy got the connection";
+}
+
+TEST_F(UnixSocketTest, ATrustedSocketRefusesSymlinksOtherFilesAndOtherOwners) {
+  auto listener = listenUnix(dir_ / "real.sock");
+  ASSERT_TRUE(listener);
+  std::filesystem::create_symlink(dir_ / "real.sock", dir_ / "link.sock");
+  auto link = openTrustedSocket(dir_ / "link.sock", ::getuid());
+  ASSERT_FALSE(link);
+  EXPECT_NE(link.error().message().find("is a symlink"), std::string::npos)
+      << link.error().message();
+  { std::ofstream(dir_ / "file.sock") << "x"; }
+  auto file = openTrustedSocket(dir_ / "file.sock", ::getuid());
+  ASSERT_FALSE(file);
+  EXPECT_NE(file.error().message().find("not a socket"), std::string::npos);
+  auto other = openTrustedSocket(dir_ / "real.sock", ::getuid() + 4242);
+  ASSERT_FALSE(other);
+  EXPECT_NE(other.error().message().find("a socket of uid"), std::string::npos)
+      << other.error().message();
+  EXPECT_FALSE(openTrustedSocket(dir_ / "missing.sock", ::getuid()));
 }
 
 }  // namespace

@@ -268,7 +268,6 @@ Result<std::optional<VmJail>> adoptedJail(const std::filesystem::path& run_dir, 
   if (!S_ISDIR(st.st_mode)) {
     return fail(Errc::kFailedPrecondition, context + ": it is not a directory");
   }
-  if (st.st_uid == 0) return std::optional<VmJail>();  // an unjailed QEMU's run dir
   auto status = sys::readFile("/proc/" + std::to_string(pid) + "/status", 1 << 16);
   if (!status) return fail(status.error().withContext(context));
   std::string text = "\n" + *status;
@@ -286,6 +285,9 @@ Result<std::optional<VmJail>> adoptedJail(const std::filesystem::path& run_dir, 
   };
   HUTCH_TRY_VOID(check("Uid", st.st_uid));
   HUTCH_TRY_VOID(check("Gid", st.st_gid));
+  // An unjailed QEMU's run dir (hutchd --no-jail) is root's, and so is that QEMU: checked above,
+  // so a jailed process that took over a stale pid is never adopted as an unjailed one.
+  if (st.st_uid == 0) return std::optional<VmJail>();
   HUTCH_TRY(jail::BoxCgroup cgroup, cgroups.boxCgroup(vmCgroupName(run_dir)));
   auto held = cgroup.holds(pid);
   if (!held) return fail(held.error().withContext(context));
@@ -516,8 +518,16 @@ asio::awaitable<Result<std::unique_ptr<QemuVm>>> QemuBackend::adoptQemu(
   }
   auto vm = std::make_unique<QemuVm>(executor_, *pid, std::move(*pidfd), run_dir, options_.vm,
                                      std::move(vm_jail));
+  // hutchd made the socket (root's, 0600), but it sits in a directory the box's uid owns: the
+  // box may have swapped it for a symlink (root would follow it to another box's QEMU) or a
+  // socket of its own. Only the socket hutchd made is connected to, through its descriptor.
+  auto qmp_socket = sys::openTrustedSocket(run_dir / "qmp.sock", 0);
+  if (!qmp_socket) {
+    co_return fail(qmp_socket.error().withContext("Not adopting QEMU pid " + std::to_string(*pid) +
+                                                  " (left running)"));
+  }
   // The earlier hutchd's QMP connection may take a moment to be noticed as closed.
-  auto qmp = co_await connectQmp(*vm, run_dir / "qmp.sock", milliseconds(3000));
+  auto qmp = co_await connectQmp(*vm, qmp_socket->procPath(), milliseconds(3000));
   if (!qmp) {
     co_return fail(qmp.error().withContext("Cannot reconnect to QEMU pid " + std::to_string(*pid) +
                                            " (left running)"));

@@ -5,6 +5,8 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,6 +25,7 @@
 #include "sys/files.h"
 #include "sys/proc_fs.h"
 #include "sys/spawn.h"
+#include "sys/unix_socket.h"
 #include "vmm/accel.h"
 #include "vmm/qemu/halt_kernel.h"
 #include "vmm/qemu/qemu_argv.h"
@@ -629,6 +632,63 @@ TEST_F(JailedQemuBackendE2eTest, AdoptionDoesNotTrustACmdlineThatLies) {
   std::filesystem::remove_all(other);
   auto cgroup = options_.jail->cgroups.boxCgroup(vmCgroupName(run_dir_));
   EXPECT_TRUE(cgroup->remove());
+}
+
+// A connection waiting on `listener`, or none: never blocks.
+int acceptNow(int listener) {
+  ::fcntl(listener, F_SETFL, ::fcntl(listener, F_GETFL) | O_NONBLOCK);
+  return ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+}
+
+// The QMP socket hutchd made is root's, in a directory the box's uid owns: what that uid can do
+// to it (rename it away, put a symlink to another QEMU's socket or a socket of its own in its
+// place) makes adoption refuse, and nothing connects to the decoy.
+TEST_F(JailedQemuBackendE2eTest, AdoptionConnectsOnlyToTheSocketHutchdMade) {
+  pid_t pid = launchAndLeave();
+  ASSERT_GT(pid, 0);
+  struct stat st {};
+  ASSERT_EQ(::lstat((run_dir_ / "qmp.sock").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 0U);
+  ASSERT_EQ(::lstat((run_dir_ / "agent.sock").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 0U);
+  auto decoy = sys::listenUnix(dir_ / "decoy.sock");
+  ASSERT_TRUE(decoy) << decoy.error().describe();
+  std::filesystem::rename(run_dir_ / "qmp.sock", run_dir_ / "moved.sock");
+  std::filesystem::create_symlink(dir_ / "decoy.sock", run_dir_ / "qmp.sock");
+  QemuBackend restarted(ctx_.get_executor(), "qemu-system-x86_64", options_);
+  auto refused = [&](const std::string& why) {
+    run([&]() -> asio::awaitable<void> {
+      auto vm = co_await restarted.adoptQemu(run_dir_);
+      EXPECT_FALSE(vm);
+      if (vm) {
+        co_await (*vm)->kill();
+        co_return;
+      }
+      EXPECT_NE(vm.error().message().find(why), std::string::npos) << vm.error().message();
+    });
+    UniqueFd got(acceptNow(decoy->get()));
+    EXPECT_FALSE(got) << "adoption connected to the decoy";
+  };
+  refused("is a symlink");
+  // A socket of the box's own uid in its place.
+  std::filesystem::remove(run_dir_ / "qmp.sock");
+  auto own = sys::listenUnix(run_dir_ / "qmp.sock");
+  ASSERT_TRUE(own);
+  auto ids = jail::boxIds(*spec_.uid_index);
+  ASSERT_EQ(::chown((run_dir_ / "qmp.sock").c_str(), ids->uid, ids->gid), 0);
+  refused("a socket of uid " + std::to_string(ids->uid));
+  // Put back, it is adopted.
+  std::filesystem::remove(run_dir_ / "qmp.sock");
+  std::filesystem::rename(run_dir_ / "moved.sock", run_dir_ / "qmp.sock");
+  run([&]() -> asio::awaitable<void> {
+    auto vm = co_await restarted.adoptQemu(run_dir_);
+    EXPECT_TRUE(vm) << vm.error().describe();
+    if (vm) {
+      auto killed = co_await (*vm)->kill();
+      EXPECT_TRUE(killed);
+    }
+  });
+  EXPECT_TRUE(processGone(pid));
 }
 
 // A restored box maps a snapshot's RAM file that is root's, 0444 and bound read-only: QEMU 7.2
