@@ -18,6 +18,7 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <optional>
 #include <sstream>
 
 #include "jail/box_dir.h"
@@ -131,6 +132,24 @@ class QemuBackendE2eTest : public ::testing::Test {
       if (vm) pid = (*vm)->pid();
     });
     return pid;
+  }
+
+  // Adopting `run_dir` with `backend` is refused with a message holding `why` (and `code`, if
+  // given); a QEMU adopted by mistake is killed.
+  void expectAdoptionRefused(QemuBackend& backend, const std::filesystem::path& run_dir,
+                             const std::string& why, std::optional<Errc> code = std::nullopt) {
+    run([&]() -> asio::awaitable<void> {
+      auto vm = co_await backend.adoptQemu(run_dir);
+      EXPECT_FALSE(vm);
+      if (vm) {
+        co_await (*vm)->kill();
+        co_return;
+      }
+      if (code) {
+        EXPECT_EQ(vm.error().code(), *code) << vm.error().describe();
+      }
+      EXPECT_NE(vm.error().message().find(why), std::string::npos) << vm.error().message();
+    });
   }
 
   asio::awaitable<void> sleep(std::chrono::milliseconds d) {
@@ -595,34 +614,15 @@ TEST_F(JailedQemuBackendE2eTest, AdoptionDoesNotTrustACmdlineThatLies) {
   std::filesystem::create_symlink(run_dir_ / "qmp.sock", other / "qmp.sock");
   ASSERT_TRUE(rewriteCmdline(pid, run_dir_.string(), other.string()));
   ASSERT_TRUE(isQemuForRunDir(*sys::readCmdline(pid), other));
-  run([&]() -> asio::awaitable<void> {
-    auto vm = co_await restarted.adoptQemu(other);
-    EXPECT_FALSE(vm);
-    if (vm) {
-      co_await (*vm)->kill();
-      co_return;
-    }
-    EXPECT_EQ(vm.error().code(), Errc::kFailedPrecondition) << vm.error().describe();
-    EXPECT_NE(
-        vm.error().message().find("not the run dir's owner " + std::to_string(other_ids->uid)),
-        std::string::npos)
-        << vm.error().message();
-  });
+  expectAdoptionRefused(restarted, other,
+                        "not the run dir's owner " + std::to_string(other_ids->uid),
+                        Errc::kFailedPrecondition);
   // With the same uid (a stale owner), the cgroup still tells them apart.
   ASSERT_EQ(::chown(other.c_str(), jail::boxIds(*spec_.uid_index)->uid,
                     jail::boxIds(*spec_.uid_index)->gid),
             0);
-  run([&]() -> asio::awaitable<void> {
-    auto vm = co_await restarted.adoptQemu(other);
-    EXPECT_FALSE(vm);
-    if (vm) {
-      co_await (*vm)->kill();
-      co_return;
-    }
-    EXPECT_EQ(vm.error().code(), Errc::kFailedPrecondition) << vm.error().describe();
-    EXPECT_NE(vm.error().message().find("is not in the run dir's cgroup"), std::string::npos)
-        << vm.error().message();
-  });
+  expectAdoptionRefused(restarted, other, "is not in the run dir's cgroup",
+                        Errc::kFailedPrecondition);
   EXPECT_FALSE(processGone(pid));  // refused, not killed
   ::kill(pid, SIGKILL);
   ::waitpid(pid, nullptr, 0);  // our child: the backend that launched it is gone
@@ -657,15 +657,7 @@ TEST_F(JailedQemuBackendE2eTest, AdoptionConnectsOnlyToTheSocketHutchdMade) {
   std::filesystem::create_symlink(dir_ / "decoy.sock", run_dir_ / "qmp.sock");
   QemuBackend restarted(ctx_.get_executor(), "qemu-system-x86_64", options_);
   auto refused = [&](const std::string& why) {
-    run([&]() -> asio::awaitable<void> {
-      auto vm = co_await restarted.adoptQemu(run_dir_);
-      EXPECT_FALSE(vm);
-      if (vm) {
-        co_await (*vm)->kill();
-        co_return;
-      }
-      EXPECT_NE(vm.error().message().find(why), std::string::npos) << vm.error().message();
-    });
+    expectAdoptionRefused(restarted, run_dir_, why);
     UniqueFd got(acceptNow(decoy->get()));
     EXPECT_FALSE(got) << "adoption connected to the decoy";
   };

@@ -1,0 +1,16 @@
+// Small helpers the files of BoxService's snapshot operations share (box_snapshots.cc,
+// box_pool.cc). Internal to src/box.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+namespace hutch::box {
+
+// remove_all that only logs a failure: for files whose loss nothing depends on.
+void removeQuietly(const std::filesystem::path& path);
+
+// /etc/machine-id of a box: 32 hex digits derived from its id.
+std::string machineIdFor(const std::string& box_id);
+
+}  // namespace hutch::box
