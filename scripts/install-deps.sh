@@ -22,6 +22,8 @@ packages=(
   dnsmasq-base
   # bench/egress_bench.py makes a throw-away CA with the openssl tool
   openssl
+  # the remote API's e2e tests talk to hutchd with someone else's HTTP client
+  curl
 )
 
 missing=()

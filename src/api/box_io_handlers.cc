@@ -135,8 +135,7 @@ awaitable<Reply> listServices(box::BoxService& service, RequestContext& ctx) {
 
 }  // namespace
 
-void registerBoxIoRoutes(Router<Handler>& router, box::BoxService& service,
-                         box::PortForwards& ports) {
+void registerBoxIoRoutes(ApiRouter& router, box::BoxService& service, box::PortForwards& ports) {
   using http::verb;
   auto withPorts = [&ports](auto f) {
     return [f, &ports](RequestContext& ctx) { return f(ports, ctx); };

@@ -5,6 +5,7 @@
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -13,6 +14,7 @@
 #include <csignal>
 
 #include "api/json_model.h"
+#include "guest/async_event.h"
 #include "proto/frame.h"
 #include "proto/messages.h"
 #include "sys/files.h"
@@ -24,8 +26,6 @@ namespace {
 using asio::awaitable;
 using Reply = std::optional<Response>;
 
-constexpr uint32_t kExecStream = 1;  // the one stream of an upgraded exec connection
-
 const std::string& param(const RequestContext& ctx, const char* name) {
   return ctx.params.find(name)->second;
 }
@@ -33,13 +33,14 @@ const std::string& param(const RequestContext& ctx, const char* name) {
 awaitable<Reply> createBox(box::BoxService& service, RequestContext& ctx) {
   auto request = parseCreateBox(ctx.request.body());
   if (!request) co_return errorResponse(request.error());
+  request->owner = ctx.principal.owner();
   auto created = co_await service.create(std::move(*request));
   if (!created) co_return errorResponse(created.error());
   co_return jsonResponse(http::status::created, toJson(*created));
 }
 
-awaitable<Reply> listBoxes(box::BoxService& service, RequestContext&) {
-  auto boxes = service.list();
+awaitable<Reply> listBoxes(box::BoxService& service, RequestContext& ctx) {
+  auto boxes = service.list(ownerFilter(ctx.principal));
   if (!boxes) co_return errorResponse(boxes.error());
   json items = json::array();
   for (const auto& b : *boxes) items.push_back(toJson(b));
@@ -155,150 +156,111 @@ awaitable<Reply> boxStats(box::BoxService& service, RequestContext& ctx) {
   co_return jsonResponse(http::status::ok, body);
 }
 
-awaitable<Reply> info(const DaemonInfo& info, RequestContext&) {
-  co_return jsonResponse(
-      http::status::ok,
-      json{{"version", info.version},
-           {"backend", info.backend},
-           {"state_dir", info.state_dir},
-           {"accel", {{"name", vmm::accelName(info.accel.accel)}, {"reason", info.accel.reason}}}});
+awaitable<Reply> info(const DaemonInfo& info, RequestContext& ctx) {
+  const Principal& p = ctx.principal;
+  json caller = {{"name", p.key_name},
+                 {"admin", p.admin},
+                 {"max_boxes", p.quota.max_boxes},
+                 {"max_cpus", p.quota.max_cpus},
+                 {"max_memory_mib", p.quota.max_memory_mib},
+                 {"max_disk_mib", p.quota.max_disk_mib}};
+  json body = {
+      {"version", info.version},
+      {"backend", info.backend},
+      {"accel", {{"name", vmm::accelName(info.accel.accel)}, {"reason", info.accel.reason}}},
+      {"caller", caller},
+      {"listeners", info.server ? info.server->listeners() : std::vector<std::string>{}},
+      {"tls", info.tls_fingerprint.empty() ? json(nullptr)
+                                           : json{{"fingerprint_sha256", info.tls_fingerprint}}}};
+  // Where the state lives is the host's business.
+  if (p.seesEverything()) body["state_dir"] = info.state_dir;
+  co_return jsonResponse(http::status::ok, body);
 }
 
-// Sends frames to the client, one at a time (the writer side of an exec relay).
-awaitable<bool> sendFrame(Connection& c, const proto::Frame& frame) {
-  std::string bytes = proto::encodeFrame(frame);
-  boost::system::error_code ec;
-  co_await asio::async_write(c.socket, asio::buffer(bytes),
-                             asio::redirect_error(asio::use_awaitable, ec));
-  co_return !ec;
-}
-
-// Client -> guest: stdin, stdin EOF and signals, until the client goes away or the exec ends.
-awaitable<void> relayInput(std::shared_ptr<Connection> c,
-                           std::shared_ptr<guest::ExecSession> session,
-                           std::shared_ptr<bool> finished) {
-  proto::FrameDecoder decoder;
-  auto leftover = c->buffer.data();
-  decoder.feed(std::span<const char>(static_cast<const char*>(leftover.data()), leftover.size()));
-  c->buffer.consume(c->buffer.size());
-  std::string buf(64 * 1024, '\0');
-  while (!*finished) {
-    auto next = decoder.next();
-    if (!next) {
-      spdlog::warn("api: bad frame from an exec client: {}", next.error().message());
-      break;
-    }
-    if (!*next) {
-      boost::system::error_code ec;
-      size_t n = co_await c->socket.async_read_some(asio::buffer(buf),
-                                                    asio::redirect_error(asio::use_awaitable, ec));
-      if (ec) break;
-      decoder.feed(std::span<const char>(buf.data(), n));
-      continue;
-    }
-    const proto::Frame& frame = **next;
-    if (frame.type == proto::FrameType::kStdin) {
-      auto written = co_await session->writeStdin(frame.payload);
-      if (!written) break;
-    } else if (frame.type == proto::FrameType::kStdinEof) {
-      (void)session->closeStdin();
-    } else if (frame.type == proto::FrameType::kSignal) {
-      auto sig = proto::decodeMessage<proto::SignalRequest>(frame.payload);
-      if (sig) (void)session->signal(sig->signal);
-    } else if (frame.type == proto::FrameType::kResize) {
-      auto size = proto::decodeMessage<proto::WindowSize>(frame.payload);
-      if (size) (void)session->resize(size->rows, size->cols);
-    }
-  }
-  // The client is gone (or sent garbage) while the command still runs: kill it, as a terminal
-  // hang-up would, so nothing is left running unobserved.
-  if (!*finished) (void)session->signal(SIGKILL);
-}
-
-awaitable<Reply> execInBox(box::BoxService& service, RequestContext& ctx) {
-  auto upgrade = ctx.request[http::field::upgrade];
-  if (!boost::beast::iequals(upgrade, "hutch-exec")) {
-    co_return errorResponse(Error(Errc::kInvalidArgument,
-                                  "exec needs an upgraded connection: send 'Connection: Upgrade' "
-                                  "and 'Upgrade: hutch-exec' (see docs/api.md)"));
-  }
-  auto request = proto::decodeMessage<proto::ExecRequest>(ctx.request.body());
-  if (!request) {
-    co_return errorResponse(
-        Error(Errc::kInvalidArgument, "Bad exec request: " + request.error().message()));
-  }
-  if (request->user.empty()) request->user = service.defaultUser();
-  auto valid = proto::validate(*request);
-  if (!valid) co_return errorResponse(valid.error());
-  auto agent = service.agentFor(param(ctx, "box"));
-  if (!agent) co_return errorResponse(agent.error());
-  if (auto b = service.get(param(ctx, "box")); b) addBoxEnvironment(*b, *request);
-
-  std::shared_ptr<Connection> c = ctx.connection;
-  Response res{http::status::switching_protocols, 11};
-  res.set(http::field::connection, "Upgrade");
-  res.set(http::field::upgrade, "hutch-exec");
-  boost::system::error_code ec;
-  co_await http::async_write(c->socket, res, asio::redirect_error(asio::use_awaitable, ec));
-  if (ec) co_return std::nullopt;
-  // From here on errors travel as frames: a command that cannot start is the command's failure
-  // (exit 127/126 in the CLI), not the API call's.
-  auto session = co_await (*agent)->exec(std::move(*request));
-  if (!session) {
-    co_await sendFrame(*c, proto::makeFrame(proto::FrameType::kError, kExecStream,
-                                            proto::ErrorMessage::fromError(session.error())));
-    c->socket.close(ec);
-    co_return std::nullopt;
-  }
-  auto finished = std::make_shared<bool>(false);
-  asio::co_spawn(c->socket.get_executor(), relayInput(c, *session, finished), asio::detached);
-
-  // Guest -> client. Pulling the next event is what grants the guest more window, so a slow
-  // client slows the command down instead of filling hutchd's memory.
-  while (true) {
-    auto event = co_await (*session)->next();
-    if (!event) {
-      *finished = true;
-      co_await sendFrame(*c, proto::makeFrame(proto::FrameType::kError, kExecStream,
-                                              proto::ErrorMessage::fromError(event.error())));
-      break;
-    }
-    proto::Frame frame;
-    frame.stream = kExecStream;
-    bool last = false;
-    switch (event->kind) {
-      case guest::ExecEvent::Kind::kStdout:
-        frame.type = proto::FrameType::kStdout;
-        frame.payload = std::move(event->data);
-        break;
-      case guest::ExecEvent::Kind::kStderr:
-        frame.type = proto::FrameType::kStderr;
-        frame.payload = std::move(event->data);
-        break;
-      case guest::ExecEvent::Kind::kExit:
-        frame = proto::makeFrame(proto::FrameType::kExit, kExecStream, event->exit_status);
-        last = true;
-        break;
-    }
-    if (last) *finished = true;
-    if (!co_await sendFrame(*c, frame)) {
-      if (!last) (void)(*session)->signal(SIGKILL);
-      break;
-    }
-    if (last) break;
-  }
-  c->socket.shutdown(asio::local::stream_protocol::socket::shutdown_both, ec);
-  c->socket.close(ec);
-  co_return std::nullopt;
-}
-
-awaitable<Reply> listTemplates(box::TemplateService& templates, RequestContext&) {
+awaitable<Reply> listTemplates(box::TemplateService& templates, RequestContext& ctx) {
   auto all = templates.list();
   if (!all) co_return errorResponse(all.error());
+  // Which boxes use a template, and where it lives, are the host's business.
+  if (!ctx.principal.seesEverything()) {
+    for (json& t : *all) {
+      t.erase("used_by");
+      t.erase("dir");
+    }
+  }
   co_return jsonResponse(http::status::ok, json{{"templates", *all}});
 }
 
 // {"name": N, "from_box": B} freezes a stopped box; {"name": N} builds recipe N.
+// A recipe build whose output goes to the client as NDJSON progress lines while it runs.
+struct BuildProgress {
+  explicit BuildProgress(const asio::any_io_executor& ex) : changed(ex) {}
+  guest::AsyncEvent changed;
+  std::string pending;  // output not sent yet
+  std::optional<Result<json>> done;
+};
+
+awaitable<void> runBuild(box::TemplateService& templates, std::string name,
+                         std::shared_ptr<BuildProgress> progress, asio::any_io_executor ex) {
+  // Called on a worker thread: the text is handed to the loop.
+  auto on_output = [progress, ex](std::string_view text) {
+    asio::post(ex, [progress, chunk = std::string(text)] {
+      progress->pending += chunk;
+      progress->changed.notify();
+    });
+  };
+  auto made = co_await templates.build(std::move(name), on_output);
+  // After the output posted before it.
+  asio::post(ex, [progress, made = std::move(made)]() mutable {
+    progress->done = std::move(made);
+    progress->changed.notify();
+  });
+}
+
+std::string ndjson(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+awaitable<Reply> streamBuild(box::TemplateService& templates, RequestContext& ctx,
+                             std::string name) {
+  asio::any_io_executor ex = ctx.connection->stream.get_executor();
+  auto progress = std::make_shared<BuildProgress>(ex);
+  asio::co_spawn(ex, runBuild(templates, std::move(name), progress, ex), asio::detached);
+  ChunkedWriter out(*ctx.connection);
+  bool open = co_await out.start(http::status::ok, "application/x-ndjson");
+  while (open) {
+    size_t newline;
+    while (open && (newline = progress->pending.find('\n')) != std::string::npos) {
+      json line;
+      line["progress"] = progress->pending.substr(0, newline);
+      progress->pending.erase(0, newline + 1);
+      std::string text = ndjson(line);
+      open = co_await out.write(text);
+    }
+    if (progress->done) break;
+    co_await progress->changed.wait();
+  }
+  // The build goes on if the client left; its result is the template either way.
+  while (open && !progress->done) co_await progress->changed.wait();
+  if (!open) co_return std::nullopt;
+  if (!progress->pending.empty()) {
+    json rest;
+    rest["progress"] = progress->pending;
+    std::string text = ndjson(rest);
+    open = co_await out.write(text);
+  }
+  const Result<json>& made = *progress->done;
+  json last;
+  if (made) {
+    last["template"] = *made;
+  } else {
+    last = errorJson(made.error());
+  }
+  std::string text = ndjson(last);
+  if (!open || !co_await out.write(text)) co_return std::nullopt;
+  if (co_await out.finish()) ctx.keep_alive = true;
+  co_return std::nullopt;
+}
+
 awaitable<Reply> createTemplate(box::TemplateService& templates, RequestContext& ctx) {
   auto body = parseObject(ctx.request.body());
   if (!body) co_return errorResponse(body.error());
@@ -316,6 +278,10 @@ awaitable<Reply> createTemplate(box::TemplateService& templates, RequestContext&
   std::string name = (*body)["name"];
   std::string from_box = body->value("from_box", "");
   Result<json> made = json();
+  if (from_box.empty() &&
+      ctx.request[http::field::accept].find("application/x-ndjson") != std::string_view::npos) {
+    co_return co_await streamBuild(templates, ctx, std::move(name));
+  }
   if (from_box.empty()) {
     made = co_await templates.build(name);
   } else {
@@ -338,8 +304,23 @@ Handler bindService(F f, Service& service) {
 
 }  // namespace
 
-void registerRoutes(Router<Handler>& router, box::BoxService& service,
-                    box::TemplateService& templates, const DaemonInfo& daemon) {
+storage::OwnerFilter ownerFilter(const Principal& principal) {
+  if (principal.seesEverything()) return std::nullopt;
+  return principal.key_id;
+}
+
+ParamScoper boxScoper(box::BoxService& service) {
+  return [&service](const Principal& principal, PathParams& params) -> Result<> {
+    auto it = params.find("box");
+    if (it == params.end()) return ok();
+    HUTCH_TRY(box::Box b, service.get(it->second, ownerFilter(principal)));
+    it->second = b.id;
+    return ok();
+  };
+}
+
+void registerRoutes(ApiRouter& router, box::BoxService& service, box::TemplateService& templates,
+                    const DaemonInfo& daemon) {
   using http::verb;
   router.add(verb::get, "/v1/info", [&daemon](RequestContext& ctx) { return info(daemon, ctx); });
   router.add(verb::post, "/v1/boxes", bindService(createBox, service));
@@ -356,12 +337,13 @@ void registerRoutes(Router<Handler>& router, box::BoxService& service,
   router.add(verb::delete_, "/v1/boxes/{box}/checkpoints/{checkpoint}",
              bindService(removeCheckpoint, service));
   router.add(verb::post, "/v1/boxes/{box}/rollback", bindService(rollbackBox, service));
-  router.add(verb::get, "/v1/system/df", bindService(diskUsage, service));
-  router.add(verb::get, "/v1/system/pool", bindService(poolStatus, service));
-  router.add(verb::post, "/v1/boxes/{box}/exec", bindService(execInBox, service));
+  const RouteOptions admin{.access = Access::kAdmin};
+  router.add(verb::get, "/v1/system/df", Route(bindService(diskUsage, service), admin));
+  router.add(verb::get, "/v1/system/pool", Route(bindService(poolStatus, service), admin));
   router.add(verb::get, "/v1/templates", bindService(listTemplates, templates));
-  router.add(verb::post, "/v1/templates", bindService(createTemplate, templates));
-  router.add(verb::delete_, "/v1/templates/{template}", bindService(removeTemplate, templates));
+  router.add(verb::post, "/v1/templates", Route(bindService(createTemplate, templates), admin));
+  router.add(verb::delete_, "/v1/templates/{template}",
+             Route(bindService(removeTemplate, templates), admin));
 }
 
 }  // namespace hutch::api

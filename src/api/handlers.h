@@ -1,8 +1,12 @@
 // The API's routes (docs/api.md): thin handlers that decode, call BoxService and map errors.
+// Every route runs behind the server's chain (http_server.h): the caller is authenticated, its
+// access checked and {box} resolved to a box it may see before a handler runs.
 #pragma once
 
+#include <functional>
 #include <string>
 
+#include "api/auth.h"
 #include "api/http_server.h"
 #include "box/box_service.h"
 #include "box/port_forwards.h"
@@ -18,21 +22,37 @@ struct DaemonInfo {
   vmm::AccelDecision accel;
   std::string backend;
   std::string state_dir;
+  std::string tls_fingerprint;         // of the TLS listener's certificate; empty without one
+  const HttpServer* server = nullptr;  // for the listeners it serves
 };
 
 // Registers every route on `router`. The service and info must outlive the router.
-void registerRoutes(Router<Handler>& router, box::BoxService& service,
-                    box::TemplateService& templates, const DaemonInfo& info);
+void registerRoutes(ApiRouter& router, box::BoxService& service, box::TemplateService& templates,
+                    const DaemonInfo& info);
+
+// exec: upgraded, JSON, WebSocket (exec_handlers.cc).
+void registerExecRoutes(ApiRouter& router, box::BoxService& service);
 
 // Published ports, detached processes and services (box_io_handlers.cc).
-void registerBoxIoRoutes(Router<Handler>& router, box::BoxService& service,
-                         box::PortForwards& ports);
+void registerBoxIoRoutes(ApiRouter& router, box::BoxService& service, box::PortForwards& ports);
 
-// A box's egress policy and policy log, and the host's secrets (network_handlers.cc).
-void registerNetworkRoutes(Router<Handler>& router, box::BoxService& service,
-                           net::SecretStore& secrets);
+// A box's egress policy and policy log, and the owners' secrets (network_handlers.cc).
+void registerNetworkRoutes(ApiRouter& router, box::BoxService& service, net::SecretStore& secrets);
 
-// The box's own environment (its secrets' placeholders) under what the request sets itself.
+// API keys, admin only (key_handlers.cc). `revoked` is called with the id of a removed key:
+// its open connections are closed.
+void registerKeyRoutes(ApiRouter& router, KeyService& keys,
+                       const std::function<void(const std::string&)>& revoked);
+
+// Resolves {box} to the id of a box the principal may see (a non-admin key: only its own; any
+// other box is "No such box", exactly as one that does not exist).
+ParamScoper boxScoper(box::BoxService& service);
+
+// The owner filter of a principal's queries.
+storage::OwnerFilter ownerFilter(const Principal& principal);
+
+// The box's own environment (its env and its secrets' placeholders) under what the request
+// sets itself.
 void addBoxEnvironment(const box::Box& box, proto::ExecRequest& request);
 
 }  // namespace hutch::api

@@ -1,12 +1,16 @@
 #include "api/http_server.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/ip/v6_only.hpp>
 #include <boost/asio/redirect_error.hpp>
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
 
@@ -16,23 +20,202 @@
 namespace hutch::api {
 
 namespace {
+
 constexpr size_t kMaxBody = 8u << 20;
+constexpr size_t kMaxHeader = 64u << 10;
+constexpr size_t kMaxConnections = 4096;
+// A connection that sends no complete request header for this long is closed (keep-alive idle
+// time too); a TLS handshake gets kHandshakeTime.
+constexpr auto kIdleTime = std::chrono::seconds(120);
+constexpr auto kHandshakeTime = std::chrono::seconds(15);
+
+using asio::awaitable;
+using asio::redirect_error;
+using asio::use_awaitable;
+
+bool quietReadError(const boost::system::error_code& ec) {
+  return ec == http::error::end_of_stream || ec == asio::error::eof ||
+         ec == asio::error::connection_reset || ec == asio::error::operation_aborted ||
+         ec == asio::error::bad_descriptor || ec == asio::ssl::error::stream_truncated;
+}
+
+// "Expect: 100-continue" (curl sends it for large uploads): say so before reading the body.
+awaitable<bool> sendContinue(Connection& c, const http::request_header<>& header) {
+  auto expect = header[http::field::expect];
+  if (!beast::iequals(expect, "100-continue")) co_return true;
+  static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+  boost::system::error_code ec;
+  co_await asio::async_write(c.stream, asio::buffer(kContinue.data(), kContinue.size()),
+                             redirect_error(use_awaitable, ec));
+  co_return !ec;
+}
+
+// Closes the connection's stream when it fires (idle connections, slow handshakes).
+class Watchdog {
+ public:
+  Watchdog(const asio::any_io_executor& ex, std::weak_ptr<Connection> c)
+      : timer_(ex), connection_(std::move(c)) {}
+  void arm(std::chrono::steady_clock::duration after) {
+    timer_.expires_after(after);
+    timer_.async_wait([c = connection_](const boost::system::error_code& ec) {
+      if (ec) return;
+      if (auto live = c.lock()) live->stream.close();
+    });
+  }
+  void disarm() { timer_.cancel(); }
+
+ private:
+  asio::steady_timer timer_;
+  std::weak_ptr<Connection> connection_;
+};
+
 }  // namespace
+
+Result<asio::ip::tcp::endpoint> parseListenAddress(const std::string& address) {
+  size_t colon = address.rfind(':');
+  if (colon == std::string::npos || colon + 1 == address.size()) {
+    return fail(Errc::kInvalidArgument,
+                "A listen address is ADDR:PORT (127.0.0.1:8443, [::1]:8443, 0.0.0.0:8443); got '" +
+                    address + "'");
+  }
+  std::string host = address.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  boost::system::error_code ec;
+  auto ip = asio::ip::make_address(host, ec);
+  if (ec) {
+    return fail(Errc::kInvalidArgument,
+                "The listen address must be an IP address, not '" + host + "': " + ec.message());
+  }
+  unsigned long port = 0;
+  try {
+    size_t used = 0;
+    port = std::stoul(address.substr(colon + 1), &used);
+    if (used != address.size() - colon - 1 || port > 65535) throw std::out_of_range("port");
+  } catch (const std::exception&) {
+    return fail(Errc::kInvalidArgument, "The listen port must be 0-65535 in '" + address + "'");
+  }
+  return asio::ip::tcp::endpoint(ip, static_cast<uint16_t>(port));
+}
+
+Result<> checkLoopback(const std::string& address) {
+  HUTCH_TRY(asio::ip::tcp::endpoint endpoint, parseListenAddress(address));
+  auto ip = endpoint.address();
+  bool loopback = ip.is_loopback() ||
+                  (ip.is_v6() && ip.to_v6().is_v4_mapped() && ip.to_v6().to_v4().is_loopback());
+  if (!loopback) {
+    return fail(Errc::kInvalidArgument,
+                "Plain HTTP is served only on a loopback address (127.0.0.1, ::1), where it does "
+                "not cross a network; use --listen for HTTPS on " +
+                    ip.to_string());
+  }
+  return ok();
+}
+
+Result<asio::ssl::context> serverTlsContext(const std::string& cert_file,
+                                            const std::string& key_file) {
+  asio::ssl::context context(asio::ssl::context::tls_server);
+  boost::system::error_code ec;
+  context.set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                          asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
+                          asio::ssl::context::no_tlsv1_1 | asio::ssl::context::single_dh_use,
+                      ec);
+  if (!ec) context.use_certificate_chain_file(cert_file, ec);
+  if (ec) {
+    return fail(Errc::kInvalidArgument,
+                "Cannot use the TLS certificate " + cert_file + ": " + ec.message());
+  }
+  context.use_private_key_file(key_file, asio::ssl::context::pem, ec);
+  if (ec) {
+    return fail(Errc::kInvalidArgument, "Cannot use the TLS key " + key_file + ": " + ec.message());
+  }
+  return context;
+}
 
 Response jsonResponse(http::status status, const nlohmann::json& body) {
   Response res{status, 11};
   res.set(http::field::content_type, "application/json");
-  res.body() = body.dump() + "\n";
+  // Text from boxes (file names, build logs) need not be UTF-8: replaced, never a throw.
+  res.body() = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   res.prepare_payload();
   return res;
 }
 
 Response errorResponse(const Error& error) {
-  return jsonResponse(static_cast<http::status>(httpStatus(error.code())), errorJson(error));
+  Response res =
+      jsonResponse(static_cast<http::status>(httpStatus(error.code())), errorJson(error));
+  if (error.code() == Errc::kUnauthenticated) {
+    res.set(http::field::www_authenticate, "Bearer realm=\"hutch\"");
+  }
+  return res;
 }
 
-HttpServer::HttpServer(asio::any_io_executor executor, const Router<Handler>& router)
-    : executor_(std::move(executor)), router_(router) {}
+asio::awaitable<bool> ChunkedWriter::start(http::status status, std::string_view content_type,
+                                           const http::fields& extra) {
+  http::response<http::empty_body> res{status, 11};
+  for (const auto& field : extra) res.set(field.name_string(), field.value());
+  res.set(http::field::content_type, std::string(content_type));
+  res.set(http::field::cache_control, "no-store");
+  res.chunked(true);
+  http::response_serializer<http::empty_body> serializer(res);
+  boost::system::error_code ec;
+  co_await http::async_write_header(connection_.stream, serializer,
+                                    redirect_error(use_awaitable, ec));
+  co_return !ec;
+}
+
+asio::awaitable<bool> ChunkedWriter::write(std::string_view data) {
+  if (data.empty()) co_return true;  // an empty chunk would end the body
+  boost::system::error_code ec;
+  co_await asio::async_write(connection_.stream,
+                             http::make_chunk(asio::const_buffer(data.data(), data.size())),
+                             redirect_error(use_awaitable, ec));
+  co_return !ec;
+}
+
+asio::awaitable<bool> ChunkedWriter::finish() {
+  boost::system::error_code ec;
+  co_await asio::async_write(connection_.stream, http::make_chunk_last(),
+                             redirect_error(use_awaitable, ec));
+  co_return !ec;
+}
+
+BodyReader::BodyReader(Connection& connection, http::request_parser<http::empty_body>&& header)
+    : connection_(connection), parser_(std::move(header)) {
+  parser_.body_limit(std::numeric_limits<uint64_t>::max());
+}
+
+awaitable<Result<std::string>> BodyReader::read(size_t max) {
+  if (parser_.is_done()) co_return std::string();
+  if (!continue_sent_) {
+    continue_sent_ = true;
+    if (!co_await sendContinue(connection_, parser_.get().base())) {
+      co_return fail(Errc::kUnavailable, "The client went away before sending the body");
+    }
+  }
+  std::string chunk(max, '\0');
+  while (!parser_.is_done()) {
+    parser_.get().body().data = chunk.data();
+    parser_.get().body().size = chunk.size();
+    boost::system::error_code ec;
+    co_await http::async_read_some(connection_.stream, connection_.buffer, parser_,
+                                   redirect_error(use_awaitable, ec));
+    if (ec && ec != http::error::need_buffer) {
+      co_return fail(Errc::kUnavailable,
+                     "The request body broke off before its end: " + ec.message());
+    }
+    size_t got = chunk.size() - parser_.get().body().size;
+    if (got > 0) {
+      chunk.resize(got);
+      co_return chunk;
+    }
+  }
+  co_return std::string();
+}
+
+HttpServer::HttpServer(asio::any_io_executor executor, const ApiRouter& router, KeyService* keys)
+    : executor_(std::move(executor)), router_(router), keys_(keys) {}
 
 HttpServer::~HttpServer() {
   stop();
@@ -72,6 +255,41 @@ Result<> HttpServer::listen(const std::filesystem::path& path, mode_t mode) {
   return ok();
 }
 
+Result<std::string> HttpServer::listenTcp(const std::string& address, asio::ssl::context* tls) {
+  if (keys_ == nullptr) {
+    return fail(Errc::kInternal, "A TCP listener needs the key service to authenticate requests");
+  }
+  HUTCH_TRY(asio::ip::tcp::endpoint endpoint, parseListenAddress(address));
+  auto ip = endpoint.address();
+  boost::system::error_code ec;
+  auto listener = std::make_shared<TcpListener>(
+      TcpListener{asio::ip::tcp::acceptor(executor_), tls, std::string()});
+  listener->acceptor.open(endpoint.protocol(), ec);
+  if (!ec) listener->acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec && ip.is_v6()) listener->acceptor.set_option(asio::ip::v6_only(true), ec);
+  if (!ec) listener->acceptor.bind(endpoint, ec);
+  if (!ec) listener->acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return fail(ec == asio::error::address_in_use ? Errc::kAlreadyExists : Errc::kInternal,
+                fmt::format("Cannot listen on {}: {}", address, ec.message()));
+  }
+  auto bound = listener->acceptor.local_endpoint();
+  std::string where = bound.address().is_v6()
+                          ? fmt::format("[{}]:{}", bound.address().to_string(), bound.port())
+                          : fmt::format("{}:{}", bound.address().to_string(), bound.port());
+  listener->url = (tls ? "https://" : "http://") + where;
+  tcp_.push_back(listener);
+  asio::co_spawn(executor_, acceptTcp(listener), asio::detached);
+  return where;
+}
+
+std::vector<std::string> HttpServer::listeners() const {
+  std::vector<std::string> out;
+  if (acceptor_) out.push_back("unix:" + path_.string());
+  for (const auto& l : tcp_) out.push_back(l->url);
+  return out;
+}
+
 void HttpServer::stop() {
   if (acceptor_) {
     boost::system::error_code ec;
@@ -80,82 +298,279 @@ void HttpServer::stop() {
     std::error_code fs_ec;
     std::filesystem::remove(path_, fs_ec);
   }
+  for (auto& l : tcp_) {
+    boost::system::error_code ec;
+    l->acceptor.close(ec);
+  }
+  tcp_.clear();
 }
 
-asio::awaitable<void> HttpServer::acceptLoop() {
+void HttpServer::closeSessionsOf(const std::string& key_id) {
+  auto& open = connections_->open;
+  for (auto it = open.begin(); it != open.end();) {
+    auto live = it->second.lock();
+    if (!live) {
+      it = open.erase(it);
+      continue;
+    }
+    if (live->principal.kind == Principal::Kind::kKey && live->principal.key_id == key_id) {
+      live->stream.close();
+    }
+    ++it;
+  }
+}
+
+awaitable<void> HttpServer::acceptLoop() {
   while (acceptor_ && acceptor_->is_open()) {
     boost::system::error_code ec;
-    auto socket = co_await acceptor_->async_accept(asio::redirect_error(asio::use_awaitable, ec));
+    auto socket = co_await acceptor_->async_accept(redirect_error(use_awaitable, ec));
     if (ec) {
       if (ec == asio::error::operation_aborted) co_return;
       spdlog::warn("api: accept failed: {}", ec.message());
       continue;
     }
-    auto connection = std::make_shared<Connection>(std::move(socket));
-    asio::co_spawn(executor_, serve(std::move(connection)), asio::detached);
+    auto connection = std::make_shared<Connection>(AnyStream(std::move(socket)));
+    connection->peer = "unix";
+    asio::co_spawn(executor_, serve(std::move(connection), false), asio::detached);
   }
 }
 
-asio::awaitable<void> HttpServer::serve(std::shared_ptr<Connection> connection) {
-  while (true) {
-    http::request_parser<http::string_body> parser;
-    parser.body_limit(kMaxBody);
-    boost::system::error_code read_ec;
-    co_await http::async_read(connection->socket, connection->buffer, parser,
-                              asio::redirect_error(asio::use_awaitable, read_ec));
-    if (read_ec) {
-      if (read_ec != http::error::end_of_stream && read_ec != asio::error::eof &&
-          read_ec != asio::error::connection_reset && read_ec != asio::error::operation_aborted) {
-        Response res = errorResponse(
-            Error(Errc::kInvalidArgument, "Malformed HTTP request: " + read_ec.message()));
-        res.keep_alive(false);
-        boost::system::error_code ignored;
-        co_await http::async_write(connection->socket, res,
-                                   asio::redirect_error(asio::use_awaitable, ignored));
-      }
+awaitable<void> HttpServer::acceptTcp(std::shared_ptr<TcpListener> listener) {
+  while (listener->acceptor.is_open()) {
+    boost::system::error_code ec;
+    auto socket = co_await listener->acceptor.async_accept(redirect_error(use_awaitable, ec));
+    if (ec) {
+      if (ec == asio::error::operation_aborted || ec == asio::error::bad_descriptor) co_return;
+      spdlog::warn("api: accept on {} failed: {}", listener->url, ec.message());
+      continue;
+    }
+    std::erase_if(connections_->open, [](const auto& entry) { return entry.second.expired(); });
+    if (connections_->open.size() >= kMaxConnections) {
+      spdlog::warn("api: {} connections open; refusing one more", connections_->open.size());
+      socket.close(ec);
+      continue;
+    }
+    socket.set_option(asio::ip::tcp::no_delay(true), ec);
+    asio::co_spawn(executor_, startTcp(std::move(socket), listener->tls), asio::detached);
+  }
+}
+
+awaitable<void> HttpServer::startTcp(asio::ip::tcp::socket s, asio::ssl::context* tls) {
+  boost::system::error_code peer_ec;
+  auto remote = s.remote_endpoint(peer_ec);
+  std::string peer = peer_ec ? std::string("?") : remote.address().to_string();
+  std::shared_ptr<Connection> c;
+  if (tls) {
+    auto stream = std::make_unique<AnyStream::TlsStream>(std::move(s), *tls);
+    AnyStream::TlsStream& raw = *stream;
+    c = std::make_shared<Connection>(AnyStream(std::move(stream)));
+    Watchdog handshake_deadline(executor_, c);
+    handshake_deadline.arm(kHandshakeTime);
+    boost::system::error_code hs_ec;
+    co_await raw.async_handshake(asio::ssl::stream_base::server,
+                                 redirect_error(use_awaitable, hs_ec));
+    handshake_deadline.disarm();
+    if (hs_ec) {
+      spdlog::debug("api: TLS handshake with {} failed: {}", peer, hs_ec.message());
+      c->stream.close();
       co_return;
     }
-    Request request = parser.release();
-    bool taken_over = false;
-    Response res = co_await dispatch(request, connection, taken_over);
-    if (taken_over) co_return;
-    res.keep_alive(request.keep_alive());
-    boost::system::error_code write_ec;
-    co_await http::async_write(connection->socket, res,
-                               asio::redirect_error(asio::use_awaitable, write_ec));
-    if (write_ec || !res.keep_alive()) co_return;
+  } else {
+    c = std::make_shared<Connection>(AnyStream(std::move(s)));
   }
+  c->peer = peer;
+  co_await serve(c, true);
 }
 
-asio::awaitable<Response> HttpServer::dispatch(Request& request,
-                                               std::shared_ptr<Connection> connection,
-                                               bool& taken_over) {
-  std::string_view target(request.target().data(), request.target().size());
-  size_t q = target.find('?');
-  std::string_view path = target.substr(0, q);
-  auto match = router_.match(request.method(), path);
-  if (!match) {
-    Response res = errorResponse(match.error());
-    // The router's kUnsupported means "this path exists, not with this method".
-    if (match.error().code() == Errc::kUnsupported) res.result(http::status::method_not_allowed);
-    co_return res;
+std::optional<Response> HttpServer::admit(const http::request_header<>& header, const Route& route,
+                                          PathParams& params, Connection& c) {
+  if (route.options.access == Access::kAdmin && !c.principal.admin) {
+    return errorResponse(Error(
+        Errc::kPermissionDenied,
+        fmt::format("Only an admin key or the host's unix socket may do this ({} {}); {} is not "
+                    "an admin key",
+                    std::string(header.method_string()), std::string(header.target()),
+                    c.principal.describe())));
   }
-  RequestContext ctx{request, std::move(match->params),
-                     parseQuery(q == std::string_view::npos ? "" : target.substr(q + 1)),
-                     std::move(connection)};
-  std::optional<Response> res;
-  try {
-    res = co_await (*match->handler)(ctx);
-  } catch (const std::exception& e) {
-    spdlog::error("api: handler for {} {} threw: {}", std::string(request.method_string()), path,
-                  e.what());
-    co_return errorResponse(Error(Errc::kInternal, std::string("Internal error: ") + e.what()));
+  if (scoper_) {
+    if (auto scoped = scoper_(c.principal, params); !scoped) return errorResponse(scoped.error());
   }
-  if (!res) {
-    taken_over = true;
-    co_return Response{};
+  return std::nullopt;
+}
+
+awaitable<void> HttpServer::serve(std::shared_ptr<Connection> c, bool tcp) {
+  std::shared_ptr<Connections> table = connections_;
+  uint64_t id = table->next++;
+  table->open[id] = c;
+  struct Forget {
+    std::shared_ptr<Connections> table;
+    uint64_t id;
+    ~Forget() { table->open.erase(id); }
+  } forget{table, id};
+  Watchdog idle(executor_, c);
+  if (!tcp) c->principal = Principal::host();
+
+  while (true) {
+    idle.arm(kIdleTime);
+    http::request_parser<http::empty_body> header_parser;
+    header_parser.header_limit(kMaxHeader);
+    // Bodies are limited where they are read (JSON routes), not by their announced length here.
+    header_parser.body_limit(std::numeric_limits<uint64_t>::max());
+    boost::system::error_code read_ec;
+    co_await http::async_read_header(c->stream, c->buffer, header_parser,
+                                     redirect_error(use_awaitable, read_ec));
+    bool head = false;  // a HEAD request: answers carry their headers only
+    auto respond = [&](Response res, bool keep_alive) -> awaitable<bool> {
+      res.keep_alive(keep_alive);
+      if (head && !res.body().empty()) {
+        // The length a GET would get, and no body.
+        size_t length = res.body().size();
+        res.body().clear();
+        res.content_length(length);
+      }
+      boost::system::error_code write_ec;
+      co_await http::async_write(c->stream, res, redirect_error(use_awaitable, write_ec));
+      if (write_ec || !keep_alive) {
+        c->stream.close();
+        co_return false;
+      }
+      co_return true;
+    };
+    if (read_ec) {
+      if (!quietReadError(read_ec)) {
+        co_await respond(errorResponse(Error(Errc::kInvalidArgument,
+                                             "Malformed HTTP request: " + read_ec.message())),
+                         false);
+      }
+      c->stream.close();
+      co_return;
+    }
+    const auto& header = header_parser.get().base();
+    // HEAD is GET without the body (RFC 9110): routed as GET, answered with its headers only.
+    head = header.method() == http::verb::head;
+    // A body we do not read leaves the connection unusable for the next request.
+    const bool body_pending = !header_parser.is_done();
+    // Copied: the header moves into the body's parser below.
+    const std::string target(header.target().data(), header.target().size());
+    size_t q = target.find('?');
+    const std::string path = target.substr(0, q);
+
+    // TCP: authenticated before anything else, so that nothing (not even which paths exist)
+    // is answered to a caller without a key.
+    if (tcp) {
+      auto now = FailureLimiter::Clock::now();
+      if (auto wait = limiter_.refused(c->peer, now)) {
+        Response res = errorResponse(
+            Error(Errc::kResourceExhausted,
+                  fmt::format("Too many failed authentications from {}; try again in {} s", c->peer,
+                              *wait)));
+        res.set(http::field::retry_after, std::to_string(*wait));
+        co_await respond(std::move(res), false);
+        co_return;
+      }
+      auto principal = keys_->authenticate(offeredKey(header));
+      if (!principal) {
+        if (principal.error().code() == Errc::kUnauthenticated) {
+          limiter_.recordFailure(c->peer, now);
+          spdlog::info("api: refused {} {} from {}: {}", std::string(header.method_string()), path,
+                       c->peer, principal.error().message());
+        }
+        if (!co_await respond(errorResponse(principal.error()), !body_pending)) co_return;
+        continue;
+      }
+      c->principal = std::move(*principal);
+    }
+
+    auto match = router_.match(head ? http::verb::get : header.method(), path);
+    if (!match) {
+      Response res = errorResponse(match.error());
+      // The router's kUnsupported means "this path exists, not with this method".
+      if (match.error().code() == Errc::kUnsupported) {
+        res.result(http::status::method_not_allowed);
+        std::string allow;
+        for (http::verb v : router_.methodsFor(path)) {
+          if (!allow.empty()) allow += ", ";
+          allow += std::string(http::to_string(v));
+          if (v == http::verb::get) allow += ", HEAD";
+        }
+        res.set(http::field::allow, allow);
+      }
+      if (!co_await respond(std::move(res), header_parser.keep_alive() && !body_pending)) {
+        co_return;
+      }
+      continue;
+    }
+    const Route& route = *match->handler;
+    PathParams params = std::move(match->params);
+    if (auto refused = admit(header, route, params, *c)) {
+      if (!co_await respond(std::move(*refused), header_parser.keep_alive() && !body_pending)) {
+        co_return;
+      }
+      continue;
+    }
+
+    Request request;
+    std::optional<BodyReader> reader;
+    if (route.options.stream_body) {
+      request.base() = header;
+      reader.emplace(*c, std::move(header_parser));
+    } else {
+      if (auto length = header_parser.content_length(); length && *length > kMaxBody) {
+        co_await respond(errorResponse(Error(Errc::kInvalidArgument,
+                                             fmt::format("The request body is larger than {} "
+                                                         "MiB, the limit of JSON requests",
+                                                         kMaxBody >> 20))),
+                         false);
+        co_return;
+      }
+      if (body_pending && !co_await sendContinue(*c, header)) co_return;
+      http::request_parser<http::string_body> body_parser(std::move(header_parser));
+      body_parser.body_limit(kMaxBody);
+      co_await http::async_read(c->stream, c->buffer, body_parser,
+                                redirect_error(use_awaitable, read_ec));
+      if (read_ec) {
+        if (read_ec == http::error::body_limit) {
+          co_await respond(errorResponse(Error(Errc::kInvalidArgument,
+                                               fmt::format("The request body is larger than {} "
+                                                           "MiB, the limit of JSON requests",
+                                                           kMaxBody >> 20))),
+                           false);
+        } else if (!quietReadError(read_ec)) {
+          co_await respond(
+              errorResponse(Error(Errc::kInvalidArgument,
+                                  "Malformed HTTP request body: " + read_ec.message())),
+              false);
+        }
+        c->stream.close();
+        co_return;
+      }
+      request = body_parser.release();
+    }
+    // The handler may take long (a template build, an exec): no idle deadline while it runs.
+    idle.disarm();
+
+    RequestContext ctx{request,
+                       std::move(params),
+                       parseQuery(q == std::string::npos ? std::string() : target.substr(q + 1)),
+                       c,
+                       c->principal,
+                       reader ? &*reader : nullptr};
+    std::optional<Response> res;
+    try {
+      res = co_await route.handler(ctx);
+    } catch (const std::exception& e) {
+      spdlog::error("api: handler for {} {} threw: {}", std::string(request.method_string()), path,
+                    e.what());
+      res = errorResponse(Error(Errc::kInternal, std::string("Internal error: ") + e.what()));
+    }
+    if (!res) {
+      if (ctx.keep_alive && request.keep_alive() && c->stream.isOpen()) continue;
+      c->stream.close();
+      co_return;
+    }
+    bool keep_alive = request.keep_alive() && (!reader || reader->done());
+    if (!co_await respond(std::move(*res), keep_alive)) co_return;
   }
-  co_return std::move(*res);
 }
 
 }  // namespace hutch::api

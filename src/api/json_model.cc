@@ -54,6 +54,8 @@ json toJson(const box::Box& b) {
               {"pid", b.pid},
               {"boot", b.boot},
               {"secrets", secretNames(b)},
+              {"owner", b.owner.name},
+              {"env", b.env},
               {"created_at", b.created_at},
               {"updated_at", b.updated_at}};
 }
@@ -79,6 +81,8 @@ Result<box::Box> boxFromJson(const json& j) {
   for (auto& name : secrets) b.secrets.push_back({std::move(name), ""});
   HUTCH_TRY_VOID(readField(j, "created_at", b.created_at, kWhat));
   HUTCH_TRY_VOID(readField(j, "updated_at", b.updated_at, kWhat));
+  HUTCH_TRY_VOID(readField(j, "owner", b.owner.name, kWhat));
+  HUTCH_TRY_VOID(readField(j, "env", b.env, kWhat));
   HUTCH_TRY(b.state, box::parseState(state));
   return b;
 }
@@ -94,6 +98,7 @@ json toJson(const CreateBoxRequest& r) {
     j["network_policy"] = policy.is_object() ? policy : json(r.network_policy);
   }
   if (!r.secrets.empty()) j["secrets"] = r.secrets;
+  if (!r.env.empty()) j["env"] = r.env;
   return j;
 }
 
@@ -101,7 +106,7 @@ Result<CreateBoxRequest> parseCreateBox(std::string_view body) {
   HUTCH_TRY(json j, parseObject(body));
   constexpr std::string_view kWhat = "the create request";
   HUTCH_TRY_VOID(rejectUnknownFields(
-      j, {"name", "template", "cpus", "memory_mib", "disk_mib", "network_policy", "secrets"},
+      j, {"name", "template", "cpus", "memory_mib", "disk_mib", "network_policy", "secrets", "env"},
       kWhat));
   CreateBoxRequest r;
   int64_t cpus = r.config.cpus;
@@ -124,6 +129,19 @@ Result<CreateBoxRequest> parseCreateBox(std::string_view body) {
     }
   }
   HUTCH_TRY_VOID(readField(j, "secrets", r.secrets, kWhat));
+  if (auto env = j.find("env"); env != j.end() && !env->is_null()) {
+    if (!env->is_object()) {
+      return fail(Errc::kInvalidArgument, "env must be an object of strings: {\"K\": \"V\"}");
+    }
+    for (const auto& [key, value] : env->items()) {
+      if (!value.is_string()) {
+        return fail(Errc::kInvalidArgument, fmt::format("env value of {} must be a string, not {}",
+                                                        key, value.type_name()));
+      }
+      r.env[key] = value.get<std::string>();
+    }
+    HUTCH_TRY_VOID(box::validateEnv(r.env));
+  }
   if (disk < 0) return fail(Errc::kInvalidArgument, "disk_mib must not be negative");
   r.config.disk_mib = static_cast<uint64_t>(disk);
   if (cpus < 1 || cpus > 64) {

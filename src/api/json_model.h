@@ -66,8 +66,12 @@ Result<> readField(const json& j, const char* key, T& out, std::string_view what
     return fail(Errc::kInvalidArgument, fmt::format("Field '{}' in {} has the wrong type ({})", key,
                                                     what, it->type_name()));
   };
-  if constexpr (std::is_integral_v<T>) {
+  if constexpr (std::is_same_v<T, bool>) {
+    if (!it->is_boolean()) return wrongType();
+  } else if constexpr (std::is_integral_v<T>) {
     if (!it->is_number_integer()) return wrongType();
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    if (!it->is_string()) return wrongType();
   }
   try {
     out = it->get<T>();

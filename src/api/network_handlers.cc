@@ -1,5 +1,6 @@
-// Routes for a box's network (docs/api.md): its egress policy, its policy log, and the host's
-// secrets. Thin: decode, call, map errors. Secret values go in, never out.
+// Routes for a box's network (docs/api.md): its egress policy, its policy log, and the owners'
+// secrets (each key its own; the host's on the unix socket). Thin: decode, call, map errors. Secret
+// values go in, never out.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -82,7 +83,8 @@ awaitable<Reply> policyLog(box::BoxService& service, RequestContext& ctx) {
 }
 
 // PUT /v1/secrets/{name} {"value", "domains", "header", "format"}
-awaitable<Reply> putSecret(net::SecretStore& secrets, RequestContext& ctx) {
+awaitable<Reply> putSecret(net::SecretStore& all_secrets, RequestContext& ctx) {
+  net::SecretStore secrets = all_secrets.forOwner(ctx.principal.owner().id);
   auto body = parseObject(ctx.request.body());
   if (!body) co_return errorResponse(body.error());
   constexpr std::string_view kWhat = "a secret";
@@ -104,15 +106,16 @@ awaitable<Reply> putSecret(net::SecretStore& secrets, RequestContext& ctx) {
   co_return jsonResponse(http::status::ok, net::describeSecret(*stored));
 }
 
-awaitable<Reply> listSecrets(net::SecretStore& secrets, RequestContext&) {
-  auto all = secrets.list();
+awaitable<Reply> listSecrets(net::SecretStore& all_secrets, RequestContext& ctx) {
+  auto all = all_secrets.forOwner(ctx.principal.owner().id).list();
   if (!all) co_return errorResponse(all.error());
   json items = json::array();
   for (const auto& s : *all) items.push_back(net::describeSecret(s));
   co_return jsonResponse(http::status::ok, json{{"secrets", items}});
 }
 
-awaitable<Reply> removeSecret(net::SecretStore& secrets, RequestContext& ctx) {
+awaitable<Reply> removeSecret(net::SecretStore& all_secrets, RequestContext& ctx) {
+  net::SecretStore secrets = all_secrets.forOwner(ctx.principal.owner().id);
   if (auto removed = secrets.remove(param(ctx, "name")); !removed) {
     co_return errorResponse(removed.error());
   }
@@ -122,7 +125,9 @@ awaitable<Reply> removeSecret(net::SecretStore& secrets, RequestContext& ctx) {
 }  // namespace
 
 void addBoxEnvironment(const box::Box& box, proto::ExecRequest& request) {
-  for (const std::string& entry : box::NetworkService::environment(box)) {
+  std::vector<std::string> entries = box::NetworkService::environment(box);
+  for (const auto& [name, value] : box.env) entries.push_back(name + "=" + value);
+  for (const std::string& entry : entries) {
     std::string key = entry.substr(0, entry.find('=') + 1);
     bool set = std::any_of(request.env.begin(), request.env.end(),
                            [&](const std::string& e) { return e.starts_with(key); });
@@ -130,8 +135,7 @@ void addBoxEnvironment(const box::Box& box, proto::ExecRequest& request) {
   }
 }
 
-void registerNetworkRoutes(Router<Handler>& router, box::BoxService& service,
-                           net::SecretStore& secrets) {
+void registerNetworkRoutes(ApiRouter& router, box::BoxService& service, net::SecretStore& secrets) {
   using http::verb;
   auto withService = [&service](auto f) {
     return [f, &service](RequestContext& ctx) { return f(service, ctx); };

@@ -5,14 +5,14 @@
 namespace hutch::api {
 
 namespace {
-std::string percentDecode(std::string_view in) {
+std::string percentDecode(std::string_view in, bool plus_is_space = true) {
   std::string out;
   for (size_t i = 0; i < in.size(); ++i) {
     if (in[i] == '%' && i + 2 < in.size() && std::isxdigit(static_cast<unsigned char>(in[i + 1])) &&
         std::isxdigit(static_cast<unsigned char>(in[i + 2]))) {
       out.push_back(static_cast<char>(std::stoi(std::string(in.substr(i + 1, 2)), nullptr, 16)));
       i += 2;
-    } else if (in[i] == '+') {
+    } else if (in[i] == '+' && plus_is_space) {
       out.push_back(' ');
     } else {
       out.push_back(in[i]);
@@ -21,6 +21,10 @@ std::string percentDecode(std::string_view in) {
   return out;
 }
 }  // namespace
+
+std::string decodePathSegment(std::string_view segment) {
+  return percentDecode(segment, false);
+}
 
 PathParams parseQuery(std::string_view query) {
   PathParams out;

@@ -1,6 +1,7 @@
 // Route table: method + path pattern ("/v1/boxes/{box}/exec") -> handler.
 #pragma once
 
+#include <algorithm>
 #include <boost/beast/http/verb.hpp>
 #include <functional>
 #include <map>
@@ -14,6 +15,9 @@
 namespace hutch::api {
 
 using PathParams = std::map<std::string, std::string, std::less<>>;
+
+// "%41%20b" -> "A b": a path segment's percent-escapes decoded ('+' stays '+').
+std::string decodePathSegment(std::string_view segment);
 
 template <class Handler>
 class Router {
@@ -31,6 +35,7 @@ class Router {
   // this method.
   Result<Match> match(boost::beast::http::verb method, std::string_view path) const {
     std::vector<std::string> segments = split(path);
+    for (std::string& segment : segments) segment = decodePathSegment(segment);
     bool path_matched = false;
     for (const Route& route : routes_) {
       PathParams params;
@@ -44,6 +49,21 @@ class Router {
                                           " is not allowed on " + std::string(path));
     }
     return fail(Errc::kNotFound, "No API endpoint " + std::string(path) + " (see docs/api.md)");
+  }
+
+  // The methods some route serves `path` with (for a 405's Allow header), in route order.
+  std::vector<boost::beast::http::verb> methodsFor(std::string_view path) const {
+    std::vector<std::string> segments = split(path);
+    for (std::string& segment : segments) segment = decodePathSegment(segment);
+    std::vector<boost::beast::http::verb> out;
+    for (const Route& route : routes_) {
+      PathParams params;
+      if (!matchSegments(route.segments, segments, params)) continue;
+      if (std::find(out.begin(), out.end(), route.method) == out.end()) {
+        out.push_back(route.method);
+      }
+    }
+    return out;
   }
 
  private:

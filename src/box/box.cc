@@ -81,6 +81,28 @@ Result<> BoxConfig::validate() const {
   return validateName(template_name);
 }
 
+Result<> validateEnv(const BoxEnv& env) {
+  if (env.size() > 256) {
+    return fail(Errc::kInvalidArgument, "A box takes at most 256 environment variables");
+  }
+  for (const auto& [name, value] : env) {
+    bool ok_name = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0]));
+    for (char c : name) {
+      ok_name = ok_name && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
+    }
+    if (!ok_name) {
+      return fail(Errc::kInvalidArgument,
+                  "Environment variable name '" + name +
+                      "' is not valid: use letters, digits and '_', not starting with a digit");
+    }
+    if (value.find('\0') != std::string::npos) {
+      return fail(Errc::kInvalidArgument,
+                  "The value of environment variable " + name + " contains a NUL byte");
+    }
+  }
+  return ok();
+}
+
 Result<> validateName(std::string_view name) {
   auto bad = [&] {
     return fail(Errc::kInvalidArgument,

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,6 +32,29 @@ struct BoxConfig {
   bool operator==(const BoxConfig&) const = default;
 };
 
+// Who a box belongs to: the API key that made it (docs/api.md "Owners"). Empty id: the host
+// administrator (the unix socket).
+struct Owner {
+  std::string id;    // the key's id (storage::ApiKey::id)
+  std::string name;  // its name when the box was made, for listings
+  bool operator==(const Owner&) const = default;
+};
+
+// A key's limits; 0 means no limit (docs/api.md "Owners").
+struct Quota {
+  uint64_t max_boxes = 0;       // boxes in any state
+  uint64_t max_cpus = 0;        // summed over boxes that run
+  uint64_t max_memory_mib = 0;  // summed over boxes that run
+  uint64_t max_disk_mib = 0;    // summed over all boxes
+  bool unlimited() const {
+    return max_boxes == 0 && max_cpus == 0 && max_memory_mib == 0 && max_disk_mib == 0;
+  }
+  bool operator==(const Quota&) const = default;
+};
+
+// Variables every exec and process in a box gets (under what a request sets itself).
+using BoxEnv = std::map<std::string, std::string>;
+
 // What a create request asks for.
 struct BoxSpec {
   std::string name;  // empty: generated
@@ -39,6 +63,8 @@ struct BoxSpec {
   // default (network-policy.json in its directory) or else the daemon's.
   std::string network_policy;
   std::vector<std::string> secrets;  // names of host secrets the box may use (placeholders only)
+  BoxEnv env;
+  Owner owner;  // set by the API from the caller, never from the request body
   bool operator==(const BoxSpec&) const = default;
 };
 
@@ -72,6 +98,8 @@ struct Box {
   // they get none).
   std::string network_policy;
   std::vector<BoxSecret> secrets;
+  Owner owner;
+  BoxEnv env;
 
   bool operator==(const Box&) const = default;
 };
@@ -108,6 +136,9 @@ struct PoolStatus {
 std::string randomId();
 // Unix seconds now.
 int64_t unixNow();
+
+// Checks env names ([A-Za-z_][A-Za-z0-9_]*, at most 256 entries) and values (no NUL).
+Result<> validateEnv(const BoxEnv& env);
 
 // Names: 1-63 chars of [a-zA-Z0-9_.-], starting with a letter or digit (like Docker).
 Result<> validateName(std::string_view name);

@@ -69,6 +69,7 @@ asio::awaitable<Result<Box>> BoxService::create(BoxSpec spec) {
   } done{creating_};
   HUTCH_CO_TRY_VOID(spec.config.validate());
   if (!spec.name.empty()) HUTCH_CO_TRY_VOID(validateName(spec.name));
+  HUTCH_CO_TRY_VOID(validateEnv(spec.env));
   HUTCH_CO_TRY(storage::Template tmpl, templates_.find(spec.config.template_name));
   std::error_code ec;
   uint64_t base_mib = (std::filesystem::file_size(tmpl.rootfs, ec) + (1u << 20) - 1) >> 20;
@@ -78,6 +79,11 @@ asio::awaitable<Result<Box>> BoxService::create(BoxSpec spec) {
                                tmpl.name));
   }
 
+  HUTCH_CO_TRY_VOID(
+      checkQuota(spec.owner, {.boxes = 1,
+                              .cpus = spec.config.cpus,
+                              .memory_mib = spec.config.memory_mib,
+                              .disk_mib = diskMibOf(spec.config, tmpl.dir.string())}));
   std::string key =
       templateSnapshotKey(tmpl.dir.string(), spec.config.cpus, spec.config.memory_mib);
   std::optional<Pooled> pooled;
@@ -87,7 +93,7 @@ asio::awaitable<Result<Box>> BoxService::create(BoxSpec spec) {
   std::vector<BoxSecret> secrets;
   if (network_) {
     auto resolved = network_->policyFor(spec.network_policy, tmpl.dir);
-    auto named = network_->secretsFor(spec.secrets);
+    auto named = network_->secretsFor(spec.secrets, spec.owner.id);
     if (!resolved || !named) {
       if (pooled) warm_[key].push_back(std::move(*pooled));
       co_return fail(!resolved ? resolved.error() : named.error());
@@ -110,6 +116,8 @@ asio::awaitable<Result<Box>> BoxService::create(BoxSpec spec) {
   box.state = BoxState::kCreating;
   box.accel = std::string(vmm::accelName(config_.accel.accel));
   box.image_dir = tmpl.dir.string();
+  box.owner = spec.owner;
+  box.env = spec.env;
   box.created_at = box.updated_at = unixNow();
   if (pooled) box.uid_index = pooled->uid_index;  // its VM already runs as that uid
   if (auto inserted = store_.insert(box); !inserted) {
@@ -182,6 +190,8 @@ asio::awaitable<Result<Box>> BoxService::start(const std::string& key) {
                                "remove it and run a new one",
                                box.name));
   }
+  HUTCH_CO_TRY_VOID(
+      checkQuota(box.owner, {.cpus = box.config.cpus, .memory_mib = box.config.memory_mib}));
   HUTCH_CO_TRY_VOID(setState(box, BoxState::kCreating));
   spdlog::info("box={} starting", box.id);
   box.boot = "cold boot from its disk";
@@ -428,12 +438,61 @@ asio::awaitable<bool> BoxService::waitExit(Runtime& runtime,
   co_return runtime.exited;
 }
 
-Result<std::vector<Box>> BoxService::list() {
-  return store_.list();
+Result<std::vector<Box>> BoxService::list(const storage::OwnerFilter& owner) {
+  return store_.list(owner);
 }
 
-Result<Box> BoxService::get(const std::string& key) {
-  return store_.find(key);
+Result<Box> BoxService::get(const std::string& key, const storage::OwnerFilter& owner) {
+  return store_.find(key, owner);
+}
+
+uint64_t BoxService::diskMibOf(const BoxConfig& config, const std::string& image_dir) {
+  if (config.disk_mib != 0) return config.disk_mib;
+  std::error_code ec;
+  uint64_t bytes = std::filesystem::file_size(std::filesystem::path(image_dir) / "rootfs.img", ec);
+  return ec ? 0 : (bytes + (1u << 20) - 1) >> 20;
+}
+
+Result<> BoxService::checkQuota(const Owner& owner, const Demand& more) {
+  if (owner.id.empty() || !quotas_) return ok();
+  Quota quota = quotas_(owner.id);
+  if (quota.unlimited()) return ok();
+  HUTCH_TRY(std::vector<Box> boxes, store_.list(owner.id));
+  Demand used;
+  if (auto it = reserved_.find(owner.id); it != reserved_.end()) used = it->second;
+  for (const Box& b : boxes) {
+    ++used.boxes;
+    used.disk_mib += diskMibOf(b.config, b.image_dir);
+    if (b.state == BoxState::kCreating || b.state == BoxState::kRunning ||
+        b.state == BoxState::kStopping) {
+      used.cpus += b.config.cpus;
+      used.memory_mib += b.config.memory_mib;
+    }
+  }
+  struct Limit {
+    const char* field;
+    uint64_t max;
+    uint64_t used;
+    uint64_t more;
+    const char* what;  // "boxes", "CPUs in running boxes", ...
+    const char* remedy;
+  };
+  const Limit limits[] = {
+      {"max_boxes", quota.max_boxes, used.boxes, more.boxes, "boxes", "remove one"},
+      {"max_cpus", quota.max_cpus, used.cpus, more.cpus, "CPUs in running boxes", "stop a box"},
+      {"max_memory_mib", quota.max_memory_mib, used.memory_mib, more.memory_mib,
+       "MiB of memory in running boxes", "stop a box"},
+      {"max_disk_mib", quota.max_disk_mib, used.disk_mib, more.disk_mib, "MiB of disk",
+       "remove a box"},
+  };
+  for (const Limit& l : limits) {
+    if (l.max == 0 || l.more == 0 || l.used + l.more <= l.max) continue;
+    return fail(Errc::kResourceExhausted,
+                fmt::format("Key {} may have at most {} {} (it has {}, this needs {} more); {} or "
+                            "ask for a higher {}",
+                            owner.name, l.max, l.what, l.used, l.more, l.remedy, l.field));
+  }
+  return ok();
 }
 
 asio::awaitable<Result<Box>> BoxService::stop(const std::string& key) {

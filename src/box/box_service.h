@@ -12,6 +12,7 @@
 #include <boost/asio/thread_pool.hpp>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -71,8 +72,10 @@ class BoxService {
   // Boots a new box and returns once its agent answers (state running), or the error that made
   // it fail (the box then stays, state failed, with the reason, for `inspect` and `logs`).
   asio::awaitable<Result<Box>> create(BoxSpec spec);
-  Result<std::vector<Box>> list();
-  Result<Box> get(const std::string& key);
+  // Every box, or only those of one owner (storage::OwnerFilter).
+  Result<std::vector<Box>> list(const storage::OwnerFilter& owner = std::nullopt);
+  // By id, unique id prefix or name, among the boxes `owner` sees.
+  Result<Box> get(const std::string& key, const storage::OwnerFilter& owner = std::nullopt);
   // Boots a stopped or failed box again from its own disk: every file is where it was left.
   asio::awaitable<Result<Box>> start(const std::string& key);
   // Clean shutdown: the agent syncs and powers off; QEMU is killed if it does not exit in time.
@@ -95,6 +98,10 @@ class BoxService {
   Result<Box> setPolicy(const std::string& key, const std::string& text);
   // One observer (or none); it must outlive the service or be reset to nullptr first.
   void setObserver(BoxObserver* observer) { observer_ = observer; }
+  // The limits of an owner (docs/api.md "Owners"), checked at create, fork, start and rollback.
+  // Without one, nothing is limited.
+  using QuotaLookup = std::function<Quota(const std::string& owner_id)>;
+  void setQuotas(QuotaLookup lookup) { quotas_ = std::move(lookup); }
 
   // Captures a running box (paused for the capture, then resumed) and starts spec.count new boxes
   // from it, each with its own disk overlay and identity; running processes and unsaved files
@@ -248,6 +255,17 @@ class BoxService {
   asio::awaitable<void> watch(std::string id, std::shared_ptr<Runtime> runtime);
   asio::awaitable<bool> waitExit(Runtime& runtime, std::chrono::steady_clock::duration timeout);
   Result<> setState(Box& box, BoxState state, std::string reason = {});
+  // What an operation adds to an owner's use; checkQuota fails with kResourceExhausted naming
+  // the first limit it would pass.
+  struct Demand {
+    uint64_t boxes = 0;
+    uint64_t cpus = 0;
+    uint64_t memory_mib = 0;
+    uint64_t disk_mib = 0;
+  };
+  Result<> checkQuota(const Owner& owner, const Demand& more);
+  // A box's disk as quotas count it: its disk_mib, or its template image's size.
+  uint64_t diskMibOf(const BoxConfig& config, const std::string& image_dir);
   std::filesystem::path boxDir(const std::string& id) const { return config_.boxes_dir / id; }
 
   asio::any_io_executor loop_;
@@ -268,6 +286,10 @@ class BoxService {
   int creating_ = 0;                                 // create() calls under way
   BoxObserver* observer_ = nullptr;
   NetworkService* network_ = nullptr;
+  QuotaLookup quotas_;
+  // Boxes of forks under way whose children are not recorded yet, by owner id: counted by
+  // checkQuota so that concurrent operations of one owner cannot pass its limits together.
+  std::map<std::string, Demand> reserved_;
 };
 
 }  // namespace hutch::box

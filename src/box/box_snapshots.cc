@@ -542,6 +542,8 @@ asio::awaitable<Result<Box>> BoxService::createFromCapture(const Box& parent, st
   // and the parent's CA is in the trust store on its disk.
   child.network_policy = parent.network_policy;
   child.secrets = parent.secrets;
+  child.owner = parent.owner;
+  child.env = parent.env;
   child.boot = fmt::format("restored from {}", source.label);
   child.created_at = child.updated_at = unixNow();
   HUTCH_CO_TRY_VOID(store_.insert(child));
@@ -581,6 +583,33 @@ asio::awaitable<Result<std::vector<Box>>> BoxService::fork(const std::string& ke
   }
   HUTCH_CO_TRY(auto found, runningBox(key, "fork"));
   auto [parent, runtime] = std::move(found);
+  // The children count against the parent's owner from now until they are recorded.
+  const Demand demand{.boxes = spec.count,
+                      .cpus = uint64_t{spec.count} * parent.config.cpus,
+                      .memory_mib = spec.count * parent.config.memory_mib,
+                      .disk_mib = spec.count * diskMibOf(parent.config, parent.image_dir)};
+  HUTCH_CO_TRY_VOID(checkQuota(parent.owner, demand));
+  struct Reserved {
+    std::map<std::string, Demand>& reserved;
+    std::string owner;
+    Demand demand;
+    Reserved(std::map<std::string, Demand>& r, std::string o, const Demand& d)
+        : reserved(r), owner(std::move(o)), demand(d) {
+      Demand& total = reserved[owner];
+      total.boxes += d.boxes;
+      total.cpus += d.cpus;
+      total.memory_mib += d.memory_mib;
+      total.disk_mib += d.disk_mib;
+    }
+    ~Reserved() {
+      Demand& total = reserved[owner];
+      total.boxes -= demand.boxes;
+      total.cpus -= demand.cpus;
+      total.memory_mib -= demand.memory_mib;
+      total.disk_mib -= demand.disk_mib;
+      if (total.boxes == 0) reserved.erase(owner);
+    }
+  } reserved{reserved_, parent.owner.id, demand};
   // Busy until the children run: no other capture of the parent, no garbage collection while
   // the children's disks are being laid on the new layer.
   runtime->busy = true;
@@ -748,6 +777,10 @@ asio::awaitable<Result<Box>> BoxService::rollback(const std::string& key, const 
     co_return fail(Errc::kFailedPrecondition,
                    fmt::format("Box {} is {}; wait until it is running or stopped", box.name,
                                stateName(box.state)));
+  }
+  if (box.state != BoxState::kRunning) {
+    HUTCH_CO_TRY_VOID(
+        checkQuota(box.owner, {.cpus = box.config.cpus, .memory_mib = box.config.memory_mib}));
   }
   if (auto it = runtimes_.find(box.id); it != runtimes_.end()) {
     std::shared_ptr<Runtime> runtime = it->second;

@@ -282,11 +282,12 @@ Result<std::string> NetworkService::policyFor(const std::string& requested,
   return egress::toJson(*policy).dump();
 }
 
-Result<std::vector<BoxSecret>> NetworkService::secretsFor(
-    const std::vector<std::string>& names) const {
+Result<std::vector<BoxSecret>> NetworkService::secretsFor(const std::vector<std::string>& names,
+                                                          const std::string& owner_id) const {
   std::vector<BoxSecret> out;
+  net::SecretStore owned = secrets_.forOwner(owner_id);
   for (const std::string& name : names) {
-    HUTCH_TRY(net::Secret secret, secrets_.get(name));
+    HUTCH_TRY(net::Secret secret, owned.get(name));
     for (const auto& have : out) {
       if (have.name == name) {
         return fail(Errc::kInvalidArgument, fmt::format("Secret '{}' is named twice", name));
@@ -374,8 +375,9 @@ Result<json> NetworkService::boxMessage(const Box& box) {
   }
   json message = {{"op", "box"}, {"id", box.id}, {"policy", policy}};
   json secrets = json::array();
+  net::SecretStore owned = secrets_.forOwner(box.owner.id);
   for (const BoxSecret& bound : box.secrets) {
-    auto secret = secrets_.get(bound.name);
+    auto secret = owned.get(bound.name);
     if (!secret) {
       spdlog::warn("box={} secret {} is gone from the host: not injected", box.id, bound.name);
       continue;

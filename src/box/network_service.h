@@ -71,7 +71,8 @@ class NetworkService {
   Result<std::string> policyFor(const std::string& requested,
                                 const std::filesystem::path& template_dir) const;
   // Placeholders for the named secrets, each of which must exist.
-  Result<std::vector<BoxSecret>> secretsFor(const std::vector<std::string>& names) const;
+  Result<std::vector<BoxSecret>> secretsFor(const std::vector<std::string>& names,
+                                            const std::string& owner_id) const;
   // NAME=placeholder for the box's environment.
   static std::vector<std::string> environment(const Box& box);
 

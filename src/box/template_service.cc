@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "box/box.h"
+#include "box/snapshot.h"
 #include "event/offload.h"
 #include "jail/box_dir.h"
 #include "sys/run.h"
@@ -75,7 +76,8 @@ Result<std::vector<nlohmann::json>> TemplateService::list() {
   return out;
 }
 
-boost::asio::awaitable<Result<nlohmann::json>> TemplateService::build(std::string name) {
+boost::asio::awaitable<Result<nlohmann::json>> TemplateService::build(std::string name,
+                                                                      Progress progress) {
   HUTCH_CO_TRY_VOID(validateName(name));
   std::filesystem::path recipe = config_.recipes_dir / name;
   if (!std::filesystem::exists(recipe / "packages")) {
@@ -94,8 +96,8 @@ boost::asio::awaitable<Result<nlohmann::json>> TemplateService::build(std::strin
       "bash",     config_.builder.string(), "--agent", config_.agent.string(),
       "--recipe", recipe.string(),          "--cache", config_.cache_dir.string()};
   std::filesystem::path log = config_.images_dir / ("build-" + name + ".log");
-  auto run_build = [argv, log]() -> Result<std::string> {
-    auto out = sys::runCapture(argv);
+  auto run_build = [argv, log, progress]() -> Result<std::string> {
+    auto out = sys::runCapture(argv, progress);
     std::ofstream(log) << (out ? *out : out.error().message());
     return out;
   };
@@ -203,6 +205,16 @@ Result<> TemplateService::remove(const std::string& name) {
   if (t.dir.parent_path() == config_.images_dir) {
     std::error_code ec;
     std::filesystem::remove_all(t.dir, ec);
+    // Its template snapshots stand on the image just removed: they go too (their layers are
+    // collected once nothing stands on them).
+    HUTCH_TRY(std::vector<Snapshot> snapshots, boxes_.listSnapshots());
+    const std::string prefix = t.dir.string() + "|";
+    for (const Snapshot& snap : snapshots) {
+      if (snap.kind != SnapshotKind::kTemplate || !snap.template_key.starts_with(prefix)) continue;
+      HUTCH_TRY_VOID(boxes_.removeSnapshot(snap.id));
+      std::filesystem::remove_all(snap.dir, ec);
+      spdlog::info("template {}: removed its snapshot {}", name, snap.id);
+    }
   }
   return ok();
 }

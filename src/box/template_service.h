@@ -9,6 +9,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -35,7 +36,9 @@ class TemplateService {
   // Every template with its manifest and the boxes using it.
   Result<std::vector<nlohmann::json>> list();
   // Builds (or finds in the cache) the image of recipe `name` and links the template to it.
-  boost::asio::awaitable<Result<nlohmann::json>> build(std::string name);
+  // `progress` gets the builder's output as it comes, on a worker thread.
+  using Progress = std::function<void(std::string_view)>;
+  boost::asio::awaitable<Result<nlohmann::json>> build(std::string name, Progress progress = {});
   // Freezes a stopped box's disk (flattened to a raw image) as template `name`.
   boost::asio::awaitable<Result<nlohmann::json>> createFromBox(std::string name,
                                                                std::string box_key);

@@ -1,7 +1,12 @@
-// The CLI's side of the API: blocking HTTP/1.1 over hutchd's unix socket (Boost.Beast).
+// The CLI's side of the API: blocking HTTP/1.1 to hutchd (Boost.Beast) over its unix socket, or
+// over TCP to a remote hutchd: HTTPS (its certificate checked against a CA file or pinned by
+// fingerprint) or plain HTTP on loopback, with an API key.
 #pragma once
 
 #include <boost/beast/http/verb.hpp>
+#include <cstdint>
+#include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <ostream>  // boost 1.74 string_view needs it before beast
@@ -14,16 +19,40 @@ namespace hutch::cli {
 
 using nlohmann::json;
 
-// A connection taken over by an upgraded exec stream: the socket and any frame bytes that
-// arrived together with the 101 response.
+// Where hutchd is and how to prove who we are.
+struct Endpoint {
+  enum class Kind { kUnix, kHttp, kHttps };
+  Kind kind = Kind::kUnix;
+  std::string socket_path;  // kUnix
+  std::string host;         // kHttp, kHttps: a name or an IP literal
+  uint16_t port = 0;
+  std::string api_key;      // sent as "Authorization: Bearer KEY" on TCP
+  std::string ca_cert;      // a PEM file the server's certificate must chain to
+  std::string fingerprint;  // or: the SHA-256 the server's certificate must have (pinning)
+
+  // "unix:/run/hutch/hutchd.sock", "https://host:8443".
+  std::string describe() const;
+};
+
+// The endpoint the flags and the environment name: --host (HUTCH_HOST) "https://HOST:PORT" or
+// "http://127.0.0.1:PORT" with HUTCH_API_KEY, --ca-cert (HUTCH_CA_CERT), --fingerprint
+// (HUTCH_FINGERPRINT); else the unix socket (--socket, HUTCH_SOCKET, /run/hutch/hutchd.sock).
+// Empty arguments fall back to the environment.
+Result<Endpoint> resolveEndpoint(const std::string& host, const std::string& socket,
+                                 const std::string& ca_cert, const std::string& fingerprint);
+
+// A connection taken over by an upgraded exec stream: a socket descriptor and any frame bytes
+// that arrived together with the 101 response. Over TLS the descriptor is one end of a socket
+// pair that `relay` pumps to and from the TLS connection; dropping the stream stops the relay.
 struct UpgradedStream {
   UniqueFd fd;
   std::string leftover;
+  std::shared_ptr<void> relay;
 };
 
 class ApiClient {
  public:
-  explicit ApiClient(std::string socket_path) : socket_path_(std::move(socket_path)) {}
+  explicit ApiClient(Endpoint endpoint) : endpoint_(std::move(endpoint)) {}
 
   // Sends a request and parses the JSON answer. Non-2xx answers become the Error they carry.
   Result<json> call(boost::beast::http::verb method, const std::string& target,
@@ -32,11 +61,15 @@ class ApiClient {
   Result<std::string> getText(const std::string& target) const;
   // POST with "Upgrade: hutch-exec"; on 101 returns the raw stream.
   Result<UpgradedStream> upgrade(const std::string& target, const json& body) const;
+  // POST asking for NDJSON (Accept: application/x-ndjson): every line as it arrives goes to
+  // on_line as parsed JSON. Non-2xx answers become their Error.
+  Result<> streamLines(const std::string& target, const json& body,
+                       const std::function<void(const json&)>& on_line) const;
 
-  const std::string& socketPath() const { return socket_path_; }
+  const Endpoint& endpoint() const { return endpoint_; }
 
  private:
-  std::string socket_path_;
+  Endpoint endpoint_;
 };
 
 // Where hutchd listens: $HUTCH_SOCKET, else /run/hutch/hutchd.sock.

@@ -7,11 +7,23 @@
 
 int main(int argc, char** argv) {
   using namespace hutch::cli;
-  CLI::App app{"hutch: a VM per AI coding agent. Talks to hutchd over its unix socket."};
+  CLI::App app{
+      "hutch: a VM per AI coding agent. Talks to hutchd over its unix socket, or to a "
+      "remote hutchd over HTTPS (--host, HUTCH_HOST, HUTCH_API_KEY)."};
   app.require_subcommand(1);
-  std::string socket = defaultSocketPath();
+  std::string socket;
+  std::string host;
+  std::string ca_cert;
+  std::string fingerprint;
   Output out;
   app.add_option("--socket", socket, "hutchd's API socket (env HUTCH_SOCKET)");
+  app.add_option("--host", host,
+                 "A remote hutchd: https://HOST:PORT (env HUTCH_HOST; the key in HUTCH_API_KEY)");
+  app.add_option("--ca-cert", ca_cert,
+                 "The CA (PEM) the remote hutchd's certificate chains to (env HUTCH_CA_CERT)");
+  app.add_option("--fingerprint", fingerprint,
+                 "Pin the remote hutchd's certificate by its SHA-256 (env HUTCH_FINGERPRINT; "
+                 "hutch doctor on the server prints it)");
   app.add_flag("--json", out.json, "Print the API's JSON objects instead of tables");
   app.fallthrough();
 
@@ -238,6 +250,22 @@ int main(int argc, char** argv) {
   auto* secret_rm = secret_cmd->add_subcommand("rm", "Remove secrets");
   secret_rm->add_option("name", secret_rm_names, "Secret names")->required();
 
+  KeyOptions key;
+  auto* key_cmd =
+      app.add_subcommand("key", "API keys of hutchd's TCP listener: 'key create|ls|rm'");
+  key_cmd->require_subcommand(1);
+  auto* key_create = key_cmd->add_subcommand("create", "Make a key; it is printed once");
+  key_create->add_flag("--admin", key.admin, "It sees and manages every owner's boxes and keys");
+  key_create->add_option("--max-boxes", key.max_boxes, "At most this many boxes (0: no limit)");
+  key_create->add_option("--max-cpus", key.max_cpus, "At most this many CPUs in running boxes");
+  key_create->add_option("--max-memory", key.max_memory, "At most this much memory (e.g. 8G)");
+  key_create->add_option("--max-disk", key.max_disk, "At most this much disk (e.g. 100G)");
+  key_create->add_option("name", key.name, "The key's name (the owner boxes show)")->required();
+  auto* key_ls = key_cmd->add_subcommand("ls", "List keys (never the keys themselves)");
+  std::vector<std::string> key_rm_names;
+  auto* key_rm = key_cmd->add_subcommand("rm", "Remove keys; their open sessions end at once");
+  key_rm->add_option("name", key_rm_names, "Key names")->required();
+
   auto* df_cmd =
       app.add_subcommand("df", "Disk space used by templates, snapshots, checkpoints and boxes");
   auto* pool_cmd = app.add_subcommand(
@@ -250,7 +278,9 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : 64;  // EX_USAGE, as for other invalid arguments
   }
 
-  ApiClient client(socket);
+  auto endpoint = resolveEndpoint(host, socket, ca_cert, fingerprint);
+  if (!endpoint) return reportError(out, endpoint.error());
+  ApiClient client(std::move(*endpoint));
   if (run_cmd->parsed()) {
     // Checked before the box is created, not after.
     if (run.exec.tty && run.exec.argv.empty()) {
@@ -333,5 +363,8 @@ int main(int argc, char** argv) {
   if (secret_set->parsed()) return cmdSecretSet(client, out, secret);
   if (secret_ls->parsed()) return cmdSecretList(client, out);
   if (secret_rm->parsed()) return cmdSecretRemove(client, out, secret_rm_names);
+  if (key_create->parsed()) return cmdKeyCreate(client, out, key);
+  if (key_ls->parsed()) return cmdKeyList(client, out);
+  if (key_rm->parsed()) return cmdKeyRemove(client, out, key_rm_names);
   return 64;
 }

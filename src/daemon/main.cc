@@ -8,11 +8,13 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
 
+#include "api/auth.h"
 #include "api/handlers.h"
 #include "api/http_server.h"
 #include "box/box_service.h"
@@ -25,8 +27,10 @@
 #include "net/box_net.h"
 #include "net/secrets.h"
 #include "storage/box_store.h"
+#include "storage/key_store.h"
 #include "storage/templates.h"
 #include "sys/files.h"
+#include "tls/server_cert.h"
 #include "vmm/accel.h"
 #include "vmm/qemu/qemu_backend.h"
 
@@ -107,11 +111,39 @@ int run(int argc, char** argv) {
                  "The resolv.conf whose nameservers hutch-egress asks (default /etc/resolv.conf)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->capture_default_str();
+  std::vector<std::string> listen;
+  std::vector<std::string> listen_http;
+  std::string tls_cert;
+  std::string tls_key;
+  app.add_option("--listen", listen,
+                 "Serve the API over HTTPS on ADDR:PORT (repeatable); every request needs an API "
+                 "key (hutch key create)")
+      ->allow_extra_args(false);
+  app.add_option("--listen-http", listen_http,
+                 "Serve the API over plain HTTP on a loopback ADDR:PORT (repeatable; keys needed)")
+      ->allow_extra_args(false);
+  app.add_option("--tls-cert", tls_cert,
+                 "The TLS certificate (PEM) of --listen (default: one hutchd makes in "
+                 "<state>/tls)");
+  app.add_option("--tls-key", tls_key, "The private key (PEM) of --tls-cert");
   CLI11_PARSE(app, argc, argv);
 
   spdlog::set_default_logger(spdlog::stderr_color_mt("hutchd"));
   spdlog::set_level(spdlog::level::from_str(log_level));
   std::signal(SIGPIPE, SIG_IGN);
+
+  if (tls_cert.empty() != tls_key.empty()) {
+    spdlog::error(
+        "--tls-cert and --tls-key go together: give both, or neither for a certificate "
+        "hutchd makes");
+    return 64;
+  }
+  for (const std::string& address : listen_http) {
+    if (auto loopback = hutch::api::checkLoopback(address); !loopback) {
+      spdlog::error("--listen-http {}: {}", address, loopback.error().describe());
+      return 64;
+    }
+  }
 
   std::optional<hutch::vmm::Accel> accel_override;
   if (accel_text != "auto") {
@@ -260,39 +292,98 @@ int run(int argc, char** argv) {
     spdlog::info("network: walled namespace per box, egress through {} (default policy: {})",
                  egress, default_policy.size() > 40 ? "from a file" : default_policy);
   }
-  hutch::api::Router<hutch::api::Handler> router;
+  hutch::api::ApiRouter router;
+  hutch::storage::KeyStore key_store(store->database());
+  hutch::api::KeyService keys(key_store);
+  service.setQuotas([&keys](const std::string& owner) { return keys.quotaOf(owner); });
+  hutch::api::HttpServer server(loop.get_executor(), router, &keys);
+  server.setScoper(hutch::api::boxScoper(service));
   hutch::api::DaemonInfo info{kVersion, *accel, backend.name(), state.string()};
+  info.server = &server;
+
+  // TLS for --listen: the given certificate, or one made once in <state>/tls and kept.
+  std::optional<boost::asio::ssl::context> tls;
+  if (!listen.empty()) {
+    if (tls_cert.empty()) {
+      std::vector<std::string> names;
+      std::vector<std::string> ips;
+      hutch::tls::hostNames(names, ips);
+      auto made = hutch::tls::ensureSelfSigned(state / "tls", names, ips);
+      if (!made) {
+        spdlog::error("{}", made.error().describe());
+        return 73;
+      }
+      if (made->made)
+        spdlog::info("tls: made a self-signed certificate in {}", made->cert.string());
+      tls_cert = made->cert.string();
+      tls_key = made->key.string();
+    }
+    auto fingerprint = hutch::tls::checkCertFiles(tls_cert, tls_key);
+    if (!fingerprint) {
+      spdlog::error("{}", fingerprint.error().describe());
+      return 66;
+    }
+    info.tls_fingerprint = *fingerprint;
+    auto context = hutch::api::serverTlsContext(tls_cert, tls_key);
+    if (!context) {
+      spdlog::error("{}", context.error().describe());
+      return 66;
+    }
+    tls.emplace(std::move(*context));
+    spdlog::info("tls: certificate {} (SHA-256 {})", tls_cert, *fingerprint);
+  }
   hutch::box::TemplateService template_service(
       pool, *store, templates,
       {std::filesystem::canonical(state / "images"), recipes, builder, agent, image_cache});
   hutch::box::PortForwards ports(loop.get_executor(), *store, service);
   service.setObserver(&ports);
   hutch::api::registerRoutes(router, service, template_service, info);
+  hutch::api::registerExecRoutes(router, service);
   hutch::api::registerBoxIoRoutes(router, service, ports);
   hutch::api::registerNetworkRoutes(router, service, *secrets);
-  hutch::api::HttpServer server(loop.get_executor(), router);
+  hutch::api::registerKeyRoutes(router, keys,
+                                [&server](const std::string& id) { server.closeSessionsOf(id); });
 
   // Reattach to boxes an earlier hutchd left running, then serve the API. (The loop keeps
   // running from here on: adopted boxes have watchers on it.)
   int exit_code = 0;
-  boost::asio::co_spawn(loop, service.recoverAfterRestart(),
-                        [&](const std::exception_ptr&, const hutch::Result<>& recovered) {
-                          if (!recovered) {
-                            spdlog::error("{}", recovered.error().describe());
-                            exit_code = 70;
-                            loop.stop();
-                            return;
-                          }
-                          ports.openRunning();  // published ports of adopted boxes
-                          if (auto listening = server.listen(socket_path, 0660); !listening) {
-                            spdlog::error("{}", listening.error().describe());
-                            exit_code = 69;
-                            loop.stop();
-                            return;
-                          }
-                          spdlog::info("hutchd {} listening on {} (state in {})", kVersion,
-                                       socket_path, state_dir);
-                        });
+  boost::asio::co_spawn(
+      loop, service.recoverAfterRestart(),
+      [&](const std::exception_ptr&, const hutch::Result<>& recovered) {
+        if (!recovered) {
+          spdlog::error("{}", recovered.error().describe());
+          exit_code = 70;
+          loop.stop();
+          return;
+        }
+        ports.openRunning();  // published ports of adopted boxes
+        if (auto listening = server.listen(socket_path, 0660); !listening) {
+          spdlog::error("{}", listening.error().describe());
+          exit_code = 69;
+          loop.stop();
+          return;
+        }
+        for (const std::string& address : listen) {
+          auto bound = server.listenTcp(address, &*tls);
+          if (!bound) {
+            spdlog::error("--listen {}: {}", address, bound.error().describe());
+            exit_code = 69;
+            loop.stop();
+            return;
+          }
+        }
+        for (const std::string& address : listen_http) {
+          auto bound = server.listenTcp(address, nullptr);
+          if (!bound) {
+            spdlog::error("--listen-http {}: {}", address, bound.error().describe());
+            exit_code = 69;
+            loop.stop();
+            return;
+          }
+        }
+        spdlog::info("hutchd {} listening on {} (state in {})", kVersion,
+                     fmt::format("{}", fmt::join(server.listeners(), ", ")), state_dir);
+      });
 
   boost::asio::signal_set signals(loop, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code&, int sig) {

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <regex>
@@ -91,6 +92,24 @@ Result<SecretStore> SecretStore::open(const fs::path& dir) {
   return SecretStore(dir);
 }
 
+SecretStore SecretStore::forOwner(const std::string& owner_id) const {
+  if (owner_id.empty()) return *this;
+  // Key ids are hex digits; anything else must never become a path.
+  std::string safe;
+  for (char c : owner_id) safe += std::isxdigit(static_cast<unsigned char>(c)) ? c : '_';
+  return SecretStore(dir_ / "owners" / safe);
+}
+
+Result<> SecretStore::ensureDir() const {
+  std::error_code ec;
+  fs::create_directories(dir_, ec);
+  if (ec) return fail(Errc::kInternal, "Cannot create " + dir_.string() + ": " + ec.message());
+  if (::chmod(dir_.c_str(), 0700) != 0) {
+    return fail(sysError("Cannot make " + dir_.string() + " private", errno));
+  }
+  return ok();
+}
+
 fs::path SecretStore::fileFor(const std::string& name) const {
   return dir_ / (name + ".json");
 }
@@ -102,6 +121,7 @@ Result<> SecretStore::put(Secret secret) {
                           .count();
   json doc = describeSecret(secret);
   doc["value"] = secret.value;
+  HUTCH_TRY_VOID(ensureDir());
   return sys::writeFileAtomic(fileFor(secret.name), doc.dump(), 0600);
 }
 

@@ -35,9 +35,13 @@ nlohmann::json describeSecret(const Secret& secret);
 // A fresh placeholder for `name`: hutch-secret-NAME-<32 hex>, unguessable and never a value.
 std::string makePlaceholder(const std::string& name);
 
+// Secrets belong to their owner (docs/api.md "Owners"): the host's are <dir>/<NAME>.json, a
+// key's are under <dir>/owners/<key id>/. A store object is one owner's view.
 class SecretStore {
  public:
   static Result<SecretStore> open(const std::filesystem::path& dir);
+  // The secrets of the owner with this key id ("": the host's, this store itself).
+  SecretStore forOwner(const std::string& owner_id) const;
   Result<> put(Secret secret);  // replaces one of the same name
   Result<Secret> get(const std::string& name) const;
   Result<std::vector<Secret>> list() const;  // sorted by name
@@ -45,6 +49,7 @@ class SecretStore {
 
  private:
   explicit SecretStore(std::filesystem::path dir) : dir_(std::move(dir)) {}
+  Result<> ensureDir() const;
   std::filesystem::path fileFor(const std::string& name) const;
   std::filesystem::path dir_;
 };

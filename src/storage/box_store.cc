@@ -64,11 +64,30 @@ CREATE INDEX ports_by_box ON ports (box_id);)sql",
     R"sql(
 ALTER TABLE boxes ADD COLUMN network_policy TEXT NOT NULL DEFAULT '';
 ALTER TABLE boxes ADD COLUMN secrets TEXT NOT NULL DEFAULT '[]';)sql",
+    // Remote API (issue 12): owners, box environment, API keys (only their hashes).
+    R"sql(
+ALTER TABLE boxes ADD COLUMN owner_id TEXT NOT NULL DEFAULT '';
+ALTER TABLE boxes ADD COLUMN owner_name TEXT NOT NULL DEFAULT '';
+ALTER TABLE boxes ADD COLUMN env TEXT NOT NULL DEFAULT '{}';
+CREATE INDEX boxes_by_owner ON boxes (owner_id);
+CREATE TABLE api_keys (
+  id             TEXT PRIMARY KEY,
+  name           TEXT NOT NULL UNIQUE,
+  hash           TEXT NOT NULL UNIQUE,
+  admin          INTEGER NOT NULL DEFAULT 0,
+  max_boxes      INTEGER NOT NULL DEFAULT 0,
+  max_cpus       INTEGER NOT NULL DEFAULT 0,
+  max_memory_mib INTEGER NOT NULL DEFAULT 0,
+  max_disk_mib   INTEGER NOT NULL DEFAULT 0,
+  created_at     INTEGER NOT NULL,
+  last_used_at   INTEGER NOT NULL DEFAULT 0
+);)sql",
 };
 
 constexpr const char* kColumns =
     "id, name, template, cpus, memory_mib, state, reason, accel, pid, created_at, updated_at, "
-    "disk_mib, image_dir, boot, disk, uid_index, network_policy, secrets";
+    "disk_mib, image_dir, boot, disk, uid_index, network_policy, secrets, owner_id, owner_name, "
+    "env";
 
 constexpr const char* kSnapshotColumns =
     "id, kind, box_id, name, template_key, dir, layer, size_bytes, created_at";
@@ -130,6 +149,15 @@ Result<box::Box> readRow(const Statement& st) {
   for (const auto& s : secrets) {
     b.secrets.push_back({s.value("name", ""), s.value("placeholder", "")});
   }
+  b.owner.id = st.columnText(18);
+  b.owner.name = st.columnText(19);
+  auto env = nlohmann::json::parse(st.columnText(20), nullptr, false);
+  if (!env.is_object()) {
+    return fail(Errc::kInternal, fmt::format("Box {} has a corrupt env column", b.id));
+  }
+  for (const auto& [key, value] : env.items()) {
+    if (value.is_string()) b.env[key] = value.get<std::string>();
+  }
   return b;
 }
 
@@ -151,7 +179,10 @@ void bindRow(Statement& st, const box::Box& b) {
       .bind(15, b.disk)
       .bind(16, b.uid_index)
       .bind(17, b.network_policy)
-      .bind(18, secretsJson(b.secrets));
+      .bind(18, secretsJson(b.secrets))
+      .bind(19, b.owner.id)
+      .bind(20, b.owner.name)
+      .bind(21, nlohmann::json(b.env).dump());
 }
 
 }  // namespace
@@ -182,9 +213,10 @@ Result<> BoxStore::migrate() {
 }
 
 Result<> BoxStore::insert(const box::Box& b) {
-  HUTCH_TRY(Statement st,
-            db_.prepare(fmt::format(
-                "INSERT INTO boxes ({}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", kColumns)));
+  HUTCH_TRY(
+      Statement st,
+      db_.prepare(fmt::format(
+          "INSERT INTO boxes ({}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", kColumns)));
   bindRow(st, b);
   auto r = st.run();
   if (!r && r.error().code() == Errc::kAlreadyExists) {
@@ -196,13 +228,14 @@ Result<> BoxStore::insert(const box::Box& b) {
 }
 
 Result<> BoxStore::update(const box::Box& b) {
-  HUTCH_TRY(Statement st,
-            db_.prepare(
-                "UPDATE boxes SET id=?1, name=?2, template=?3, cpus=?4, "
-                "memory_mib=?5, state=?6, reason=?7, accel=?8, pid=?9, "
-                "created_at=?10, updated_at=?11, disk_mib=?12, image_dir=?13, boot=?14, disk=?15, "
-                "uid_index=?16, network_policy=?17, secrets=?18 "
-                "WHERE id=?1"));
+  HUTCH_TRY(
+      Statement st,
+      db_.prepare(
+          "UPDATE boxes SET id=?1, name=?2, template=?3, cpus=?4, "
+          "memory_mib=?5, state=?6, reason=?7, accel=?8, pid=?9, "
+          "created_at=?10, updated_at=?11, disk_mib=?12, image_dir=?13, boot=?14, disk=?15, "
+          "uid_index=?16, network_policy=?17, secrets=?18, owner_id=?19, owner_name=?20, env=?21 "
+          "WHERE id=?1"));
   bindRow(st, b);
   HUTCH_TRY_VOID(st.run());
   if (db_.changes() == 0) return fail(Errc::kNotFound, fmt::format("No box with id {}", b.id));
@@ -215,17 +248,26 @@ Result<> BoxStore::remove(const std::string& id) {
   return st.run();
 }
 
-Result<box::Box> BoxStore::find(const std::string& key) {
-  // Exact id or name first, then a unique id prefix (as Docker does).
+Result<box::Box> BoxStore::find(const std::string& key, const OwnerFilter& owner) {
+  // Exact id or name first, then a unique id prefix (as Docker does); only among the owner's
+  // boxes when a filter is given, so that other owners' boxes neither match nor make a prefix
+  // ambiguous.
   HUTCH_TRY(Statement st,
-            db_.prepare(fmt::format("SELECT {} FROM boxes WHERE id=?1 OR name=?1", kColumns)));
-  st.bind(1, key);
+            db_.prepare(fmt::format("SELECT {} FROM boxes WHERE (id=?1 OR name=?1) AND (?2 = 0 OR "
+                                    "owner_id = ?3)",
+                                    kColumns)));
+  st.bind(1, key).bind(2, int64_t{owner ? 1 : 0}).bind(3, owner.value_or(""));
   HUTCH_TRY(bool row, st.step());
   if (row) return readRow(st);
   if (!key.empty() && key.find_first_not_of("0123456789abcdef") == std::string::npos) {
-    HUTCH_TRY(Statement pre, db_.prepare(fmt::format(
-                                 "SELECT {} FROM boxes WHERE substr(id, 1, ?2) = ?1", kColumns)));
-    pre.bind(1, key).bind(2, static_cast<int64_t>(key.size()));
+    HUTCH_TRY(Statement pre,
+              db_.prepare(fmt::format("SELECT {} FROM boxes WHERE substr(id, 1, ?2) = ?1 AND "
+                                      "(?3 = 0 OR owner_id = ?4)",
+                                      kColumns)));
+    pre.bind(1, key)
+        .bind(2, static_cast<int64_t>(key.size()))
+        .bind(3, int64_t{owner ? 1 : 0})
+        .bind(4, owner.value_or(""));
     std::vector<box::Box> found;
     while (true) {
       HUTCH_TRY(bool more, pre.step());
@@ -263,9 +305,12 @@ Result<> BoxStore::setMeta(const std::string& key, const std::string& value) {
   return st.run();
 }
 
-Result<std::vector<box::Box>> BoxStore::list() {
+Result<std::vector<box::Box>> BoxStore::list(const OwnerFilter& owner) {
   HUTCH_TRY(Statement st,
-            db_.prepare(fmt::format("SELECT {} FROM boxes ORDER BY created_at, name", kColumns)));
+            db_.prepare(fmt::format("SELECT {} FROM boxes WHERE ?1 = 0 OR owner_id = ?2 ORDER BY "
+                                    "created_at, name",
+                                    kColumns)));
+  st.bind(1, int64_t{owner ? 1 : 0}).bind(2, owner.value_or(""));
   std::vector<box::Box> out;
   while (true) {
     HUTCH_TRY(bool row, st.step());

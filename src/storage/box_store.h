@@ -14,6 +14,10 @@
 
 namespace hutch::storage {
 
+// Which owner's boxes a query sees: nullopt for every owner (the host, admin keys), else the
+// owner id (box::Owner::id).
+using OwnerFilter = std::optional<std::string>;
+
 class BoxStore {
  public:
   // Opens the database and applies schema migrations.
@@ -24,12 +28,12 @@ class BoxStore {
   // Replaces the stored row of box.id; kNotFound if there is none.
   Result<> update(const box::Box& box);
   Result<> remove(const std::string& id);
-  // Finds by id, unique id prefix, or name.
-  Result<box::Box> find(const std::string& id_or_name);
+  // Finds by id, unique id prefix, or name, among the boxes `owner` sees.
+  Result<box::Box> find(const std::string& id_or_name, const OwnerFilter& owner = std::nullopt);
   // Whether a box has exactly this name (no id or prefix matching: a new name that happens to
   // be a prefix of some box's id is still free).
   Result<bool> nameTaken(const std::string& name);
-  Result<std::vector<box::Box>> list();
+  Result<std::vector<box::Box>> list(const OwnerFilter& owner = std::nullopt);
   // The uid indices boxes hold (Box::uid_index), to pick a free one for a new box.
   Result<std::vector<uint32_t>> uidIndices();
 
@@ -52,6 +56,9 @@ class BoxStore {
   Result<> removePorts(const std::string& box_id);
   Result<std::vector<box::PortForward>> ports(const std::string& box_id);  // by host port
   Result<std::vector<box::PortForward>> allPorts();
+
+  // The database, for stores that keep their tables in it (KeyStore).
+  Database& database() { return db_; }
 
   // Small daemon facts that must survive restarts (the host's boot id).
   Result<std::string> getMeta(const std::string& key);  // "" if unset

@@ -103,6 +103,33 @@ TEST(BoxStoreTest, UidIndicesAreStoredAndUnique) {
   EXPECT_EQ(*store->uidIndices(), (std::vector<uint32_t>{0}));
 }
 
+TEST(BoxStoreTest, OwnersSeeOnlyTheirBoxesAndPrefixesDoNotLeak) {
+  auto store = BoxStore::open(":memory:");
+  ASSERT_TRUE(store);
+  box::Box a = makeBox("abcdef000001", "alices");
+  a.owner = {"key-a", "alice"};
+  a.env = {{"K", "v"}, {"OTHER", "x y"}};
+  box::Box b = makeBox("abcdef000002", "bobs");
+  b.owner = {"key-b", "bob"};
+  box::Box h = makeBox("123456789abc", "hosts");
+  ASSERT_TRUE(store->insert(a));
+  ASSERT_TRUE(store->insert(b));
+  ASSERT_TRUE(store->insert(h));
+  EXPECT_EQ(*store->find("alices"), a) << "owner and env round-trip";
+  EXPECT_EQ(store->find("alices", std::string("key-a"))->id, a.id);
+  EXPECT_EQ(store->find("alices", std::string("key-b")).error().code(), Errc::kNotFound);
+  EXPECT_EQ(store->find(a.id, std::string("key-b")).error().code(), Errc::kNotFound);
+  // "abcdef" is ambiguous for the host, unique for each owner.
+  EXPECT_EQ(store->find("abcdef").error().code(), Errc::kInvalidArgument);
+  EXPECT_EQ(store->find("abcdef", std::string("key-b"))->id, b.id);
+  EXPECT_EQ(store->list()->size(), 3u);
+  auto alices = store->list(std::string("key-a"));
+  ASSERT_TRUE(alices);
+  ASSERT_EQ(alices->size(), 1u);
+  EXPECT_EQ(alices->front().name, "alices");
+  EXPECT_EQ(store->list(std::string(""))->size(), 1u) << "the host's own boxes";
+}
+
 TEST(BoxStoreTest, MigrationGivesOlderBoxesTheirOwnUidIndex) {
   auto path = std::filesystem::temp_directory_path() /
               ("hutch-store-v3-" + std::to_string(::getpid()) + ".db");
@@ -115,11 +142,14 @@ TEST(BoxStoreTest, MigrationGivesOlderBoxesTheirOwnUidIndex) {
     // Back to schema v3, as an older hutchd left it.
     auto db = Database::open(path.string());
     ASSERT_TRUE(db);
-    ASSERT_TRUE(
-        db->exec("DROP TABLE ports; DROP INDEX box_uid_index; "
-                 "ALTER TABLE boxes DROP COLUMN uid_index; "
-                 "ALTER TABLE boxes DROP COLUMN network_policy; "
-                 "ALTER TABLE boxes DROP COLUMN secrets; PRAGMA user_version = 3;"));
+    ASSERT_TRUE(db->exec(
+        "DROP TABLE api_keys; DROP INDEX boxes_by_owner; "
+        "ALTER TABLE boxes DROP COLUMN owner_id; ALTER TABLE boxes DROP COLUMN owner_name; "
+        "ALTER TABLE boxes DROP COLUMN env; "
+        "DROP TABLE ports; DROP INDEX box_uid_index; "
+        "ALTER TABLE boxes DROP COLUMN uid_index; "
+        "ALTER TABLE boxes DROP COLUMN network_policy; "
+        "ALTER TABLE boxes DROP COLUMN secrets; PRAGMA user_version = 3;"));
   }
   auto store = BoxStore::open(path.string());
   ASSERT_TRUE(store) << store.error().describe();

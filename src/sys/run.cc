@@ -12,7 +12,8 @@
 
 namespace hutch::sys {
 
-Result<std::string> runCapture(std::vector<std::string> argv) {
+Result<std::string> runCapture(std::vector<std::string> argv,
+                               const std::function<void(std::string_view)>& on_output) {
   int pipefd[2];
   if (::pipe2(pipefd, O_CLOEXEC) != 0) return fail(sysError("Cannot create a pipe", errno));
   UniqueFd read_end(pipefd[0]);
@@ -26,6 +27,7 @@ Result<std::string> runCapture(std::vector<std::string> argv) {
   ssize_t n;
   while ((n = ::read(read_end.get(), buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
     if (n > 0 && output.size() < (size_t{1} << 20)) output.append(buf, static_cast<size_t>(n));
+    if (n > 0 && on_output) on_output(std::string_view(buf, static_cast<size_t>(n)));
   }
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {

@@ -43,10 +43,31 @@ UniqueFd openOrDie(const std::filesystem::path& path, int flags) {
   return UniqueFd(fd);
 }
 
-std::vector<std::string> cliArgv(const std::string& socket, const std::vector<std::string>& args) {
-  std::vector<std::string> argv{hutchBin().string(), "--socket", socket};
+std::vector<std::string> cliArgv(const std::string& socket, const std::vector<std::string>& args,
+                                 const RemoteCli* remote = nullptr) {
+  std::vector<std::string> argv{hutchBin().string()};
+  if (remote) {
+    argv.insert(argv.end(), remote->flags.begin(), remote->flags.end());
+  } else {
+    argv.insert(argv.end(), {"--socket", socket});
+  }
   argv.insert(argv.end(), args.begin(), args.end());
   return argv;
+}
+
+// This process's environment with the remote CLI's key, and no HUTCH_* of our own.
+std::vector<std::string> cliEnv(const RemoteCli& remote) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string entry(*e);
+    if (entry.starts_with("HUTCH_HOST=") || entry.starts_with("HUTCH_API_KEY=") ||
+        entry.starts_with("HUTCH_FINGERPRINT=") || entry.starts_with("HUTCH_CA_CERT=")) {
+      continue;
+    }
+    env.push_back(std::move(entry));
+  }
+  if (!remote.api_key.empty()) env.push_back("HUTCH_API_KEY=" + remote.api_key);
+  return env;
 }
 
 }  // namespace
@@ -150,10 +171,22 @@ Daemon::~Daemon() {
 
 pid_t Daemon::start(const std::vector<std::string>& args, const std::filesystem::path& out,
                     const std::filesystem::path& err) const {
+  return startCli(nullptr, args, out, err);
+}
+
+pid_t Daemon::startAs(const RemoteCli& remote, const std::vector<std::string>& args,
+                      const std::filesystem::path& out, const std::filesystem::path& err) const {
+  return startCli(&remote, args, out, err);
+}
+
+pid_t Daemon::startCli(const RemoteCli* remote, const std::vector<std::string>& args,
+                       const std::filesystem::path& out, const std::filesystem::path& err) const {
   UniqueFd out_fd = openOrDie(out, O_WRONLY | O_CREAT | O_TRUNC);
   UniqueFd err_fd = openOrDie(err, O_WRONLY | O_CREAT | O_TRUNC);
-  auto pid =
-      sys::spawn({.argv = cliArgv(socket(), args), .fds = {{out_fd.get(), 1}, {err_fd.get(), 2}}});
+  sys::SpawnOptions spec{.argv = cliArgv(socket(), args, remote),
+                         .fds = {{out_fd.get(), 1}, {err_fd.get(), 2}}};
+  if (remote) spec.env = cliEnv(*remote);
+  auto pid = sys::spawn(spec);
   if (!pid) {
     ADD_FAILURE() << "cannot start hutch: " << pid.error().describe();
     return -1;
@@ -175,6 +208,16 @@ CommandResult collect(pid_t pid, const std::filesystem::path& out,
 
 CommandResult Daemon::hutch(const std::vector<std::string>& args, const std::string& stdin_data,
                             bool feed_stdin) const {
+  return runCli(nullptr, args, stdin_data, feed_stdin);
+}
+
+CommandResult Daemon::hutchAs(const RemoteCli& remote, const std::vector<std::string>& args,
+                              const std::string& stdin_data, bool feed_stdin) const {
+  return runCli(&remote, args, stdin_data, feed_stdin);
+}
+
+CommandResult Daemon::runCli(const RemoteCli* remote, const std::vector<std::string>& args,
+                             const std::string& stdin_data, bool feed_stdin) const {
   static std::atomic<int> counter{0};
   int n = counter++;
   auto out = dir_ / ("cmd-" + std::to_string(n) + ".out");
@@ -187,8 +230,10 @@ CommandResult Daemon::hutch(const std::vector<std::string>& args, const std::str
   UniqueFd in_fd = openOrDie(feed_stdin ? in : std::filesystem::path("/dev/null"), O_RDONLY);
   UniqueFd out_fd = openOrDie(out, O_WRONLY | O_CREAT | O_TRUNC);
   UniqueFd err_fd = openOrDie(err, O_WRONLY | O_CREAT | O_TRUNC);
-  auto pid = sys::spawn({.argv = cliArgv(socket(), args),
-                         .fds = {{in_fd.get(), 0}, {out_fd.get(), 1}, {err_fd.get(), 2}}});
+  sys::SpawnOptions spec{.argv = cliArgv(socket(), args, remote),
+                         .fds = {{in_fd.get(), 0}, {out_fd.get(), 1}, {err_fd.get(), 2}}};
+  if (remote) spec.env = cliEnv(*remote);
+  auto pid = sys::spawn(spec);
   if (!pid) {
     ADD_FAILURE() << "cannot start hutch: " << pid.error().describe();
     return {};
@@ -255,7 +300,7 @@ constexpr auto kPtyHangGuard = std::chrono::seconds(120);
 }  // namespace
 
 PtyCli::PtyCli(const Daemon& daemon, const std::vector<std::string>& args, uint16_t rows,
-               uint16_t cols) {
+               uint16_t cols, const RemoteCli* remote) {
   struct winsize size {};
   size.ws_row = rows;
   size.ws_col = cols;
@@ -267,11 +312,15 @@ PtyCli::PtyCli(const Daemon& daemon, const std::vector<std::string>& args, uint1
   ::fcntl(slave_, F_SETFD, FD_CLOEXEC);
   ::tcgetattr(slave_, &initial_modes_);
   // Built before fork: the child of a threaded process may only make system calls.
-  const std::vector<std::string> argv = cliArgv(daemon.socket(), args);
+  const std::vector<std::string> argv = cliArgv(daemon.socket(), args, remote);
   std::vector<char*> c_argv;
   c_argv.reserve(argv.size() + 1);
   for (const auto& arg : argv) c_argv.push_back(const_cast<char*>(arg.c_str()));
   c_argv.push_back(nullptr);
+  const std::vector<std::string> env = remote ? cliEnv(*remote) : std::vector<std::string>{};
+  std::vector<char*> c_env;
+  for (const auto& entry : env) c_env.push_back(const_cast<char*>(entry.c_str()));
+  c_env.push_back(nullptr);
   pid_ = ::fork();
   if (pid_ < 0) {
     ADD_FAILURE() << "fork: " << std::strerror(errno);
@@ -285,7 +334,11 @@ PtyCli::PtyCli(const Daemon& daemon, const std::vector<std::string>& args, uint1
     for (int fd = 0; fd < 3; ++fd) {
       if (::dup2(slave_, fd) < 0) ::_exit(126);
     }
-    ::execv(c_argv[0], c_argv.data());
+    if (remote) {
+      ::execve(c_argv[0], c_argv.data(), c_env.data());
+    } else {
+      ::execv(c_argv[0], c_argv.data());
+    }
     ::_exit(127);
   }
 }

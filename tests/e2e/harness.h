@@ -21,6 +21,13 @@ struct CommandResult {
   std::string err;
 };
 
+// How a CLI reaches hutchd when not over the unix socket: flags (--host, --fingerprint or
+// --ca-cert) and the key it sends (HUTCH_API_KEY).
+struct RemoteCli {
+  std::vector<std::string> flags;
+  std::string api_key;
+};
+
 class Daemon {
  public:
   // Starts hutchd with a fresh state dir whose template "base" is $HUTCH_TEST_IMAGE, with
@@ -36,9 +43,14 @@ class Daemon {
   // Runs `hutch ARGS...` with optional stdin; waits for it.
   CommandResult hutch(const std::vector<std::string>& args, const std::string& stdin_data = {},
                       bool feed_stdin = false) const;
+  // The same over TCP: `hutch FLAGS... ARGS...` with HUTCH_API_KEY set from `remote`.
+  CommandResult hutchAs(const RemoteCli& remote, const std::vector<std::string>& args,
+                        const std::string& stdin_data = {}, bool feed_stdin = false) const;
   // Starts `hutch ARGS...` without waiting; collect() waits and returns its result.
   pid_t start(const std::vector<std::string>& args, const std::filesystem::path& out,
               const std::filesystem::path& err) const;
+  pid_t startAs(const RemoteCli& remote, const std::vector<std::string>& args,
+                const std::filesystem::path& out, const std::filesystem::path& err) const;
   nlohmann::json inspect(const std::string& box) const;
   // Polls inspect until the box reaches `state` or a minute passes; returns the last object.
   nlohmann::json waitForState(const std::string& box, const std::string& state) const;
@@ -55,6 +67,10 @@ class Daemon {
 
  private:
   void startDaemon();
+  pid_t startCli(const RemoteCli* remote, const std::vector<std::string>& args,
+                 const std::filesystem::path& out, const std::filesystem::path& err) const;
+  CommandResult runCli(const RemoteCli* remote, const std::vector<std::string>& args,
+                       const std::string& stdin_data, bool feed_stdin) const;
 
   std::filesystem::path dir_;
   std::vector<std::string> extra_args_;
@@ -78,7 +94,8 @@ std::vector<pid_t> pidsMentioning(const std::string& needle);
 // reaps a CLI still running on destruction.
 class PtyCli {
  public:
-  PtyCli(const Daemon& daemon, const std::vector<std::string>& args, uint16_t rows, uint16_t cols);
+  PtyCli(const Daemon& daemon, const std::vector<std::string>& args, uint16_t rows, uint16_t cols,
+         const RemoteCli* remote = nullptr);
   ~PtyCli();
   PtyCli(const PtyCli&) = delete;
   PtyCli& operator=(const PtyCli&) = delete;

@@ -53,8 +53,20 @@ TEST_F(TemplateTest, FreezeAStoppedBoxAndRunFromIt) {
   EXPECT_TRUE(found) << listed.dump();
 
   ASSERT_EQ(d().hutch({"rm", "-f", "child"}).exit_code, 0);
+  auto snapshots = [&] {
+    auto df = nlohmann::json::parse(d().hutch({"--json", "df"}).out, nullptr, false);
+    return df.is_object() ? df["template_snapshots"].value("count", -1) : -1;
+  };
+  int before = snapshots();
+  EXPECT_GE(before, 1) << "the child was restored from a snapshot of template snap";
   ASSERT_EQ(d().hutch({"template", "rm", "snap"}).exit_code, 0);
   EXPECT_EQ(d().hutch({"run", "--template", "snap"}).exit_code, 66);
+  // Its template snapshot stood on the image just removed: it is gone with it, and removing
+  // a box afterwards finds no broken chain.
+  EXPECT_EQ(snapshots(), before - 1);
+  ASSERT_EQ(d().hutch({"run", "--name", "after"}).exit_code, 0);
+  ASSERT_EQ(d().hutch({"rm", "-f", "after"}).exit_code, 0);
+  EXPECT_EQ(readFile(d().dir() / "hutchd.log").find("is missing (chain from"), std::string::npos);
 }
 
 TEST_F(TemplateTest, BuildFromRecipeUsesTheImageCache) {

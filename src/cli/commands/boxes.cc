@@ -38,11 +38,12 @@ std::vector<std::string> boxRow(const box::Box& b) {
           std::to_string(b.config.cpus),
           fmt::format("{}M", b.config.memory_mib),
           b.accel,
+          b.owner.name.empty() ? std::string("(host)") : b.owner.name,
           humanAge(b.created_at)};
 }
 
-const std::vector<std::string> kBoxHeader{"ID",   "NAME",   "STATE", "TEMPLATE",
-                                          "CPUS", "MEMORY", "ACCEL", "CREATED"};
+const std::vector<std::string> kBoxHeader{"ID",     "NAME",  "STATE", "TEMPLATE", "CPUS",
+                                          "MEMORY", "ACCEL", "OWNER", "CREATED"};
 
 }  // namespace
 
@@ -75,6 +76,16 @@ int cmdRun(const ApiClient& client, const Output& out, const RunOptions& options
     }
   }
   request.secrets = options.secrets;
+  // -e sets the box's environment, as `docker run -e` sets the container's: every later exec
+  // gets it too.
+  for (const std::string& entry : options.exec.env) {
+    size_t eq = entry.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return reportError(out,
+                         Error(Errc::kInvalidArgument, "-e takes KEY=VALUE, not '" + entry + "'"));
+    }
+    request.env[entry.substr(0, eq)] = entry.substr(eq + 1);
+  }
   json body = api::toJson(request);
   if (!options.network_policy.empty()) {
     auto policy = policyArgument(options.network_policy);

@@ -107,6 +107,19 @@ int cmdSecretList(const ApiClient& client, const Output& out);
 int cmdSecretRemove(const ApiClient& client, const Output& out,
                     const std::vector<std::string>& names);
 
+// API keys (keys.cc).
+struct KeyOptions {
+  std::string name;
+  bool admin = false;
+  uint64_t max_boxes = 0;
+  uint64_t max_cpus = 0;
+  std::string max_memory;  // "4G"
+  std::string max_disk;
+};
+int cmdKeyCreate(const ApiClient& client, const Output& out, const KeyOptions& options);
+int cmdKeyList(const ApiClient& client, const Output& out);
+int cmdKeyRemove(const ApiClient& client, const Output& out, const std::vector<std::string>& names);
+
 // "512", "512M", "512MiB", "2G", "2GiB" -> MiB.
 Result<uint64_t> parseMemoryMib(const std::string& text);
 

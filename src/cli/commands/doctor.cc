@@ -37,11 +37,13 @@ int cmdDoctor(const ApiClient& client, const Output& out) {
 
   auto daemon = client.call(boost::beast::http::verb::get, "/v1/info");
   if (daemon) {
-    report["hutchd"] = {{"socket", client.socketPath()}, {"running", true}, {"info", *daemon}};
+    report["hutchd"] = {
+        {"endpoint", client.endpoint().describe()}, {"running", true}, {"info", *daemon}};
   } else {
     healthy = false;
-    report["hutchd"] = {
-        {"socket", client.socketPath()}, {"running", false}, {"error", daemon.error().message()}};
+    report["hutchd"] = {{"endpoint", client.endpoint().describe()},
+                        {"running", false},
+                        {"error", daemon.error().message()}};
   }
   report["healthy"] = healthy;
 
@@ -62,9 +64,24 @@ int cmdDoctor(const ApiClient& client, const Output& out) {
                where == "missing" ? "MISSING: run scripts/install-deps.sh" : where);
   }
   if (daemon) {
-    fmt::print("hutchd: running on {} (version {}, accel {})\n", client.socketPath(),
+    fmt::print("hutchd: running on {} (version {}, accel {})\n", client.endpoint().describe(),
                (*daemon)["version"].get<std::string>(),
                (*daemon)["accel"]["name"].get<std::string>());
+    if (daemon->contains("listeners") && (*daemon)["listeners"].is_array()) {
+      for (const auto& l : (*daemon)["listeners"]) {
+        if (l.is_string()) fmt::print("  listening: {}\n", l.get<std::string>());
+      }
+    }
+    if (daemon->contains("tls") && (*daemon)["tls"].is_object()) {
+      fmt::print("  TLS certificate SHA-256: {}\n",
+                 (*daemon)["tls"].value("fingerprint_sha256", std::string("?")));
+    }
+    if (daemon->contains("caller") && (*daemon)["caller"].is_object()) {
+      const auto& caller = (*daemon)["caller"];
+      std::string name = caller.value("name", std::string());
+      fmt::print("  you are: {}{}\n", name.empty() ? "the host administrator" : "key " + name,
+                 caller.value("admin", false) && !name.empty() ? " (admin)" : "");
+    }
   } else {
     fmt::print("hutchd: NOT RUNNING — {}\n", daemon.error().message());
   }

@@ -1,6 +1,7 @@
 // hutch template ls | build NAME | create --from BOX NAME | rm NAME
 #include <fmt/format.h>
 
+#include "api/json_model.h"
 #include "cli/commands/commands.h"
 
 namespace hutch::cli {
@@ -20,7 +21,8 @@ int cmdTemplateList(const ApiClient& client, const Output& out) {
     if (source == "box") source += ":" + t.value("source_box", "");
     rows.push_back({t.value("name", ""), source,
                     fmt::format("{}M", t.value("disk_bytes", uint64_t{0}) >> 20),
-                    t.value("kernel_version", ""), std::to_string(t["used_by"].size()),
+                    t.value("kernel_version", ""),
+                    t.contains("used_by") ? std::to_string(t["used_by"].size()) : "-",
                     t.value("created", "")});
   }
   printTable({"NAME", "SOURCE", "DISK", "KERNEL", "BOXES", "CREATED"}, rows);
@@ -31,16 +33,34 @@ int cmdTemplateCreate(const ApiClient& client, const Output& out, const std::str
                       const std::string& from_box) {
   nlohmann::json body{{"name", name}};
   if (!from_box.empty()) body["from_box"] = from_box;
-  if (!out.json && from_box.empty()) {
-    fmt::print(stderr,
-               "Building template {} (the first build of a recipe takes minutes; hutchd logs the "
-               "progress)\n",
-               name);
-  } else if (!out.json) {
-    fmt::print(stderr, "Freezing the disk of box {} as template {}\n", from_box, name);
+  Result<nlohmann::json> made = nlohmann::json();
+  if (from_box.empty()) {
+    if (!out.json) {
+      fmt::print(stderr, "Building template {} (the first build of a recipe takes minutes)\n",
+                 name);
+    }
+    // The build's output as it comes, then the template (or the error).
+    std::optional<Error> failed;
+    auto streamed = client.streamLines("/v1/templates", body, [&](const nlohmann::json& line) {
+      if (line.contains("progress") && line["progress"].is_string()) {
+        if (!out.json) fmt::print(stderr, "  {}\n", line["progress"].get<std::string>());
+      } else if (line.contains("template")) {
+        made = line["template"];
+      } else if (line.contains("error")) {
+        failed = api::errorFromResponse(500, line.dump());
+      }
+    });
+    if (!streamed) return reportError(out, streamed.error());
+    if (failed) return reportError(out, *failed);
+    if (made->is_null()) {
+      return reportError(out, Error(Errc::kProtocol, "hutchd ended the build without a result"));
+    }
+  } else {
+    if (!out.json)
+      fmt::print(stderr, "Freezing the disk of box {} as template {}\n", from_box, name);
+    made = client.call(verb::post, "/v1/templates", body);
+    if (!made) return reportError(out, made.error());
   }
-  auto made = client.call(verb::post, "/v1/templates", body);
-  if (!made) return reportError(out, made.error());
   if (out.json) {
     printJson(*made);
   } else {

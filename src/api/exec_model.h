@@ -1,0 +1,47 @@
+// The JSON forms of exec in the API (docs/api.md "Exec without a custom protocol"): the request
+// of POST /v1/boxes/{box}/exec without an upgrade, its result, and the first message of the
+// WebSocket exec. Strict: unknown fields and wrong types are kInvalidArgument naming the field.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "base/result.h"
+#include "proto/messages.h"
+
+namespace hutch::api {
+
+inline constexpr uint64_t kDefaultMaxOutput = uint64_t{1} << 20;
+inline constexpr uint64_t kMaxMaxOutput = uint64_t{64} << 20;
+
+struct ExecRun {
+  proto::ExecRequest exec;  // argv, env, cwd, user (pipe_stdin set when stdin is given)
+  std::optional<std::string> stdin_data;
+  uint64_t timeout_ms = 0;                        // 0: none
+  uint64_t max_output_bytes = kDefaultMaxOutput;  // per stream
+};
+Result<ExecRun> parseExecRun(std::string_view body);
+
+// The first message of /v1/boxes/{box}/exec/ws: an upgrade-form ExecRequest ("env" may also be
+// an object) without "detach".
+Result<proto::ExecRequest> parseExecStart(std::string_view message);
+
+// "env": {"K": "V"} or ["K=V"], into "K=V" entries (checked as the agent will).
+Result<> readEnv(const nlohmann::json& j, std::vector<std::string>& out, std::string_view what);
+
+struct ExecOutcome {
+  std::string stdout_data;
+  std::string stderr_data;
+  proto::ExitStatus status;
+  uint64_t duration_ms = 0;
+  bool truncated = false;
+  bool timed_out = false;
+  int pid = 0;
+  std::optional<Error> error;  // the command could not be started (status is then 127 or 126)
+};
+nlohmann::json toJson(const ExecOutcome& outcome);
+
+}  // namespace hutch::api
