@@ -26,9 +26,11 @@ __all__ = ["ClientConnection", "http_client", "ws_connect", "Worker", "Channel",
            "call_back", "iterate_blocking", "body_source", "run_blocking", "extract_tar"]
 
 
-def http_client(conn: Connection) -> httpx.AsyncClient:
-    transport = httpx.AsyncHTTPTransport(uds=conn.socket, verify=conn.ssl_context or True,
-                                         retries=0)
+def http_client(conn: Connection,
+                transport: httpx.AsyncBaseTransport | None = None) -> httpx.AsyncClient:
+    if transport is None:
+        transport = httpx.AsyncHTTPTransport(uds=conn.socket, verify=conn.ssl_context or True,
+                                             retries=0)
     headers = {"User-Agent": USER_AGENT, **conn.auth_headers()}
     return httpx.AsyncClient(base_url=conn.base_url, transport=transport, headers=headers,
                              timeout=httpx.Timeout(conn.timeout, connect=conn.connect_timeout))

@@ -25,8 +25,11 @@ __all__ = ["ClientConnection", "http_client", "ws_connect", "Worker", "Channel",
            "call_back", "iterate_blocking", "body_source", "run_blocking", "extract_tar"]
 
 
-def http_client(conn: Connection) -> httpx.Client:
-    transport = httpx.HTTPTransport(uds=conn.socket, verify=conn.ssl_context or True, retries=0)
+def http_client(conn: Connection,
+                transport: httpx.BaseTransport | None = None) -> httpx.Client:
+    if transport is None:
+        transport = httpx.HTTPTransport(uds=conn.socket, verify=conn.ssl_context or True,
+                                        retries=0)
     headers = {"User-Agent": USER_AGENT, **conn.auth_headers()}
     return httpx.Client(base_url=conn.base_url, transport=transport, headers=headers,
                         timeout=httpx.Timeout(conn.timeout, connect=conn.connect_timeout))

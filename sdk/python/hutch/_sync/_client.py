@@ -31,18 +31,20 @@ class Client:
     certificate's SHA-256 as ``GET /v1/info`` prints it, and a different certificate is refused
     before the key is sent. ``timeout`` bounds each request in seconds (default: none, since
     creating a box or building a template takes a while); connecting has ``connect_timeout``.
+    ``transport`` replaces the HTTP transport (tests); the WebSocket exec does not use it.
     Nothing is retried.
     """
 
     def __init__(self, host: str | None = None, api_key: str | None = None,
                  socket: str | os.PathLike[str] | None = None, ca_cert: str | None = None,
                  fingerprint: str | None = None, *, timeout: float | None = None,
-                 connect_timeout: float = 10.0) -> None:
+                 connect_timeout: float = 10.0,
+                 transport: httpx.BaseTransport | None = None) -> None:
         self._conn: Connection = resolve(
             host=host, api_key=api_key, socket=os.fspath(socket) if socket is not None else None,
             ca_cert=ca_cert, fingerprint=fingerprint, timeout=timeout,
             connect_timeout=connect_timeout)
-        self._http = _backend.http_client(self._conn)
+        self._http = _backend.http_client(self._conn, transport)
         self.boxes = Boxes(self)
         self.templates = Templates(self)
         self.secrets = Secrets(self)
