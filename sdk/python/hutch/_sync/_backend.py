@@ -39,7 +39,7 @@ def ws_connect(conn: Connection, path: str, subprotocol: str) -> ClientConnectio
     options: dict[str, Any] = dict(
         subprotocols=[subprotocol], additional_headers=conn.auth_headers(), compression=None,
         max_size=16 * 2**20, open_timeout=conn.connect_timeout, proxy=None,
-        user_agent_header=USER_AGENT, legacy=True)
+        user_agent_header=USER_AGENT)
     url = conn.ws_base + path
     try:
         if conn.socket:
