@@ -34,6 +34,7 @@ class FakeExecServer:
     def __exit__(self, *exc: Any) -> None:
         self._loop.call_soon_threadsafe(self._stop.set_result, None)  # type: ignore[union-attr]
         self._thread.join(10)
+        self._loop.close()
 
     def _run(self) -> None:
         asyncio.set_event_loop(self._loop)

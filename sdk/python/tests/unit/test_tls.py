@@ -26,7 +26,8 @@ def make_cert(d, san):
                     "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", crt, "-days", "1",
                     "-subj", "/CN=hutchd", "-addext", f"subjectAltName={san}"],
                    check=True, capture_output=True)
-    der = ssl.PEM_cert_to_DER_cert(open(crt).read())
+    with open(crt) as f:
+        der = ssl.PEM_cert_to_DER_cert(f.read())
     return {"key": key, "cert": crt, "fingerprint": certificate_fingerprint(der)}
 
 
@@ -183,6 +184,7 @@ def wss(cert):
     yield f"https://127.0.0.1:{state['port']}", seen
     loop.call_soon_threadsafe(state["stop"].set_result, None)
     thread.join(10)
+    loop.close()
 
 
 def ws_exec(flavor, **options):
