@@ -83,7 +83,7 @@ def map_transport_error(exc: BaseException, conn: Connection) -> HutchError:
     if isinstance(exc, wsx.InvalidStatus):
         response = exc.response
         headers = {k.lower(): v for k, v in response.headers.raw_items()}
-        return error_from_response(response.status_code, response.body or b"", headers)
+        return error_from_response(response.status_code, bytes(response.body or b""), headers)
     if isinstance(exc, wsx.InvalidHandshake):
         return ProtocolError(f"The WebSocket handshake with hutchd at {conn.where} failed: {exc}")
     if isinstance(exc, wsx.ConnectionClosed):

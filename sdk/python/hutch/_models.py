@@ -207,7 +207,7 @@ class Info:
     @classmethod
     def from_json(cls, data: Any) -> Info:
         obj = _obj(data, "info")
-        tls = obj.get("tls") if isinstance(obj.get("tls"), dict) else {}
+        tls: dict[str, Any] = obj["tls"] if isinstance(obj.get("tls"), dict) else {}
         caller = obj.get("caller")
         return cls(version=obj.get("version", ""), backend=obj.get("backend", ""),
                    state_dir=obj.get("state_dir", ""),

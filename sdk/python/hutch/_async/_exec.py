@@ -145,7 +145,7 @@ class AsyncExecSession:
         except ConnectionClosed as e:
             raise UnavailableError(f"The exec connection is closed ({e})") from e
 
-    async def write(self, data: str | bytes) -> None:
+    async def write(self, data: str | bytes | bytearray | memoryview) -> None:
         """Sends bytes (or UTF-8 text) to the command's stdin (its terminal with a PTY)."""
         if not self._stdin_open:
             raise FailedPreconditionError("This command's stdin is closed (start it with "

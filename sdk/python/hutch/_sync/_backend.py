@@ -43,10 +43,10 @@ def ws_connect(conn: Connection, path: str, subprotocol: str) -> ClientConnectio
     url = conn.ws_base + path
     try:
         if conn.socket:
-            return unix_connect(conn.socket, url, **options)  # type: ignore[return-value]
+            return unix_connect(conn.socket, url, **options)
         if conn.ssl_context is not None:
-            return connect(url, ssl=conn.ssl_context, **options)  # type: ignore[return-value]
-        return connect(url, **options)  # type: ignore[return-value]
+            return connect(url, ssl=conn.ssl_context, **options)
+        return connect(url, **options)
     except Exception as e:  # websockets, OSError, ssl: all mapped
         raise map_transport_error(e, conn) from e
 
