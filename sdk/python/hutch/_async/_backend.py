@@ -121,6 +121,11 @@ async def iterate_blocking(it: Iterator[bytes]) -> AsyncIterator[bytes]:
         yield chunk  # type: ignore[misc]
 
 
+def _file_chunks(path: str | os.PathLike[str]) -> Iterator[bytes]:
+    with open(path, "rb") as f:
+        yield from _read_chunks(f)
+
+
 def _read_chunks(f: Any) -> Iterator[bytes]:
     while True:
         chunk = f.read(CHUNK)
@@ -132,11 +137,14 @@ def _read_chunks(f: Any) -> Iterator[bytes]:
 
 
 def body_source(data: Any) -> bytes | AsyncIterator[bytes] | AsyncIterable[bytes]:
-    """What ``files.write`` takes: bytes, str, a readable file, an (async) iterable of bytes."""
+    """What ``files.write`` takes: bytes, str (the content), a local path (``pathlib.Path``), a
+    readable binary file, an (async) iterable of bytes."""
     if isinstance(data, str):
         return data.encode("utf-8")
     if isinstance(data, (bytes, bytearray, memoryview)):
         return bytes(data)
+    if isinstance(data, os.PathLike):
+        return iterate_blocking(_file_chunks(data))
     if hasattr(data, "read"):
         return iterate_blocking(_read_chunks(data))
     if hasattr(data, "__aiter__"):

@@ -110,6 +110,11 @@ def iterate_blocking(it: Iterator[bytes]) -> Iterator[bytes]:
     return it
 
 
+def _file_chunks(path: str | os.PathLike[str]) -> Iterator[bytes]:
+    with open(path, "rb") as f:
+        yield from _read_chunks(f)
+
+
 def _read_chunks(f: Any) -> Iterator[bytes]:
     while True:
         chunk = f.read(CHUNK)
@@ -121,11 +126,14 @@ def _read_chunks(f: Any) -> Iterator[bytes]:
 
 
 def body_source(data: Any) -> bytes | Iterator[bytes]:
-    """What ``files.write`` takes: bytes, str, a readable file, an iterable of bytes."""
+    """What ``files.write`` takes: bytes, str (the content), a local path (``pathlib.Path``), a
+    readable binary file, an iterable of bytes."""
     if isinstance(data, str):
         return data.encode("utf-8")
     if isinstance(data, (bytes, bytearray, memoryview)):
         return bytes(data)
+    if isinstance(data, os.PathLike):
+        return _file_chunks(data)
     if hasattr(data, "read"):
         return _read_chunks(data)
     if isinstance(data, Iterable):

@@ -394,8 +394,9 @@ class Files:
     def write(self, path: str, data: Any, *, mode: int | str | None = None,
                     owner: str | None = None, group: str | None = None,
                     user: str | None = None) -> FileInfo:
-        """Writes a file (parents are made): ``data`` is bytes, text, a binary file or an
-        iterable of bytes, streamed. The new content replaces the old one when complete; an
+        """Writes a file (parents are made): ``data`` is bytes, text (the content), a local
+        file's path (a ``pathlib.Path``, not a str), a binary file or an iterable of bytes,
+        streamed. The new content replaces the old one when complete; an
         existing file keeps its mode and owner unless ``mode`` (``0o644``) or ``owner`` say
         otherwise."""
         content = _backend.body_source(data)

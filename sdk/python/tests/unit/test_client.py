@@ -271,6 +271,12 @@ def test_files_read_write(client, fake, tmp_path):
     assert fake.bodies[-1] == b"x" * 300_000
     box.files.write("c", [b"a", b"b"])
     assert fake.bodies[-1] == b"ab"
+    local = tmp_path / "local.bin"
+    local.write_bytes(b"L" * 600_000)
+    box.files.write("d", local)
+    assert fake.bodies[-1] == b"L" * 600_000
+    box.files.write("e", str(local))  # a str is content, never a path
+    assert fake.bodies[-1] == str(local).encode()
     fake.on("PUT", "/v1/boxes/3f2a9c01d4e5/files", 403,
             {"error": {"code": "permission_denied", "message": "Cannot write /etc/x"}})
     with pytest.raises(hutch.PermissionDeniedError):
