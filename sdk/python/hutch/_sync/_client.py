@@ -187,8 +187,10 @@ class Templates:
                 "POST", call.path, content=_api.json_body(call.json),
                 headers={"Accept": "application/x-ndjson",
                          "Content-Type": "application/json"}) as response:
-            if "ndjson" not in response.headers.get("content-type", ""):
-                # A hutchd without streaming answers once, when the build is done.
+            streamed = (response.status_code == 200
+                        or "ndjson" in response.headers.get("content-type", ""))
+            if not streamed:
+                # 201: a hutchd without streaming answers once, when the build is done.
                 return _api.finish(call, response.status_code, response.read(),
                                    response.headers)
             for line in self._client._lines(response):
