@@ -85,5 +85,6 @@ def parse(message: str | bytes) -> Event:
     return None
 
 
-#: Start failures that are the command's, not the API call's (as POST .../exec reports them).
-START_FAILURES = {"not_found": 127, "permission_denied": 126}
+#: Start failures that are the command's, not the API call's: the exit code POST .../exec
+#: reports for them (no such program, user or cwd: 127; not executable: 126).
+START_FAILURES = {"not_found": 127, "permission_denied": 126, "failed_precondition": 126}

@@ -80,7 +80,8 @@ class ExecSession:
             # The command could not start: reported as POST .../exec reports it (127 or 126).
             self._start_error = ExecError(event.code, event.message)
             self._exit = proto.Exit(proto.START_FAILURES[event.code], None)
-            self._buffers[proto.STDERR] += (event.message + "\n").encode()
+            # The same words in stderr as POST .../exec puts there.
+            self._buffers[proto.STDERR] += f"hutch: {event.message}\n".encode()
             self._finish()
             return
         if isinstance(event, proto.Failed):
