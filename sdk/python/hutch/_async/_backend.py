@@ -7,11 +7,21 @@ generated from hutch/_async by scripts/unasync.py.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import io
 import os
 import queue
-from typing import Any, AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from typing import (
+    Any,
+    AsyncGenerator,
+    AsyncIterable,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+)
 
 import httpx
 from websockets.asyncio.client import ClientConnection, connect, unix_connect
@@ -155,7 +165,7 @@ def body_source(data: Any) -> bytes | AsyncIterator[bytes] | AsyncIterable[bytes
                     f"an iterable of bytes")
 
 
-async def extract_tar(chunks: AsyncIterator[bytes], dest: str | os.PathLike[str]) -> int:
+async def extract_tar(chunks: AsyncGenerator[bytes, None], dest: str | os.PathLike[str]) -> int:
     """Extracts a tar arriving as chunks into dest; tarfile runs in a thread, fed by a bounded
     queue (so a slow disk slows the download instead of filling memory)."""
     q: queue.Queue[bytes | None] = queue.Queue(maxsize=8)
@@ -172,9 +182,10 @@ async def extract_tar(chunks: AsyncIterator[bytes], dest: str | os.PathLike[str]
         return False
 
     try:
-        async for chunk in chunks:
-            if not await feed(chunk):
-                break
+        async with contextlib.aclosing(chunks):
+            async for chunk in chunks:
+                if not await feed(chunk):
+                    break
         await feed(None)
         return await task
     finally:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Any, AsyncIterator, Callable, List, Mapping, Sequence, TypeVar
+from typing import Any, AsyncGenerator, AsyncIterator, Callable, List, Mapping, Sequence, TypeVar
 
 import httpx
 
 from .. import _api
 from .._api import Call
 from .._connection import Connection, resolve
-from .._errors import NotFoundError, ProtocolError, error_from_response
+from .._errors import HutchError, NotFoundError, ProtocolError, error_from_response
 from .._failures import map_transport_error
 from .._models import BoxInfo, Info, Key, Secret, Template
 from . import _backend
@@ -108,14 +108,14 @@ class AsyncClient:
         finally:
             await response.aclose()
 
-    async def _chunks(self, response: httpx.Response) -> AsyncIterator[bytes]:
+    async def _chunks(self, response: httpx.Response) -> AsyncGenerator[bytes, None]:
         try:
             async for chunk in response.aiter_bytes():
                 yield chunk
         except httpx.TransportError as e:
             raise map_transport_error(e, self._conn) from e
 
-    async def _lines(self, response: httpx.Response) -> AsyncIterator[str]:
+    async def _lines(self, response: httpx.Response) -> AsyncGenerator[str, None]:
         try:
             async for line in response.aiter_lines():
                 yield line
@@ -192,16 +192,28 @@ class AsyncTemplates:
                 # 201: a hutchd without streaming answers once, when the build is done.
                 return _api.finish(call, response.status_code, await response.aread(),
                                    response.headers)
+            template: Template | None = None
+            failure: HutchError | None = None
+            # Read to the end (hutchd closes after the result): leaving the loop early would
+            # leave httpx's line iterators unfinished.
             async for line in self._client._lines(response):
-                if not line.strip():
+                if not line.strip() or template is not None or failure is not None:
                     continue
-                kind, value = _api.build_line(line)
+                try:
+                    kind, value = _api.build_line(line)
+                except HutchError as e:
+                    failure = e
+                    continue
                 if kind == "progress":
                     if on_progress is not None:
                         await _backend.call_back(on_progress, value)
                 else:
-                    return value  # type: ignore[no-any-return]
-        raise ProtocolError(f"The build of template {name!r} ended without a result")
+                    template = value
+        if failure is not None:
+            raise failure
+        if template is None:
+            raise ProtocolError(f"The build of template {name!r} ended without a result")
+        return template
 
     async def create(self, name: str, from_box: str | AsyncBox) -> Template:
         """Freezes stopped box ``from_box`` as template ``name``."""

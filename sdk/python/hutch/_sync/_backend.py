@@ -10,7 +10,7 @@ import io
 import os
 import queue
 import threading
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Generator, Iterable, Iterator
 
 import httpx
 from websockets.sync.client import ClientConnection, connect, unix_connect
@@ -142,5 +142,5 @@ def body_source(data: Any) -> bytes | Iterator[bytes]:
                     f"an iterable of bytes")
 
 
-def extract_tar(chunks: Iterator[bytes], dest: str | os.PathLike[str]) -> int:
+def extract_tar(chunks: Generator[bytes, None, None], dest: str | os.PathLike[str]) -> int:
     return extract(io.BufferedReader(ChunkReader(chunks), CHUNK), dest)

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Any, Iterator, Callable, List, Mapping, Sequence, TypeVar
+from typing import Any, Generator, Iterator, Callable, List, Mapping, Sequence, TypeVar
 
 import httpx
 
 from .. import _api
 from .._api import Call
 from .._connection import Connection, resolve
-from .._errors import NotFoundError, ProtocolError, error_from_response
+from .._errors import HutchError, NotFoundError, ProtocolError, error_from_response
 from .._failures import map_transport_error
 from .._models import BoxInfo, Info, Key, Secret, Template
 from . import _backend
@@ -109,14 +109,14 @@ class Client:
         finally:
             response.close()
 
-    def _chunks(self, response: httpx.Response) -> Iterator[bytes]:
+    def _chunks(self, response: httpx.Response) -> Generator[bytes, None, None]:
         try:
             for chunk in response.iter_bytes():
                 yield chunk
         except httpx.TransportError as e:
             raise map_transport_error(e, self._conn) from e
 
-    def _lines(self, response: httpx.Response) -> Iterator[str]:
+    def _lines(self, response: httpx.Response) -> Generator[str, None, None]:
         try:
             for line in response.iter_lines():
                 yield line
@@ -193,16 +193,28 @@ class Templates:
                 # 201: a hutchd without streaming answers once, when the build is done.
                 return _api.finish(call, response.status_code, response.read(),
                                    response.headers)
+            template: Template | None = None
+            failure: HutchError | None = None
+            # Read to the end (hutchd closes after the result): leaving the loop early would
+            # leave httpx's line iterators unfinished.
             for line in self._client._lines(response):
-                if not line.strip():
+                if not line.strip() or template is not None or failure is not None:
                     continue
-                kind, value = _api.build_line(line)
+                try:
+                    kind, value = _api.build_line(line)
+                except HutchError as e:
+                    failure = e
+                    continue
                 if kind == "progress":
                     if on_progress is not None:
                         _backend.call_back(on_progress, value)
                 else:
-                    return value  # type: ignore[no-any-return]
-        raise ProtocolError(f"The build of template {name!r} ended without a result")
+                    template = value
+        if failure is not None:
+            raise failure
+        if template is None:
+            raise ProtocolError(f"The build of template {name!r} ended without a result")
+        return template
 
     def create(self, name: str, from_box: str | Box) -> Template:
         """Freezes stopped box ``from_box`` as template ``name``."""

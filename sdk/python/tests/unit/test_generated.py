@@ -42,3 +42,13 @@ def test_same_shape():
 def test_version_matches_pyproject():
     text = (ROOT / "pyproject.toml").read_text()
     assert f'version = "{hutch.__version__}"' in text
+
+
+def test_the_installed_package_is_tested():
+    # scripts/test.sh installs the package (not editable) and sets this: the tests must not
+    # pick up the source tree instead.
+    import os
+    if os.environ.get("HUTCH_SDK_EXPECT_INSTALLED") != "1":
+        import pytest
+        pytest.skip("not run by scripts/test.sh")
+    assert "site-packages" in hutch.__file__, hutch.__file__

@@ -57,9 +57,14 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request, client_address):
+        pass  # a refused handshake is what several tests want
+
+
 def serve_https(cert):
     _Handler.seen = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    server = _QuietServer(("127.0.0.1", 0), _Handler)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(cert["cert"], cert["key"])
     server.socket = ctx.wrap_socket(server.socket, server_side=True)
