@@ -36,7 +36,9 @@ class ExecSession:
     Output goes to ``on_stdout``/``on_stderr`` when they are given (called from the session's
     reader as chunks arrive); otherwise :meth:`read` and :meth:`read_until` return it. Either
     way :meth:`wait` returns an :class:`ExecResult` with up to ``max_output_bytes`` of each
-    stream. Closing the session (or leaving its ``with`` block) before the command exits kills
+    stream. Without callbacks, output not yet read waits in memory (as with a pipe that is
+    never drained, read it or use callbacks for big outputs); with callbacks, a slow callback
+    slows the command down (hutchd reads from the box only as fast as the client reads). Closing the session (or leaving its ``with`` block) before the command exits kills
     the command.
     """
 
