@@ -45,9 +45,6 @@ def test_async_box_end_to_end(aclient):
                 chunks.append(data)
             r = await box.exec(["sh", "-c", "echo a; sleep 0.3; echo b"], on_stdout=on_out)
             assert b"".join(chunks) == b"a\nb\n" and r.exit_code == 0
-            await box.files.write("/tmp/a", b"async bytes")
-            assert await box.files.read("/tmp/a") == b"async bytes"
-            assert [e.name for e in await box.files.list("/tmp") if e.name == "a"] == ["a"]
             async with await box.exec_session(["cat"], stdin=True) as s:
                 await s.write("ping\n")
                 assert await s.read_until("ping\n", timeout=10) == b"ping\n"
@@ -64,6 +61,31 @@ def test_async_box_end_to_end(aclient):
             await box.remove(force=True)
             with pytest.raises(hutch.NotFoundError):
                 await c.boxes.get(box.id)
+    run(go())
+
+
+@pytest.mark.files_api
+def test_async_files(aclient, tmp_path):
+    options, made = aclient
+
+    async def go():
+        async with hutch.AsyncClient(**options()) as c:
+            box = await c.boxes.create(name=unique("afiles"))
+            made.append(box.id)
+            await box.files.write("/tmp/a", b"async bytes")
+            assert await box.files.read("/tmp/a") == b"async bytes"
+            assert [e.name for e in await box.files.list("/tmp") if e.name == "a"] == ["a"]
+            (tmp_path / "tree" / "d").mkdir(parents=True)
+            (tmp_path / "tree" / "d" / "f").write_bytes(b"F" * 500_000)
+            await box.files.upload(tmp_path / "tree", "/tmp/tree")
+            assert (await box.files.stat("/tmp/tree/d/f")).size == 500_000
+            await box.files.download("/tmp/tree", tmp_path / "back")
+            assert (tmp_path / "back" / "d" / "f").read_bytes() == b"F" * 500_000
+            async with box.files.stream("/tmp/tree/d/f") as f:
+                total = 0
+                async for chunk in f:
+                    total += len(chunk)
+            assert total == 500_000
     run(go())
 
 

@@ -145,6 +145,7 @@ def test_pty_command_with_callback(box):
     assert r.exit_code == 0 and b"got:abc" in bytes(seen)
 
 
+@pytest.mark.files_api  # the log is read through the files API
 def test_processes(box):
     p = box.processes.start("echo started; echo $V; exec sleep 300", env={"V": "from-env"})
     assert p.id and p.pid > 0 and p.running and p.log

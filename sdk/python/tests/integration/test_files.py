@@ -9,6 +9,8 @@ import pytest
 
 import hutch
 
+pytestmark = pytest.mark.files_api
+
 
 def test_write_read_stat(box):
     info = box.files.write("notes/a.txt", "héllo\n")

@@ -19,7 +19,8 @@ def blocks():
     text = README.read_text()
     for m in re.finditer(r"^```python\n(.*?)^```", text, flags=re.S | re.M):
         line = text[:m.start()].count("\n") + 2
-        yield pytest.param(m.group(1), line, id=f"README.md:{line}")
+        marks = [pytest.mark.files_api] if ".files." in m.group(1) else []
+        yield pytest.param(m.group(1), line, id=f"README.md:{line}", marks=marks)
 
 
 def test_readme_has_examples():
