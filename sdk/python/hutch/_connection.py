@@ -116,9 +116,11 @@ class Connection:
     socket: str | None = None
     api_key: str | None = None
     ssl_context: ssl.SSLContext | None = None
-    #: Seconds to wait for a connection; answers themselves have no deadline (long operations).
+    #: Seconds to wait for an HTTP connection; answers themselves have no deadline (long
+    #: operations).
     connect_timeout: float = 10.0
-    #: Default deadline for whole requests in seconds (None: none).
+    #: Deadline of each request in seconds, and of a WebSocket's whole opening handshake
+    #: (None: none; hutchd may be slow to answer an upgrade while it is busy).
     timeout: float | None = None
     headers: dict[str, str] = field(default_factory=dict)
 

@@ -49,7 +49,7 @@ def http_client(conn: Connection,
 async def ws_connect(conn: Connection, path: str, subprotocol: str) -> ClientConnection:
     options: dict[str, Any] = dict(
         subprotocols=[subprotocol], additional_headers=conn.auth_headers(), compression=None,
-        max_size=16 * 2**20, open_timeout=conn.connect_timeout, proxy=None,
+        max_size=16 * 2**20, open_timeout=conn.timeout, proxy=None,
         user_agent_header=USER_AGENT)
     url = conn.ws_base + path
     try:

@@ -19,7 +19,8 @@ def blocks():
     text = README.read_text()
     for m in re.finditer(r"^```python\n(.*?)^```", text, flags=re.S | re.M):
         line = text[:m.start()].count("\n") + 2
-        marks = [pytest.mark.files_api] if ".files." in m.group(1) else []
+        uses_files = ".files." in m.group(1) or "processes.log" in m.group(1)
+        marks = [pytest.mark.files_api] if uses_files else []
         yield pytest.param(m.group(1), line, id=f"README.md:{line}", marks=marks)
 
 
