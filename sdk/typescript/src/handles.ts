@@ -212,7 +212,7 @@ export interface SpawnOptions extends StreamOptions {}
 export class ExecHandle {
   /** The command's pid in the box. */
   readonly pid: number;
-  /** stdin as a Node stream: pipe into it; ending it sends EOF. */
+  /** stdin as a Node stream: pipe into it; ending it sends EOF. Writes after the command ended are dropped. */
   readonly stdin: Writable;
   private readonly run: Run;
   private readonly resultPromise: Promise<ExecResult>;
@@ -224,12 +224,16 @@ export class ExecHandle {
     this.resultPromise = run.result();
     this.resultPromise.catch(() => undefined);
     const session = run.session;
+    // Like a pipe to a process that is gone, bytes written after the command ended are dropped
+    // (a command such as `head` may well end before its input does); write() still rejects.
     this.stdin = new Writable({
       write(chunk: Buffer, _encoding, callback) {
-        session.writeStdin(chunk).then(() => callback(), callback);
+        if (session.ended) return callback();
+        session.writeStdin(chunk).then(() => callback(), (e: Error) => (session.ended ? callback() : callback(e)));
       },
       final(callback) {
-        session.closeStdin().then(() => callback(), callback);
+        if (session.ended) return callback();
+        session.closeStdin().then(() => callback(), (e: Error) => (session.ended ? callback() : callback(e)));
       },
     });
   }

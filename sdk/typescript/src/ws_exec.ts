@@ -108,6 +108,7 @@ export class WsSession {
   private pending = 0;
   private outcome: Outcome | undefined;
   private settled = false;
+  private startError: HutchError | undefined;
 
   constructor(
     transport: Transport,
@@ -179,6 +180,16 @@ export class WsSession {
         // Every output handler ran before the outcome was queued; settle once they are done.
         return;
       }
+      if (this.startError !== undefined && this.failure === undefined) {
+        const error = this.startError;
+        if (code === 1000 || code === 1005) {
+          this.end({ kind: "start-error", error });
+          this.rejectStarted(error);
+        } else {
+          this.fail(error);
+        }
+        return;
+      }
       if (this.failure === undefined) {
         const why = reason.length > 0 ? `: ${reason.toString("utf8")}` : "";
         this.fail(new UnavailableError(`The exec WebSocket closed (code ${code}${why}) before the command's exit`));
@@ -202,9 +213,10 @@ export class WsSession {
       case "error": {
         const error = errorForCode(msg.code, msg.message || `The command failed (${msg.code})`);
         if (!this.isStarted) {
-          // The command could not be started (no such program, user or directory).
-          this.end({ kind: "start-error", error });
-          this.rejectStarted(error);
+          // Before "started" this is either the command that could not be started (no such
+          // program, user or directory: the command's failure, a normal end, close 1000) or a
+          // request hutchd refused (any other close code): the close frame that follows tells.
+          this.startError = error;
           return;
         }
         this.fail(error);

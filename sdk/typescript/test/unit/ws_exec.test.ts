@@ -4,7 +4,7 @@ import { after, before, test } from "node:test";
 
 import type { WebSocket } from "ws";
 
-import { Box, CancelledError, Client, NotFoundError, ProtocolError, UnavailableError } from "../../src/index.js";
+import { Box, CancelledError, Client, InvalidArgumentError, NotFoundError, ProtocolError, UnavailableError } from "../../src/index.js";
 import { boxInfoFromJson } from "../../src/models.js";
 import { FakeHutchd, sampleBox } from "./fake_hutchd.js";
 
@@ -61,6 +61,12 @@ function start(ws: WebSocket, request: Record<string, unknown>): void {
   if (argv0 === "nope") {
     control(ws, { type: "error", code: "not_found", message: "No such program 'nope' in PATH" });
     ws.close(1000);
+    return;
+  }
+  if (argv0 === "refused") {
+    // A request hutchd refuses after the upgrade: the error, then a close that is not 1000.
+    control(ws, { type: "error", code: "invalid_argument", message: "rows must be 1-10000" });
+    ws.close(1008, "rows must be 1-10000");
     return;
   }
   control(ws, { type: "started", pid: 4242 });
@@ -157,6 +163,15 @@ test("a program that cannot start: exit 127 with the error, as the JSON exec ans
   assert.equal(result.exitCode, 127);
   assert.deepEqual(result.error, { code: "not_found", message: "No such program 'nope' in PATH" });
   assert.equal(result.stderr, "No such program 'nope' in PATH\n");
+});
+
+test("a request refused after the upgrade (close 1008) is the API's error, not a result", async () => {
+  await assert.rejects(box.exec(["refused"], { onStdout: () => undefined }), (e: unknown) => {
+    assert.ok(e instanceof InvalidArgumentError, String(e));
+    assert.equal(e.message, "rows must be 1-10000");
+    return true;
+  });
+  await assert.rejects(box.spawn(["refused"]), InvalidArgumentError);
 });
 
 test("spawn: write to stdin, close it, wait for the result", async () => {
@@ -297,4 +312,17 @@ test("pty: output before the first listener is kept for it", async () => {
   assert.deepEqual(got, ["typed"]);
   await pty.signal("SIGHUP");
   assert.deepEqual(await pty.wait(), { exitCode: null, signal: 1 });
+});
+
+test("spawn: piping into a command that already ended drops the bytes (no crash); write() rejects", async () => {
+  const proc = await box.spawn(["echo", "early"]);
+  const result = await proc.wait();
+  assert.equal(result.exitCode, 3);
+  await new Promise<void>((resolve, reject) => {
+    const source = Readable.from(["more", "input", "nobody", "reads"]);
+    proc.stdin.on("error", reject);
+    proc.stdin.on("finish", resolve);
+    source.pipe(proc.stdin);
+  });
+  await assert.rejects(proc.write("x"), /already ended/);
 });
