@@ -90,8 +90,7 @@ test("templates: freeze a stopped box, boot a box from it, remove it", async () 
   const a = admin();
   const name = `ts-tpl-${process.pid}`;
   await withBox(a, async (source) => {
-    await source.files.write("/home/hutch/baked.txt", "baked into the template\n");
-    await source.exec("sync");
+    await source.exec("echo baked into the template > /home/hutch/baked.txt && sync");
     await source.stop();
     const t = await a.templates.createFromBox(name, source);
     try {
@@ -104,7 +103,7 @@ test("templates: freeze a stopped box, boot a box from it, remove it", async () 
         a,
         async (child) => {
           assert.equal(child.template, name);
-          assert.equal(await child.files.read("/home/hutch/baked.txt"), "baked into the template\n");
+          assert.equal((await child.exec(["cat", "/home/hutch/baked.txt"])).stdout, "baked into the template\n");
           assert.deepEqual((await a.templates.list()).find((x) => x.name === name)?.usedBy, [child.name]);
         },
         { template: name },
