@@ -11,7 +11,7 @@ struct Row {
   int exit;
 };
 // Exit codes follow sysexits.h where one fits.
-constexpr std::array<Row, 10> kTable{{
+constexpr std::array<Row, 13> kTable{{
     {Errc::kInvalidArgument, 400, 64},     // EX_USAGE
     {Errc::kNotFound, 404, 66},            // EX_NOINPUT
     {Errc::kAlreadyExists, 409, 73},       // EX_CANTCREAT
@@ -21,8 +21,12 @@ constexpr std::array<Row, 10> kTable{{
     {Errc::kProtocol, 502, 76},            // EX_PROTOCOL
     {Errc::kUnsupported, 501, 69},
     {Errc::kCancelled, 499, 75},
-    {Errc::kInternal, 500, 70},  // EX_SOFTWARE
+    {Errc::kInternal, 500, 70},           // EX_SOFTWARE
+    {Errc::kUnauthenticated, 401, 77},    // EX_NOPERM
+    {Errc::kPermissionDenied, 403, 77},   // EX_NOPERM
+    {Errc::kResourceExhausted, 429, 75},  // EX_TEMPFAIL
 }};
+static_assert(kTable.size() == std::size(kAllErrcs), "every Errc needs a row");
 }  // namespace
 
 int httpStatus(Errc code) {

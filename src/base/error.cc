@@ -17,6 +17,9 @@ std::string_view errcName(Errc code) {
     case Errc::kUnsupported: return "unsupported";
     case Errc::kCancelled: return "cancelled";
     case Errc::kInternal: return "internal";
+    case Errc::kUnauthenticated: return "unauthenticated";
+    case Errc::kPermissionDenied: return "permission_denied";
+    case Errc::kResourceExhausted: return "resource_exhausted";
   }
   return "internal";
 }

@@ -20,7 +20,17 @@ enum class Errc {
   kUnsupported,         // this host or backend cannot do it
   kCancelled,           // the operation was cancelled (box removed, client gone)
   kInternal,            // anything else: an I/O failure, an unexpected system error
+  kUnauthenticated,     // no credentials, or ones that are not valid (a missing or removed key)
+  kPermissionDenied,    // the caller is known but may not do this
+  kResourceExhausted,   // a quota or rate limit was reached, or the disk is full
 };
+
+// Every code, for tables and tests that must cover them all.
+inline constexpr Errc kAllErrcs[] = {
+    Errc::kInvalidArgument,  Errc::kNotFound, Errc::kAlreadyExists,   Errc::kFailedPrecondition,
+    Errc::kUnavailable,      Errc::kTimeout,  Errc::kProtocol,        Errc::kUnsupported,
+    Errc::kCancelled,        Errc::kInternal, Errc::kUnauthenticated, Errc::kPermissionDenied,
+    Errc::kResourceExhausted};
 
 std::string_view errcName(Errc code);
 

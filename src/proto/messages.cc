@@ -72,9 +72,7 @@ Result<> validate(const ExecRequest& request) {
 }
 
 std::optional<Errc> errcFromName(std::string_view name) {
-  for (Errc code : {Errc::kInvalidArgument, Errc::kNotFound, Errc::kAlreadyExists,
-                    Errc::kFailedPrecondition, Errc::kUnavailable, Errc::kTimeout, Errc::kProtocol,
-                    Errc::kUnsupported, Errc::kCancelled, Errc::kInternal}) {
+  for (Errc code : kAllErrcs) {
     if (errcName(code) == name) return code;
   }
   return std::nullopt;
