@@ -231,6 +231,8 @@ class SpecValidator:
             self._check_error_body(where, status, headers.get("content-type", "").split(";")[0],
                                    body)
             return
+        if status == 404 and want_status == 405 and _router_refusal(body):
+            raise EndpointMissing(f"{where}: hutchd has no route for this path at all")
         if status != want_status:
             raise SpecMismatch(f"{where}: the spec has no such "
                                f"{'path' if want_status == 404 else 'method'}: hutchd should "
