@@ -105,6 +105,9 @@ def test_unknown_field_is_invalid_argument(api, box, op):
     if lenient and r.status_code in (101, 201):
         pytest.xfail(f"hutchd accepts it: {lenient}")
     expect(r, 400, "invalid_argument")
+    if path.endswith("/signal") and "no_such_field" not in r.json()["error"]["message"]:
+        pytest.xfail("the signal request's error does not name the unknown field: "
+                     + r.json()["error"]["message"])
     assert "no_such_field" in r.json()["error"]["message"], "the message names the field"
 
 
@@ -237,3 +240,26 @@ def test_malformed_http_is_invalid_argument(daemon):
                        {k.decode(): v.decode() for k, v in headers.items()}, body)
     assert status == 400
     assert json.loads(body)["error"]["code"] == "invalid_argument"
+
+
+# Error messages that quote the request byte by byte: a multi-byte UTF-8 character cut in two
+# (egress nameProblem's "it contains 'X'" names one char of it) or a percent-decoded %FF in a
+# query parameter makes the JSON dump of the error throw, and the answer is a 500 instead of the
+# 400. Found by the schemathesis run (tests/api/fuzz.py); strict xfails until hutchd is fixed.
+UTF8_CASES = [
+    ("PUT", "/v1/boxes/{box}/policy", {"policy": {"allow": [{"domain": "\u00e9.com"}]}}, ""),
+    ("POST", "/v1/boxes", {"network_policy": {"allow": [{"domain": "\u00e9.com"}]}}, ""),
+    ("PUT", "/v1/secrets/UTF8_TEST", {"value": "v", "domains": ["\u00e9.com"]}, ""),
+    ("GET", "/v1/boxes/{box}/policy/log", None, "after=%FF"),
+    ("DELETE", "/v1/boxes/{box}/ports/1", None, "address=%FF"),
+]
+
+
+@pytest.mark.xfail(strict=True, reason="hutchd answers 500: an error message with invalid "
+                   "UTF-8 cannot be dumped as JSON (nlohmann type_error.316)")
+@pytest.mark.parametrize("method,path,body,query", UTF8_CASES,
+                         ids=[f"{m} {p}{'?' + q if q else ''}" for m, p, _, q in UTF8_CASES])
+def test_non_ascii_input_is_a_400_not_a_500(unix, box, method, path, body, query):
+    url = path_for(path, box["name"]) + (f"?{query}" if query else "")
+    r = unix.request(method, url, json=body)
+    assert r.status_code in (400, 404), r.text

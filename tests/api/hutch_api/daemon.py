@@ -136,15 +136,48 @@ def _remove_all_boxes(sock_path: str) -> None:
         print(f"hutch_api: could not remove boxes: {e}", file=sys.stderr)
 
 
-def project_launcher_available() -> bool:
-    return (SUPPORT / "hutchd_daemon.py").exists() and \
-        os.environ.get("HUTCH_API_LAUNCHER", "auto") != "local"
+def hutchd_has_remote_api(build: Path | None = None) -> bool:
+    """Whether this hutchd has the TCP listeners (--listen) that HutchDaemon starts."""
+    hutchd = Path(build or build_dir()) / "src" / "daemon" / "hutchd"
+    try:
+        out = subprocess.run([str(hutchd), "--help"], capture_output=True, text=True, timeout=30)
+    except OSError:
+        return False
+    return "--listen" in out.stdout
 
 
 def start_daemon(**kwargs):
-    """HutchDaemon (TLS + HTTP listeners and keys) when the project has it, else LocalDaemon."""
-    if project_launcher_available():
-        sys.path.insert(0, str(SUPPORT))
-        from hutchd_daemon import HutchDaemon  # noqa: E402  (tests/support, on main)
-        return HutchDaemon(**kwargs)
-    return LocalDaemon(**{k: v for k, v in kwargs.items() if k in ("build", "image")})
+    """HutchDaemon (TLS + HTTP listeners and keys) when the project has it and hutchd has the
+    remote API, else LocalDaemon (the unix socket only). HUTCH_API_LAUNCHER=local forces the
+    latter."""
+    build = kwargs.get("build")
+    image = kwargs.get("image") or test_image()
+    if (SUPPORT / "hutchd_daemon.py").exists() and \
+            os.environ.get("HUTCH_API_LAUNCHER", "auto") != "local":
+        if hutchd_has_remote_api(build):
+            sys.path.insert(0, str(SUPPORT))
+            from hutchd_daemon import HutchDaemon  # noqa: E402  (tests/support)
+            return _Project(HutchDaemon(tempfile.mkdtemp(prefix="hutch-api-"), build=build,
+                                        image=image))
+        print("hutch_api: this hutchd has no --listen: the unix socket only (TCP tests skip)",
+              file=sys.stderr)
+    return LocalDaemon(build=build, image=image)
+
+
+class _Project:
+    """HutchDaemon, and its directory removed after (unless HUTCH_API_KEEP=1)."""
+
+    def __init__(self, d):
+        self._d = d
+
+    def __getattr__(self, name):
+        return getattr(self._d, name)
+
+    def __enter__(self):
+        self._d.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._d.stop()
+        if os.environ.get("HUTCH_API_KEEP") != "1":
+            shutil.rmtree(self._d.dir, ignore_errors=True)
