@@ -116,7 +116,8 @@ def run_schemathesis(url: str, headers: dict, cfg: str, args, extra: list[str],
         print("+", " ".join(argv), flush=True)
         env = {**os.environ, "SCHEMATHESIS_HOOKS": "fuzz_hooks",
                "PYTHONPATH": str(HERE) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-        return subprocess.call(argv, env=env)
+        # cwd: schemathesis keeps a cache in ./.schemathesis; not in the repository.
+        return subprocess.call(argv, env=env, cwd=tmp)
 
 
 def main() -> int:
