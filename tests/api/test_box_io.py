@@ -63,8 +63,12 @@ def test_json_exec_stdin_env_binary_and_limits(api, box):
     assert res["stdout_encoding"] == "base64"
     assert base64.b64decode(res["stdout"]) == b"fed\n\xfflist\n"
     r = json_exec(api, box["name"], {"argv": ["cat"], "stdin_base64":
-                                     base64.b64encode(b"\x00\x01").decode()})
-    assert base64.b64decode(r.json()["stdout"]) == b"\x00\x01"
+                                     base64.b64encode(b"\x00\x01\xfe").decode()})
+    assert r.json()["stdout_encoding"] == "base64"
+    assert base64.b64decode(r.json()["stdout"]) == b"\x00\x01\xfe"
+    r = json_exec(api, box["name"], {"argv": ["cat"], "stdin_base64":
+                                     base64.b64encode("d\u00e9j\u00e0".encode()).decode()})
+    assert r.json()["stdout_encoding"] == "utf-8" and r.json()["stdout"] == "d\u00e9j\u00e0"
     r = json_exec(api, box["name"], {"argv": ["sh", "-c", "head -c 5000 /dev/zero | tr '\\0' a"],
                                      "max_output_bytes": 100})
     assert r.json()["truncated"] is True and len(r.json()["stdout"]) == 100

@@ -244,8 +244,8 @@ def test_malformed_http_is_invalid_argument(daemon):
 
 # Error messages that quote the request byte by byte: a multi-byte UTF-8 character cut in two
 # (egress nameProblem's "it contains 'X'" names one char of it) or a percent-decoded %FF in a
-# query parameter makes the JSON dump of the error throw, and the answer is a 500 instead of the
-# 400. Found by the schemathesis run (tests/api/fuzz.py); strict xfails until hutchd is fixed.
+# query parameter made the JSON dump of the error throw, and the answer was a 500 instead of the
+# 400. Found by the schemathesis run (tests/api/fuzz.py) on main at 353b940.
 UTF8_CASES = [
     ("PUT", "/v1/boxes/{box}/policy", {"policy": {"allow": [{"domain": "\u00e9.com"}]}}, ""),
     ("POST", "/v1/boxes", {"network_policy": {"allow": [{"domain": "\u00e9.com"}]}}, ""),
@@ -255,8 +255,6 @@ UTF8_CASES = [
 ]
 
 
-@pytest.mark.xfail(strict=True, reason="hutchd answers 500: an error message with invalid "
-                   "UTF-8 cannot be dumped as JSON (nlohmann type_error.316)")
 @pytest.mark.parametrize("method,path,body,query", UTF8_CASES,
                          ids=[f"{m} {p}{'?' + q if q else ''}" for m, p, _, q in UTF8_CASES])
 def test_non_ascii_input_is_a_400_not_a_500(unix, box, method, path, body, query):
