@@ -1,0 +1,262 @@
+"""The client: one connection to hutchd, its resources as attributes."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Any, AsyncGenerator, AsyncIterator, Callable, List, Mapping, Sequence, TypeVar
+
+import httpx
+
+from .. import _api
+from .._api import Call
+from .._connection import Connection, resolve
+from .._errors import HutchError, NotFoundError, ProtocolError, error_from_response
+from .._failures import map_transport_error
+from .._models import BoxInfo, Info, Key, Secret, Template
+from . import _backend
+from ._box import AsyncBox
+
+T = TypeVar("T")
+
+
+class AsyncClient:
+    """A connection to hutchd.
+
+    With no arguments it reads ``HUTCH_HOST`` (``https://HOST:PORT`` or
+    ``http://127.0.0.1:PORT``) and ``HUTCH_API_KEY``; without ``HUTCH_HOST`` it uses the unix
+    socket (``HUTCH_SOCKET``, default /run/hutch/hutchd.sock). ``ca_cert`` (``HUTCH_CA_CERT``)
+    is a PEM file to trust; ``fingerprint`` (``HUTCH_FINGERPRINT``) pins the server
+    certificate's SHA-256 as ``GET /v1/info`` prints it, and a different certificate is refused
+    before the key is sent. ``timeout`` bounds each request in seconds (default: none, since
+    creating a box or building a template takes a while); connecting has ``connect_timeout``.
+    ``transport`` replaces the HTTP transport (tests); the WebSocket exec does not use it.
+    Nothing is retried.
+    """
+
+    def __init__(self, host: str | None = None, api_key: str | None = None,
+                 socket: str | os.PathLike[str] | None = None, ca_cert: str | None = None,
+                 fingerprint: str | None = None, *, timeout: float | None = None,
+                 connect_timeout: float = 10.0,
+                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self._conn: Connection = resolve(
+            host=host, api_key=api_key, socket=os.fspath(socket) if socket is not None else None,
+            ca_cert=ca_cert, fingerprint=fingerprint, timeout=timeout,
+            connect_timeout=connect_timeout)
+        self._http = _backend.http_client(self._conn, transport)
+        self.boxes = AsyncBoxes(self)
+        self.templates = AsyncTemplates(self)
+        self.secrets = AsyncSecrets(self)
+        self.keys = AsyncKeys(self)
+
+    @property
+    def base_url(self) -> str:
+        """``https://HOST:PORT``, ``http://...``, or ``http://hutchd`` on the unix socket."""
+        return self._conn.base_url
+
+    @property
+    def socket(self) -> str | None:
+        """The unix socket in use, or None on TCP."""
+        return self._conn.socket
+
+    async def info(self) -> Info:
+        """``GET /v1/info``: version, backend, acceleration, TLS fingerprint, who you are."""
+        return await self._call(_api.info())
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        return f"AsyncClient({self._conn.where!r})"
+
+    # --- transport (used by the resources) ---------------------------------------------
+
+    async def _call(self, call: Call[T]) -> T:
+        try:
+            response = await self._http.request(
+                call.method, call.path, params=call.params, json=call.json,
+                headers=call.headers or None)
+        except httpx.TransportError as e:
+            raise map_transport_error(e, self._conn) from e
+        return _api.finish(call, response.status_code, response.content, response.headers)
+
+    @contextlib.asynccontextmanager
+    async def _stream(self, method: str, path: str, *, params: Mapping[str, str] | None = None,
+                      headers: Mapping[str, str] | None = None, content: Any = None,
+                      ) -> AsyncIterator[httpx.Response]:
+        """A request whose answer is read as a stream; an error status raises its class."""
+        request = self._http.build_request(method, path, params=params, headers=headers,
+                                           content=content)
+        try:
+            response = await self._http.send(request, stream=True)
+        except httpx.TransportError as e:
+            raise map_transport_error(e, self._conn) from e
+        try:
+            if response.status_code >= 400:
+                try:
+                    body = await response.aread()
+                except httpx.TransportError:
+                    body = b""
+                raise error_from_response(response.status_code, body, response.headers)
+            yield response
+        finally:
+            await response.aclose()
+
+    async def _chunks(self, response: httpx.Response) -> AsyncGenerator[bytes, None]:
+        try:
+            async for chunk in response.aiter_bytes():
+                yield chunk
+        except httpx.TransportError as e:
+            raise map_transport_error(e, self._conn) from e
+
+    async def _lines(self, response: httpx.Response) -> AsyncGenerator[str, None]:
+        try:
+            async for line in response.aiter_lines():
+                yield line
+        except httpx.TransportError as e:
+            raise map_transport_error(e, self._conn) from e
+
+    async def _ws(self, path: str, subprotocol: str) -> _backend.ClientConnection:
+        return await _backend.ws_connect(self._conn, path, subprotocol)
+
+
+class AsyncBoxes:
+    """``client.boxes``: create, list and get boxes."""
+
+    def __init__(self, client: AsyncClient) -> None:
+        self._client = client
+
+    async def create(self, template: str | None = None, cpus: int | None = None,
+                     memory: int | str | None = None, disk: int | str | None = None,
+                     network_policy: str | Mapping[str, Any] | None = None,
+                     secrets: Sequence[str] | None = None,
+                     env: Mapping[str, str] | Sequence[str] | None = None,
+                     name: str | None = None) -> AsyncBox:
+        """Creates a box and returns once its guest agent answers.
+
+        ``memory`` and ``disk`` are MiB (an int) or sizes such as ``"512M"``, ``"2G"``;
+        ``network_policy`` a preset (``"none"``, ``"allow-all"``, ``"debian-mirrors"``) or a
+        policy dict; ``secrets`` names of stored secrets; ``env`` variables every exec and
+        process in the box gets. Unset arguments take hutchd's defaults.
+        """
+        info = await self._client._call(_api.create_box(
+            template=template, cpus=cpus, memory=memory, disk=disk,
+            network_policy=network_policy, secrets=secrets, env=env, name=name))
+        return AsyncBox(self._client, info)
+
+    async def list(self) -> List[AsyncBox]:
+        return [AsyncBox(self._client, info)
+                for info in await self._client._call(_api.list_boxes())]
+
+    async def get(self, box: str) -> AsyncBox:
+        """A box by name, id or unique id prefix."""
+        return AsyncBox(self._client, await self._client._call(_api.get_box(box)))
+
+    async def info(self, box: str) -> BoxInfo:
+        return await self._client._call(_api.get_box(box))
+
+
+class AsyncTemplates:
+    """``client.templates``: shared by every key; only admins build or remove them."""
+
+    def __init__(self, client: AsyncClient) -> None:
+        self._client = client
+
+    async def list(self) -> List[Template]:
+        return await self._client._call(_api.list_templates())
+
+    async def get(self, name: str) -> Template:
+        for template in await self.list():
+            if template.name == name:
+                return template
+        raise NotFoundError(f"No template named {name!r}", status=404)
+
+    async def build(self, name: str,
+                    on_progress: Callable[[str], Any] | None = None) -> Template:
+        """Builds recipe ``images/NAME`` on the host; ``on_progress`` gets each line of the
+        build log as it goes (the NDJSON stream of ``POST /v1/templates``)."""
+        call = _api.create_template(name)
+        async with self._client._stream(
+                "POST", call.path, content=_api.json_body(call.json),
+                headers={"Accept": "application/x-ndjson",
+                         "Content-Type": "application/json"}) as response:
+            streamed = (response.status_code == 200
+                        or "ndjson" in response.headers.get("content-type", ""))
+            if not streamed:
+                # 201: a hutchd without streaming answers once, when the build is done.
+                return _api.finish(call, response.status_code, await response.aread(),
+                                   response.headers)
+            template: Template | None = None
+            failure: HutchError | None = None
+            # Read to the end (hutchd closes after the result): leaving the loop early would
+            # leave httpx's line iterators unfinished.
+            async for line in self._client._lines(response):
+                if not line.strip() or template is not None or failure is not None:
+                    continue
+                try:
+                    kind, value = _api.build_line(line)
+                except HutchError as e:
+                    failure = e
+                    continue
+                if kind == "progress":
+                    if on_progress is not None:
+                        await _backend.call_back(on_progress, value)
+                else:
+                    template = value
+        if failure is not None:
+            raise failure
+        if template is None:
+            raise ProtocolError(f"The build of template {name!r} ended without a result")
+        return template
+
+    async def create(self, name: str, from_box: str | AsyncBox) -> Template:
+        """Freezes stopped box ``from_box`` as template ``name``."""
+        box = from_box.id if isinstance(from_box, AsyncBox) else from_box
+        return await self._client._call(_api.create_template(name, box))
+
+    async def remove(self, name: str) -> None:
+        await self._client._call(_api.remove_template(name))
+
+
+class AsyncSecrets:
+    """``client.secrets``: values go in, never out; a box uses only its owner's secrets."""
+
+    def __init__(self, client: AsyncClient) -> None:
+        self._client = client
+
+    async def list(self) -> List[Secret]:
+        return await self._client._call(_api.list_secrets())
+
+    async def set(self, name: str, value: str, domains: Sequence[str], *,
+                  header: str | None = None, format: str | None = None) -> Secret:
+        return await self._client._call(_api.set_secret(name, value, domains, header, format))
+
+    async def remove(self, name: str) -> None:
+        await self._client._call(_api.remove_secret(name))
+
+
+class AsyncKeys:
+    """``client.keys``: API keys, for the host administrator and admin keys."""
+
+    def __init__(self, client: AsyncClient) -> None:
+        self._client = client
+
+    async def create(self, name: str, *, admin: bool = False, max_boxes: int | None = None,
+                     max_cpus: int | None = None, max_memory: int | str | None = None,
+                     max_disk: int | str | None = None) -> Key:
+        """Makes a key; the answer's ``key`` is the secret, shown this once."""
+        return await self._client._call(_api.create_key(
+            name, admin=admin, max_boxes=max_boxes, max_cpus=max_cpus, max_memory=max_memory,
+            max_disk=max_disk))
+
+    async def list(self) -> List[Key]:
+        return await self._client._call(_api.list_keys())
+
+    async def remove(self, name: str) -> None:
+        await self._client._call(_api.remove_key(name))

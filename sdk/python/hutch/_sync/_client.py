@@ -1,0 +1,263 @@
+# Generated from hutch/_async/_client.py by scripts/unasync.py: edit that file, then run the script.
+"""The client: one connection to hutchd, its resources as attributes."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Any, Generator, Iterator, Callable, List, Mapping, Sequence, TypeVar
+
+import httpx
+
+from .. import _api
+from .._api import Call
+from .._connection import Connection, resolve
+from .._errors import HutchError, NotFoundError, ProtocolError, error_from_response
+from .._failures import map_transport_error
+from .._models import BoxInfo, Info, Key, Secret, Template
+from . import _backend
+from ._box import Box
+
+T = TypeVar("T")
+
+
+class Client:
+    """A connection to hutchd.
+
+    With no arguments it reads ``HUTCH_HOST`` (``https://HOST:PORT`` or
+    ``http://127.0.0.1:PORT``) and ``HUTCH_API_KEY``; without ``HUTCH_HOST`` it uses the unix
+    socket (``HUTCH_SOCKET``, default /run/hutch/hutchd.sock). ``ca_cert`` (``HUTCH_CA_CERT``)
+    is a PEM file to trust; ``fingerprint`` (``HUTCH_FINGERPRINT``) pins the server
+    certificate's SHA-256 as ``GET /v1/info`` prints it, and a different certificate is refused
+    before the key is sent. ``timeout`` bounds each request in seconds (default: none, since
+    creating a box or building a template takes a while); connecting has ``connect_timeout``.
+    ``transport`` replaces the HTTP transport (tests); the WebSocket exec does not use it.
+    Nothing is retried.
+    """
+
+    def __init__(self, host: str | None = None, api_key: str | None = None,
+                 socket: str | os.PathLike[str] | None = None, ca_cert: str | None = None,
+                 fingerprint: str | None = None, *, timeout: float | None = None,
+                 connect_timeout: float = 10.0,
+                 transport: httpx.BaseTransport | None = None) -> None:
+        self._conn: Connection = resolve(
+            host=host, api_key=api_key, socket=os.fspath(socket) if socket is not None else None,
+            ca_cert=ca_cert, fingerprint=fingerprint, timeout=timeout,
+            connect_timeout=connect_timeout)
+        self._http = _backend.http_client(self._conn, transport)
+        self.boxes = Boxes(self)
+        self.templates = Templates(self)
+        self.secrets = Secrets(self)
+        self.keys = Keys(self)
+
+    @property
+    def base_url(self) -> str:
+        """``https://HOST:PORT``, ``http://...``, or ``http://hutchd`` on the unix socket."""
+        return self._conn.base_url
+
+    @property
+    def socket(self) -> str | None:
+        """The unix socket in use, or None on TCP."""
+        return self._conn.socket
+
+    def info(self) -> Info:
+        """``GET /v1/info``: version, backend, acceleration, TLS fingerprint, who you are."""
+        return self._call(_api.info())
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Client({self._conn.where!r})"
+
+    # --- transport (used by the resources) ---------------------------------------------
+
+    def _call(self, call: Call[T]) -> T:
+        try:
+            response = self._http.request(
+                call.method, call.path, params=call.params, json=call.json,
+                headers=call.headers or None)
+        except httpx.TransportError as e:
+            raise map_transport_error(e, self._conn) from e
+        return _api.finish(call, response.status_code, response.content, response.headers)
+
+    @contextlib.contextmanager
+    def _stream(self, method: str, path: str, *, params: Mapping[str, str] | None = None,
+                      headers: Mapping[str, str] | None = None, content: Any = None,
+                      ) -> Iterator[httpx.Response]:
+        """A request whose answer is read as a stream; an error status raises its class."""
+        request = self._http.build_request(method, path, params=params, headers=headers,
+                                           content=content)
+        try:
+            response = self._http.send(request, stream=True)
+        except httpx.TransportError as e:
+            raise map_transport_error(e, self._conn) from e
+        try:
+            if response.status_code >= 400:
+                try:
+                    body = response.read()
+                except httpx.TransportError:
+                    body = b""
+                raise error_from_response(response.status_code, body, response.headers)
+            yield response
+        finally:
+            response.close()
+
+    def _chunks(self, response: httpx.Response) -> Generator[bytes, None, None]:
+        try:
+            for chunk in response.iter_bytes():
+                yield chunk
+        except httpx.TransportError as e:
+            raise map_transport_error(e, self._conn) from e
+
+    def _lines(self, response: httpx.Response) -> Generator[str, None, None]:
+        try:
+            for line in response.iter_lines():
+                yield line
+        except httpx.TransportError as e:
+            raise map_transport_error(e, self._conn) from e
+
+    def _ws(self, path: str, subprotocol: str) -> _backend.ClientConnection:
+        return _backend.ws_connect(self._conn, path, subprotocol)
+
+
+class Boxes:
+    """``client.boxes``: create, list and get boxes."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def create(self, template: str | None = None, cpus: int | None = None,
+                     memory: int | str | None = None, disk: int | str | None = None,
+                     network_policy: str | Mapping[str, Any] | None = None,
+                     secrets: Sequence[str] | None = None,
+                     env: Mapping[str, str] | Sequence[str] | None = None,
+                     name: str | None = None) -> Box:
+        """Creates a box and returns once its guest agent answers.
+
+        ``memory`` and ``disk`` are MiB (an int) or sizes such as ``"512M"``, ``"2G"``;
+        ``network_policy`` a preset (``"none"``, ``"allow-all"``, ``"debian-mirrors"``) or a
+        policy dict; ``secrets`` names of stored secrets; ``env`` variables every exec and
+        process in the box gets. Unset arguments take hutchd's defaults.
+        """
+        info = self._client._call(_api.create_box(
+            template=template, cpus=cpus, memory=memory, disk=disk,
+            network_policy=network_policy, secrets=secrets, env=env, name=name))
+        return Box(self._client, info)
+
+    def list(self) -> List[Box]:
+        return [Box(self._client, info)
+                for info in self._client._call(_api.list_boxes())]
+
+    def get(self, box: str) -> Box:
+        """A box by name, id or unique id prefix."""
+        return Box(self._client, self._client._call(_api.get_box(box)))
+
+    def info(self, box: str) -> BoxInfo:
+        return self._client._call(_api.get_box(box))
+
+
+class Templates:
+    """``client.templates``: shared by every key; only admins build or remove them."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def list(self) -> List[Template]:
+        return self._client._call(_api.list_templates())
+
+    def get(self, name: str) -> Template:
+        for template in self.list():
+            if template.name == name:
+                return template
+        raise NotFoundError(f"No template named {name!r}", status=404)
+
+    def build(self, name: str,
+                    on_progress: Callable[[str], Any] | None = None) -> Template:
+        """Builds recipe ``images/NAME`` on the host; ``on_progress`` gets each line of the
+        build log as it goes (the NDJSON stream of ``POST /v1/templates``)."""
+        call = _api.create_template(name)
+        with self._client._stream(
+                "POST", call.path, content=_api.json_body(call.json),
+                headers={"Accept": "application/x-ndjson",
+                         "Content-Type": "application/json"}) as response:
+            streamed = (response.status_code == 200
+                        or "ndjson" in response.headers.get("content-type", ""))
+            if not streamed:
+                # 201: a hutchd without streaming answers once, when the build is done.
+                return _api.finish(call, response.status_code, response.read(),
+                                   response.headers)
+            template: Template | None = None
+            failure: HutchError | None = None
+            # Read to the end (hutchd closes after the result): leaving the loop early would
+            # leave httpx's line iterators unfinished.
+            for line in self._client._lines(response):
+                if not line.strip() or template is not None or failure is not None:
+                    continue
+                try:
+                    kind, value = _api.build_line(line)
+                except HutchError as e:
+                    failure = e
+                    continue
+                if kind == "progress":
+                    if on_progress is not None:
+                        _backend.call_back(on_progress, value)
+                else:
+                    template = value
+        if failure is not None:
+            raise failure
+        if template is None:
+            raise ProtocolError(f"The build of template {name!r} ended without a result")
+        return template
+
+    def create(self, name: str, from_box: str | Box) -> Template:
+        """Freezes stopped box ``from_box`` as template ``name``."""
+        box = from_box.id if isinstance(from_box, Box) else from_box
+        return self._client._call(_api.create_template(name, box))
+
+    def remove(self, name: str) -> None:
+        self._client._call(_api.remove_template(name))
+
+
+class Secrets:
+    """``client.secrets``: values go in, never out; a box uses only its owner's secrets."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def list(self) -> List[Secret]:
+        return self._client._call(_api.list_secrets())
+
+    def set(self, name: str, value: str, domains: Sequence[str], *,
+                  header: str | None = None, format: str | None = None) -> Secret:
+        return self._client._call(_api.set_secret(name, value, domains, header, format))
+
+    def remove(self, name: str) -> None:
+        self._client._call(_api.remove_secret(name))
+
+
+class Keys:
+    """``client.keys``: API keys, for the host administrator and admin keys."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def create(self, name: str, *, admin: bool = False, max_boxes: int | None = None,
+                     max_cpus: int | None = None, max_memory: int | str | None = None,
+                     max_disk: int | str | None = None) -> Key:
+        """Makes a key; the answer's ``key`` is the secret, shown this once."""
+        return self._client._call(_api.create_key(
+            name, admin=admin, max_boxes=max_boxes, max_cpus=max_cpus, max_memory=max_memory,
+            max_disk=max_disk))
+
+    def list(self) -> List[Key]:
+        return self._client._call(_api.list_keys())
+
+    def remove(self, name: str) -> None:
+        self._client._call(_api.remove_key(name))
