@@ -11,8 +11,18 @@ log() { printf '\n==> %s\n' "$*" >&2; }
 
 hutch_build() {
   log "Building hutch (cmake + ninja) in $HUTCH_BUILD_DIR"
-  cmake -S "$HUTCH_ROOT" -B "$HUTCH_BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  local launcher=()
+  # Objects are cached by ccache, keyed by the preprocessed source and the flags; paths are
+  # taken relative to the checkout, so a fresh clone elsewhere reuses them.
+  if command -v ccache >/dev/null; then
+    export CCACHE_DIR=${CCACHE_DIR:-$HUTCH_CACHE_DIR/ccache} CCACHE_BASEDIR=$HUTCH_ROOT
+    export CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-8G}
+    launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+  fi
+  cmake -S "$HUTCH_ROOT" -B "$HUTCH_BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    "${launcher[@]}" >/dev/null
   ninja -C "$HUTCH_BUILD_DIR"
+  if command -v ccache >/dev/null; then ccache --show-stats | grep -E 'Hits|Misses' >&2 || true; fi
 }
 
 # Prints the image directory (the last line of build-image.sh).

@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   # toolchain and lint
-  build-essential cmake ninja-build pkg-config git clang-format clang-tidy
+  build-essential cmake ninja-build pkg-config git clang-format clang-tidy clang-14 ccache
   # libraries (headers)
   nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libspdlog-dev libfmt-dev
   libsqlite3-dev libexpected-dev libssl-dev libseccomp-dev libgtest-dev libgmock-dev
@@ -17,13 +17,15 @@ packages=(
   # guest image pipeline
   mmdebstrap busybox-static cpio kmod zstd xz-utils binutils lz4
   # tests and benchmarks
-  python3 procps psmisc util-linux sqlite3 jq
+  python3 python3-yaml procps psmisc util-linux sqlite3 jq
   # the network tests' stand-in internet resolver
   dnsmasq-base
   # bench/egress_bench.py makes a throw-away CA with the openssl tool
   openssl
   # the remote API's e2e tests talk to hutchd with someone else's HTTP client
   curl
+  # the Python SDK's and the API contract's tests run in venvs of their own
+  python3-venv
 )
 
 missing=()
@@ -35,14 +37,22 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages already installed"
-  exit 0
+else
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "install-deps: must run as root (try: sudo $0)" >&2
+    exit 1
+  fi
+  apt-get update -q
+  apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-echo "install-deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-if [ "$(id -u)" -ne 0 ]; then
-  echo "install-deps: must run as root (try: sudo $0)" >&2
+# The TypeScript SDK needs Node 20 or newer with npm; Debian 12's nodejs is 18. Say so rather
+# than fail later in the middle of the tests.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null ||
+  [ "$(node -p 'process.versions.node.split(".")[0]')" -lt 20 ]; then
+  echo "install-deps: the TypeScript SDK needs Node 20 or newer and npm on PATH" \
+    "(found: $(node --version 2>/dev/null || echo none))" >&2
   exit 1
 fi
-apt-get update -q
-apt-get install -y -q --no-install-recommends "${missing[@]}"

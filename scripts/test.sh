@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs the whole test suite: lint, unit tests, and end-to-end tests that boot real boxes.
+# Runs the whole test suite: lint, unit tests, end-to-end tests that boot real boxes, the API
+# contract's tests and both SDKs' tests against a real hutchd.
 # Run as root from the repository root: sudo scripts/test.sh
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
@@ -17,6 +18,21 @@ HUTCH_TEST_CONSOLE_EXPECT="hutch-agent"
 HUTCH_TEST_DOCKER_IMAGE=$(hutch_image docker)
 export HUTCH_TEST_DOCKER_IMAGE
 export HUTCH_TEST_IMAGE HUTCH_TEST_KERNEL HUTCH_TEST_INITRD HUTCH_TEST_ROOTFS HUTCH_TEST_CONSOLE_EXPECT
+export HUTCH_BUILD_DIR
+# Every suite runs, so that one run shows every failure; the exit status says whether any failed.
+failed=()
 log "Running tests (unit, then end to end with image $HUTCH_TEST_IMAGE)"
-cd "$HUTCH_BUILD_DIR"
-ctest --output-on-failure --timeout 1200 "$@"
+(cd "$HUTCH_BUILD_DIR" && ctest --output-on-failure --timeout 1200 "$@") || failed+=(ctest)
+# Clients someone else wrote, against a real hutchd with real boxes: the OpenAPI validator and
+# schemathesis (tests/api), and the SDKs' own suites with their pinned dependencies.
+log "API contract: docs/openapi.yaml, every response validated, a schemathesis smoke"
+bash "$HUTCH_ROOT/tests/api/run.sh" || failed+=(tests/api)
+log "Python SDK (sdk/python): unit and integration tests"
+bash "$HUTCH_ROOT/sdk/python/scripts/test.sh" --integration || failed+=(sdk/python)
+log "TypeScript SDK (sdk/typescript): unit and integration tests"
+bash "$HUTCH_ROOT/sdk/typescript/scripts/test.sh" || failed+=(sdk/typescript)
+if [ ${#failed[@]} -ne 0 ]; then
+  echo "test.sh: failed: ${failed[*]}" >&2
+  exit 1
+fi
+echo "test.sh: every suite passed" >&2

@@ -14,6 +14,7 @@
 #include <csignal>
 
 #include "api/json_model.h"
+#include "api/openapi.h"
 #include "guest/async_event.h"
 #include "proto/frame.h"
 #include "proto/messages.h"
@@ -323,6 +324,14 @@ void registerRoutes(ApiRouter& router, box::BoxService& service, box::TemplateSe
                     const DaemonInfo& daemon) {
   using http::verb;
   router.add(verb::get, "/v1/info", [&daemon](RequestContext& ctx) { return info(daemon, ctx); });
+  router.add(verb::get, "/v1/openapi.json",
+             [](RequestContext&) -> asio::awaitable<std::optional<Response>> {
+               Response res{http::status::ok, 11};
+               res.set(http::field::content_type, "application/json");
+               res.body() = std::string(openApiJson());
+               res.prepare_payload();
+               co_return res;
+             });
   router.add(verb::post, "/v1/boxes", bindService(createBox, service));
   router.add(verb::get, "/v1/boxes", bindService(listBoxes, service));
   router.add(verb::get, "/v1/boxes/{box}", bindService(getBox, service));

@@ -313,7 +313,11 @@ void HttpServer::closeSessionsOf(const std::string& key_id) {
       it = open.erase(it);
       continue;
     }
-    if (live->principal.kind == Principal::Kind::kKey && live->principal.key_id == key_id) {
+    // What the key is doing (an exec, a stream, an upload) ends now. A keep-alive connection
+    // between requests stays: its next request is authenticated again and answered 401, where
+    // closing it would race the client's reuse of it into a "socket hang up".
+    if (live->busy && live->principal.kind == Principal::Kind::kKey &&
+        live->principal.key_id == key_id) {
       live->stream.close();
     }
     ++it;
@@ -411,6 +415,7 @@ awaitable<void> HttpServer::serve(std::shared_ptr<Connection> c, bool tcp) {
   if (!tcp) c->principal = Principal::host();
 
   while (true) {
+    c->busy = false;
     idle.arm(kIdleTime);
     http::request_parser<http::empty_body> header_parser;
     header_parser.header_limit(kMaxHeader);
@@ -445,6 +450,7 @@ awaitable<void> HttpServer::serve(std::shared_ptr<Connection> c, bool tcp) {
       c->stream.close();
       co_return;
     }
+    c->busy = true;
     const auto& header = header_parser.get().base();
     // HEAD is GET without the body (RFC 9110): routed as GET, answered with its headers only.
     head = header.method() == http::verb::head;

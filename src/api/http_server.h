@@ -56,6 +56,7 @@ struct Connection {
   beast::flat_buffer buffer;  // bytes read past the request belong to an upgraded stream
   Principal principal;        // who the request being served comes from
   std::string peer;           // the client's address ("unix" on the unix socket)
+  bool busy = false;          // a request is being served (not waiting for the next one)
 };
 
 // A request body read as it arrives (routes with stream_body): uploads of any size without

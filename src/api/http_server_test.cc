@@ -9,10 +9,15 @@
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/redirect_error.hpp>
 #include <boost/asio/ssl/host_name_verification.hpp>
 #include <boost/asio/ssl/stream.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/http.hpp>
+#include <chrono>
 #include <future>
 #include <thread>
 
@@ -61,6 +66,16 @@ class HttpServerTest : public ::testing::Test {
     router_.add(http::verb::get, "/v1/boxes/{box}",
                 [](RequestContext& ctx) -> asio::awaitable<std::optional<Response>> {
                   co_return jsonResponse(http::status::ok, {{"box", ctx.params.at("box")}});
+                });
+    // Holds its request until the connection goes (or a minute passes): a busy session.
+    router_.add(http::verb::get, "/v1/hang",
+                [this](RequestContext&) -> asio::awaitable<std::optional<Response>> {
+                  hanging_.set_value();
+                  asio::steady_timer timer(co_await asio::this_coro::executor,
+                                           std::chrono::minutes(1));
+                  boost::system::error_code ec;
+                  co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+                  co_return jsonResponse(http::status::ok, {{"waited", true}});
                 });
     router_.add(http::verb::post, "/v1/echo",
                 [](RequestContext& ctx) -> asio::awaitable<std::optional<Response>> {
@@ -182,6 +197,7 @@ class HttpServerTest : public ::testing::Test {
   std::optional<storage::BoxStore> db_;
   std::optional<storage::KeyStore> key_store_;
   std::optional<KeyService> keys_;
+  std::promise<void> hanging_;
   std::string user_;
   std::string admin_;
   ApiRouter router_;
@@ -318,23 +334,38 @@ TEST_F(HttpServerTest, JsonBodiesAreLimitedTo8MiB) {
   }
 }
 
-TEST_F(HttpServerTest, RemovingAKeyClosesItsOpenConnections) {
+TEST_F(HttpServerTest, RemovingAKeyEndsItsSessionsAndItsNextRequestIs401) {
   asio::io_context io;
-  tcp::socket socket(io);
-  socket.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), http_port_));
-  ASSERT_EQ(exchange(socket, get("/v1/hello", user_)).status, 200);  // kept alive
-  auto user = key_store_->findByName("user");
-  ASSERT_TRUE(user);
+  tcp::socket idle(io);
+  idle.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), http_port_));
+  ASSERT_EQ(exchange(idle, get("/v1/hello", user_)).status, 200);  // kept alive
+  tcp::socket busy(io);
+  busy.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), http_port_));
+  auto hang = get("/v1/hang", user_);
+  hang.set(http::field::host, "x");
+  http::write(busy, hang);
+  hanging_.get_future().wait();  // the server is in the middle of it
+
   std::promise<void> done;
   asio::post(io_, [&] {
-    server_->closeSessionsOf(user->id);
+    auto removed = keys_->remove("user");
+    if (removed) {
+      server_->closeSessionsOf(removed->id);
+    } else {
+      ADD_FAILURE() << removed.error().describe();
+    }
     done.set_value();
   });
   done.get_future().wait();
+  // The request in progress ends at once, without an answer.
   char byte;
   boost::system::error_code ec;
-  socket.read_some(asio::buffer(&byte, 1), ec);
+  busy.read_some(asio::buffer(&byte, 1), ec);
   EXPECT_EQ(ec, asio::error::eof) << ec.message();
+  // The idle connection carries the client's next request, which is refused like any other.
+  Answer next = exchange(idle, get("/v1/hello", user_));
+  EXPECT_EQ(next.status, 401);
+  EXPECT_NE(next.body.find("unauthenticated"), std::string::npos) << next.body;
 }
 
 TEST_F(HttpServerTest, HeadIsGetWithoutABodyAnd405SaysWhatIsAllowed) {

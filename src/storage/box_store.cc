@@ -367,15 +367,15 @@ Result<> BoxStore::removeSnapshot(const std::string& id) {
 
 Result<std::vector<box::Snapshot>> BoxStore::listSnapshots() {
   HUTCH_TRY(Statement st,
-            db_.prepare(
-                fmt::format("SELECT {} FROM snapshots ORDER BY created_at, id", kSnapshotColumns)));
+            db_.prepare(fmt::format("SELECT {} FROM snapshots ORDER BY created_at, rowid",
+                                    kSnapshotColumns)));
   return readSnapshots(st);
 }
 
 Result<std::vector<box::Snapshot>> BoxStore::checkpoints(const std::string& box_id) {
   HUTCH_TRY(Statement st,
             db_.prepare(fmt::format("SELECT {} FROM snapshots WHERE kind='checkpoint' AND "
-                                    "box_id=? ORDER BY created_at, id",
+                                    "box_id=? ORDER BY created_at, rowid",
                                     kSnapshotColumns)));
   st.bind(1, box_id);
   return readSnapshots(st);

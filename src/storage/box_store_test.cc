@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace hutch::storage {
 namespace {
@@ -168,6 +171,27 @@ TEST(BoxStoreTest, MigrationGivesOlderBoxesTheirOwnUidIndex) {
 
 namespace hutch::storage {
 namespace {
+
+TEST(BoxStoreTest, CheckpointsMadeInTheSameSecondListInTheOrderTheyWereMade) {
+  auto store = BoxStore::open(":memory:");
+  ASSERT_TRUE(store) << store.error().message();
+  ASSERT_TRUE(store->insert(makeBox("a1b2c3d4e5f6", "alpha")));
+  // Ids are random: the second one sorts first, and the clock has not moved.
+  for (auto [id, name] : {std::pair{"ffff00000000", "first"}, std::pair{"000000000000", "second"},
+                          std::pair{"888800000000", "third"}}) {
+    box::Snapshot snap;
+    snap.id = id;
+    snap.box_id = "a1b2c3d4e5f6";
+    snap.name = name;
+    snap.created_at = 100;
+    ASSERT_TRUE(store->insertSnapshot(snap));
+  }
+  auto listed = store->checkpoints("a1b2c3d4e5f6");
+  ASSERT_TRUE(listed) << listed.error().message();
+  std::vector<std::string> names;
+  for (const box::Snapshot& snap : *listed) names.push_back(snap.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"first", "second", "third"}));
+}
 
 TEST(BoxStorePortsTest, InsertListRemoveAndConflicts) {
   auto store = BoxStore::open(":memory:");

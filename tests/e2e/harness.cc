@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -162,6 +163,14 @@ Daemon::~Daemon() {
     ::kill(pid_, SIGTERM);
     int status = 0;
     ::waitpid(pid_, &status, 0);
+  }
+  // A failure in CI is read from its output alone: the end of hutchd's log goes with it.
+  if (::testing::Test::HasFailure()) {
+    std::string log = readFile(dir_ / "hutchd.log");
+    constexpr size_t kTail = 16 * 1024;
+    if (log.size() > kTail) log = "[...]\n" + log.substr(log.size() - kTail);
+    std::fprintf(stderr, "--- the end of hutchd's log (%s) ---\n%s--- end of hutchd's log ---\n",
+                 (dir_ / "hutchd.log").c_str(), log.c_str());
   }
   if (std::getenv("HUTCH_TEST_KEEP") == nullptr) {
     std::error_code ec;
@@ -319,6 +328,7 @@ PtyCli::PtyCli(const Daemon& daemon, const std::vector<std::string>& args, uint1
   c_argv.push_back(nullptr);
   const std::vector<std::string> env = remote ? cliEnv(*remote) : std::vector<std::string>{};
   std::vector<char*> c_env;
+  c_env.reserve(env.size() + 1);
   for (const auto& entry : env) c_env.push_back(const_cast<char*>(entry.c_str()));
   c_env.push_back(nullptr);
   pid_ = ::fork();

@@ -216,7 +216,7 @@ TEST_F(PortsTest, PortInUseIsAClearErrorAndNothingIsRecorded) {
   auto run = d().hutch({"run", "--name", "c", "-p", std::to_string(busy) + ":80"});
   EXPECT_EQ(run.exit_code, 73) << run.err;
   EXPECT_NE(run.err.find("in use"), std::string::npos) << run.err;
-  EXPECT_EQ(d().hutch({"inspect", "c"}).exit_code, 66);
+  EXPECT_EQ(d().hutch({"inspect", "c"}).exit_code, 66) << run.err;
   ::close(holder);
 
   // Two boxes cannot publish the same host port; bad specs are refused before anything runs.

@@ -97,8 +97,14 @@ int cmdRun(const ApiClient& client, const Output& out, const RunOptions& options
   auto b = api::boxFromJson(*created);
   if (!b) return reportError(out, b.error());
   if (auto published = publishPorts(client, b->id, options.publish); !published) {
-    // Like a container whose port is taken: nothing is left behind.
-    (void)client.call(verb::delete_, "/v1/boxes/" + b->id + "?force=true");
+    // Like a container whose port is taken: nothing is left behind, or the error says so.
+    auto removed = client.call(verb::delete_, "/v1/boxes/" + b->id + "?force=true");
+    if (!removed) {
+      return reportError(out, published.error().withContext(fmt::format(
+                                  "Box {} could not be removed again ({}); remove it with "
+                                  "'hutch rm -f {}'",
+                                  b->name, removed.error().message(), b->name)));
+    }
     return reportError(
         out, published.error().withContext(fmt::format("Box {} was removed again", b->name)));
   }
