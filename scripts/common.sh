@@ -19,8 +19,11 @@ hutch_build() {
     export CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-8G}
     launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
   fi
+  # -g1: line tables (backtraces, perf) without full debug information; measured on
+  # src/api/key_handlers.cc: 21.9 s -> 17.9 s to compile, a 6.5 MB object -> 1.5 MB to link.
   cmake -S "$HUTCH_ROOT" -B "$HUTCH_BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    "${launcher[@]}" >/dev/null
+    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=${HUTCH_CXX_FLAGS:--O2 -g1 -DNDEBUG}" "${launcher[@]}" \
+    >/dev/null
   ninja -C "$HUTCH_BUILD_DIR"
   if command -v ccache >/dev/null; then ccache --show-stats | grep -E 'Hits|Misses' >&2 || true; fi
 }

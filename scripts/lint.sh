@@ -1,13 +1,28 @@
 #!/usr/bin/env bash
 # clang-format (must be clean) and clang-tidy (warnings are errors) over the sources.
+#
+#   scripts/lint.sh            both
+#   scripts/lint.sh --format   clang-format only (seconds)
+#   scripts/lint.sh --tidy     clang-tidy only (needs the build's compile_commands.json)
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 cd "$HUTCH_ROOT"
+what=${1:-all}
+case "$what" in
+  all | --format | --tidy) ;;
+  *)
+    echo "lint.sh: unknown argument '$what' (use --format, --tidy or nothing)" >&2
+    exit 64
+    ;;
+esac
 
-mapfile -t files < <(git ls-files 'src/*.cc' 'src/*.h' 'tests/*.cc' 'tests/*.h' 'bench/*.cc' \
-  'bench/*.h')
-log "clang-format: ${#files[@]} files"
-clang-format --dry-run --Werror "${files[@]}"
+if [ "$what" != --tidy ]; then
+  mapfile -t files < <(git ls-files 'src/*.cc' 'src/*.h' 'tests/*.cc' 'tests/*.h' 'bench/*.cc' \
+    'bench/*.h')
+  log "clang-format: ${#files[@]} files"
+  clang-format --dry-run --Werror "${files[@]}"
+  if [ "$what" = --format ]; then exit 0; fi
+fi
 
 mapfile -t units < <(git ls-files 'src/*.cc' 'tests/*.cc' 'bench/*.cc' | grep -v '_test\.cc$')
 log "clang-tidy: ${#units[@]} translation units (units unchanged since a clean run are skipped)"
