@@ -5,6 +5,7 @@
 #include <charconv>
 #include <csignal>
 
+#include "api/exec_model.h"
 #include "api/handlers.h"
 #include "api/json_model.h"
 #include "proto/processes.h"
@@ -66,11 +67,8 @@ awaitable<Reply> removePort(box::PortForwards& ports, RequestContext& ctx) {
 
 // POST /v1/boxes/{box}/processes: an exec request, run detached.
 awaitable<Reply> startProcess(box::BoxService& service, RequestContext& ctx) {
-  auto request = proto::decodeMessage<proto::ExecRequest>(ctx.request.body());
-  if (!request) {
-    co_return errorResponse(
-        Error(Errc::kInvalidArgument, "Bad process request: " + request.error().message()));
-  }
+  auto request = parseExecRequest(ctx.request.body(), "a process request");
+  if (!request) co_return errorResponse(request.error());
   if (request->pipe_stdin || request->tty || request->login_shell) {
     co_return errorResponse(Error(Errc::kInvalidArgument,
                                   "A detached process has no stdin and no terminal (its output "
@@ -109,12 +107,16 @@ awaitable<Reply> signalProcess(box::BoxService& service, RequestContext& ctx) {
   if (!ctx.request.body().empty()) {
     auto body = parseObject(ctx.request.body());
     if (!body) co_return errorResponse(body.error());
-    for (const auto& [key, value] : body->items()) {
-      if (key != "signal" || !value.is_number_integer()) {
-        co_return errorResponse(
-            Error(Errc::kInvalidArgument, "A signal request is {\"signal\": N} (default 15)"));
+    if (auto unknown = rejectUnknownFields(*body, {"signal"}, "a signal request"); !unknown) {
+      co_return errorResponse(unknown.error());
+    }
+    if (auto it = body->find("signal"); it != body->end() && !it->is_null()) {
+      if (!it->is_number_integer() || it->get<int64_t>() < 1 || it->get<int64_t>() > 64) {
+        co_return errorResponse(Error(Errc::kInvalidArgument,
+                                      "'signal' must be a signal number from 1 to 64 (default "
+                                      "15, SIGTERM)"));
       }
-      signo = value.get<int>();
+      signo = it->get<int>();
     }
   }
   auto agent = service.agentFor(param(ctx, "box"));

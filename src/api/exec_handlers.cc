@@ -100,11 +100,8 @@ awaitable<void> relayInput(std::shared_ptr<Connection> c,
 }
 
 awaitable<Reply> execUpgraded(box::BoxService& service, RequestContext& ctx) {
-  auto request = proto::decodeMessage<proto::ExecRequest>(ctx.request.body());
-  if (!request) {
-    co_return errorResponse(
-        Error(Errc::kInvalidArgument, "Bad exec request: " + request.error().message()));
-  }
+  auto request = parseExecRequest(ctx.request.body(), "the exec request");
+  if (!request) co_return errorResponse(request.error());
   auto agent = prepare(service, ctx, *request);
   if (!agent) co_return errorResponse(agent.error());
 

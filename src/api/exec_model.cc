@@ -145,6 +145,19 @@ Result<proto::ExecRequest> parseExecStart(std::string_view message) {
   return exec;
 }
 
+Result<proto::ExecRequest> parseExecRequest(std::string_view body, std::string_view what) {
+  HUTCH_TRY(json j, parseObject(body));
+  HUTCH_TRY_VOID(rejectUnknownFields(
+      j, {"argv", "env", "cwd", "user", "stdin", "tty", "rows", "cols", "login_shell", "detach"},
+      what));
+  auto request = proto::decodeMessage<proto::ExecRequest>(body);
+  if (!request) {
+    return fail(Errc::kInvalidArgument,
+                fmt::format("Bad request ({}): {}", what, request.error().message()));
+  }
+  return request;
+}
+
 json toJson(const ExecOutcome& o) {
   auto text = [](const std::string& bytes) {
     return isValidUtf8(bytes) ? std::pair{bytes, std::string("utf-8")}

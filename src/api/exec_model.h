@@ -28,6 +28,9 @@ Result<ExecRun> parseExecRun(std::string_view body);
 // The first message of /v1/boxes/{box}/exec/ws: an upgrade-form ExecRequest ("env" may also be
 // an object) without "detach".
 Result<proto::ExecRequest> parseExecStart(std::string_view message);
+// The body of the upgraded exec and of POST /processes: the agent's ExecRequest, strict about
+// fields (the agent's own decoder ignores unknown ones, for newer hosts).
+Result<proto::ExecRequest> parseExecRequest(std::string_view body, std::string_view what);
 
 // "env": {"K": "V"} or ["K=V"], into "K=V" entries (checked as the agent will).
 Result<> readEnv(const nlohmann::json& j, std::vector<std::string>& out, std::string_view what);

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 namespace hutch::api {
 namespace {
 
@@ -78,6 +81,26 @@ TEST(ExecModelTest, StartMessageForTerminals) {
   EXPECT_FALSE(parseExecStart(R"({"argv":["ls"],"detach":true})"));
   EXPECT_FALSE(parseExecStart(R"({"argv":["ls"],"rows":-1})"));
   EXPECT_FALSE(parseExecStart(R"({"login_shell":true,"argv":["ls"]})"));
+}
+
+TEST(ExecModelTest, UpgradeAndProcessRequestsAreStrictAboutFields) {
+  auto ok = parseExecRequest(R"({"argv":["ls","-l"],"env":["A=1"],"cwd":"/tmp","detach":true})",
+                             "a process request");
+  ASSERT_TRUE(ok) << ok.error().message();
+  EXPECT_EQ(ok->argv, (std::vector<std::string>{"ls", "-l"}));
+  EXPECT_TRUE(ok->detach);
+  auto unknown = parseExecRequest(R"({"argv":["ls"],"no_such_field":1})", "a process request");
+  ASSERT_FALSE(unknown);
+  EXPECT_EQ(unknown.error().code(), Errc::kInvalidArgument);
+  EXPECT_NE(unknown.error().message().find("'no_such_field' in a process request"),
+            std::string::npos)
+      << unknown.error().message();
+  auto bad = parseExecRequest(R"({"argv":"ls"})", "the exec request");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().code(), Errc::kInvalidArgument);
+  EXPECT_NE(bad.error().message().find("Bad request (the exec request)"), std::string::npos)
+      << bad.error().message();
+  EXPECT_FALSE(parseExecRequest("[1]", "the exec request"));
 }
 
 TEST(ExecModelTest, OutcomeSendsTextAsItIsAndBytesAsBase64) {
