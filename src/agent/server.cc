@@ -191,6 +191,10 @@ void Server::resetSession() {
   handshaken_ = false;
 }
 
+void Server::finishFileWork() {
+  files_->shutdown();
+}
+
 void Server::closeAllStreams() {
   streams_.clear();
   tcp_streams_.clear();

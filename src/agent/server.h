@@ -69,6 +69,9 @@ class Server : public StreamSink {
 
   // Kills the processes of every open stream and forgets the streams.
   void closeAllStreams();
+  // Before power-off: ends the file streams and lets the file workers finish what is queued
+  // (unfinished writes' temporary files are removed). Exec streams are left to the power-off.
+  void finishFileWork();
 
   // StreamSink
   void sendFrame(proto::FrameType type, uint32_t stream, std::string_view payload) override;

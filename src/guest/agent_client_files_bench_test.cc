@@ -1,8 +1,8 @@
 // Measurements of the files protocol against the real agent (--listen), printed as JSON lines;
 // not assertions, and disabled in normal runs:
 //
-//   build/src/guest/guest_test --gtest_also_run_disabled_tests \
-//       --gtest_filter='AgentClientFilesBench.*'
+//   build/src/guest/guest_test --gtest_also_run_disabled_tests
+//     --gtest_filter='AgentClientFilesBench.*'
 //
 // Each compares two ways side by side: the files protocol and what hutch did before it (exec of
 // cat / stat), and the agent loop's responsiveness (ping round trips) while file work runs.
@@ -147,7 +147,7 @@ TEST_F(AgentClientFilesBench, DISABLED_ReadAndWriteThroughput) {
         CO_ASSERT_TRUE(info);
         const double seconds = secondsSince(start);
         *stop = true;
-        print(R"({"bench":"write","method":"files (fsync)","bytes":)" + std::to_string(kSize) +
+        print(R"({"bench":"write","method":"files, with fsync","bytes":)" + std::to_string(kSize) +
               R"(,"seconds":)" + std::to_string(seconds) + R"(,"mb_per_s":)" +
               std::to_string(kSize / seconds / 1e6) + R"(,"loop":)" + rtts->json() + "}");
       }
@@ -239,7 +239,7 @@ TEST_F(AgentClientFilesBench, DISABLED_TheLoopStaysFreeDuringATreeWalk) {
       const proto::FileStatRequest stat{dir_, "", false};
       for (int i = 0; i < 200; ++i) CO_ASSERT_TRUE(co_await client->stat(stat));
       *stop = true;
-      print(R"({"bench":"loop","while":"idle (stats)","loop":)" + rtts->json() + "}");
+      print(R"({"bench":"loop","while":"idle, stats only","loop":)" + rtts->json() + "}");
     }
     for (const char* what : {"list", "remove"}) {
       auto stop = std::make_shared<bool>(false);

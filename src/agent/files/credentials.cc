@@ -56,13 +56,14 @@ ScopedFsCredentials::ScopedFsCredentials(const FsCredentials& who)
     own_groups_.resize(static_cast<size_t>(count));
     own_groups_.resize(static_cast<size_t>(::getgroups(count, own_groups_.data())));
   }
-  switched_ = true;
   // Groups and gid first: once the fsuid is not 0 the thread may lose the right to change them.
+  // A refused setgroups (an unprivileged agent) has changed nothing.
   if (auto groups = setThreadGroups(who.groups); !groups) {
     entered_ = fail(Errc::kFailedPrecondition,
                     "The agent cannot act as user " + who.user + " (it is not root)", EPERM);
     return;
   }
+  switched_ = true;
   setFsGid(who.gid);
   setFsUid(who.uid);
   if (currentFsGid() != who.gid || currentFsUid() != who.uid) {

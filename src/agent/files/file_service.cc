@@ -101,6 +101,11 @@ void FileService::closeAll() {
   watches_.clear();
 }
 
+void FileService::shutdown() {
+  closeAll();
+  workers_.stop();
+}
+
 Result<FileService::Caller> FileService::resolveCaller(const std::string& user) const {
   auto users =
       std::make_shared<const UserDb>(UserDb::load(options_.passwd_path, options_.group_path));

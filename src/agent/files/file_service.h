@@ -47,6 +47,9 @@ class FileService {
   void reap(uint32_t stream);
   // The session ended: every stream and pending answer goes.
   void closeAll();
+  // Power-off: closeAll(), then waits for the workers to finish what is queued (the removal of
+  // temporary files among it). File requests after it fail.
+  void shutdown();
 
  private:
   struct Caller {

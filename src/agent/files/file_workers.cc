@@ -8,22 +8,31 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <string>
+#include <system_error>
 
 #include "agent/log.h"
-#include "base/check.h"
 
 namespace hutch::agent {
 
 FileWorkers::FileWorkers(EventLoop& loop) : loop_(loop) {}
 
 FileWorkers::~FileWorkers() {
+  stop();
+}
+
+void FileWorkers::stop() {
+  if (stopped_) return;
+  stopped_ = true;
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
   }
   work_ready_.notify_all();
   for (auto& thread : threads_) thread.join();
+  threads_.clear();
   if (watching_) loop_.remove(wake_.get());
+  watching_ = false;
   completions_.clear();  // on the loop thread: their captures are the loop's
 }
 
@@ -32,7 +41,14 @@ std::shared_ptr<FileWorkers::Strand> FileWorkers::makeStrand() {
 }
 
 void FileWorkers::enqueue(const std::shared_ptr<Strand>& strand, Job job) {
-  if (threads_.empty()) startThreads();
+  Result<> running = stopped_ ? fail(Errc::kCancelled, "The agent is shutting down") : ok();
+  if (running && threads_.empty()) running = startThreads();
+  if (!running) {
+    // Not run; the completion still comes on the loop, later, as it would from a worker.
+    auto completion = job.run(running);
+    loop_.post(std::move(completion));
+    return;
+  }
   {
     std::lock_guard lock(mutex_);
     strand->jobs.push_back(std::move(job));
@@ -43,20 +59,30 @@ void FileWorkers::enqueue(const std::shared_ptr<Strand>& strand, Job job) {
   work_ready_.notify_one();
 }
 
-void FileWorkers::startThreads() {
-  wake_ = UniqueFd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  HUTCH_CHECK(wake_.valid());
-  auto watched = loop_.add(wake_.get(), EPOLLIN, [this](uint32_t) { deliver(); });
-  HUTCH_CHECK(watched.has_value());
-  watching_ = true;
+Result<> FileWorkers::startThreads() {
+  if (!wake_) {
+    wake_ = UniqueFd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!wake_) return fail(Error(Errc::kInternal, "Cannot start the file workers", errno));
+  }
+  if (!watching_) {
+    HUTCH_TRY_VOID(loop_.add(wake_.get(), EPOLLIN, [this](uint32_t) { deliver(); }));
+    watching_ = true;
+  }
   // The threads inherit a mask that blocks everything: a process-directed signal must reach
   // the loop's signalfd, never a worker (where SIGTERM's default action would end the agent).
   sigset_t all;
   sigset_t old;
   ::sigfillset(&all);
   ::pthread_sigmask(SIG_SETMASK, &all, &old);
-  for (size_t i = 0; i < kThreads; ++i) threads_.emplace_back([this] { workerMain(); });
+  try {
+    for (size_t i = 0; i < kThreads; ++i) threads_.emplace_back([this] { workerMain(); });
+  } catch (const std::system_error& error) {
+    // Fewer threads than asked is fine; none is an error for the job at hand.
+    logWarning(std::string("Cannot start a file worker: ") + error.what());
+  }
   ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (threads_.empty()) return fail(Errc::kInternal, "Cannot start the file workers");
+  return ok();
 }
 
 void FileWorkers::workerMain() {

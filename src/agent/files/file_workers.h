@@ -8,9 +8,10 @@
 // threads start with the first job (a box that never touches files pays nothing), block every
 // signal (the loop's signalfd takes them) and have their own umask of 0, so modes are exact.
 //
-// Destruction (on the loop thread) lets the threads finish every queued job — cleanup jobs
-// must run — while stopping() tells long jobs to give up early; completions not yet delivered
-// are dropped without running.
+// stop() (and destruction, both on the loop thread) lets the threads finish every queued job —
+// cleanup jobs must run — while stopping() tells long jobs to give up early; completions not
+// yet delivered are dropped without running. A job submitted after stop(), or when no thread
+// can be started, is not run: its completion gets the error, on the loop.
 #pragma once
 
 #include <atomic>
@@ -41,6 +42,10 @@ class FileWorkers {
   FileWorkers& operator=(const FileWorkers&) = delete;
 
   std::shared_ptr<Strand> makeStrand();
+
+  // Finishes the queued jobs and ends the threads (power-off: temporary files are removed
+  // before the disk is synced). Idempotent.
+  void stop();
 
   // Runs work() on a worker thread as `who`, then done(result) on the loop. If the thread cannot
   // take `who`'s credentials, work does not run and done gets the error.
@@ -74,7 +79,7 @@ class FileWorkers {
   };
 
   void enqueue(const std::shared_ptr<Strand>& strand, Job job);
-  void startThreads();
+  Result<> startThreads();
   void workerMain();
   void deliver();
 
@@ -87,6 +92,7 @@ class FileWorkers {
   std::deque<std::shared_ptr<Strand>> ready_;  // strands with a job to run, none running
   std::deque<std::function<void()>> completions_;
   std::atomic<bool> stopping_{false};
+  bool stopped_ = false;  // loop-side: stop() ran
   std::vector<std::thread> threads_;
 };
 
