@@ -122,9 +122,10 @@ class AgentClient : public std::enable_shared_from_this<AgentClient> {
   // a relative path is relative to that user's home. kUnsupported (nothing sent) without the
   // agent's "files" capability ("watch" for watch()), kInvalidArgument for a bad request
   // (nothing sent), kTimeout when the agent does not answer in time (a late answer is dropped).
-  // The agent's errors: kNotFound (no such file or user), kFailedPrecondition (permission
-  // denied, a directory not empty, another filesystem), kInvalidArgument (a directory where a
-  // file is expected or the other way round), kAlreadyExists, kInternal (e.g. a full disk).
+  // The agent's errors: kNotFound (no such file or user), kPermissionDenied (the user may not),
+  // kInvalidArgument (a directory where a file is expected or the other way round),
+  // kAlreadyExists, kFailedPrecondition (a directory not empty, another filesystem),
+  // kResourceExhausted (a full disk, the inotify limits), kInternal.
   //
   // stat: the file (a symlink itself unless request.follow).
   boost::asio::awaitable<Result<proto::FileInfo>> stat(

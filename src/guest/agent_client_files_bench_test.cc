@@ -165,18 +165,16 @@ TEST_F(AgentClientFilesBench, DISABLED_ReadAndWriteThroughput) {
         auto done = co_await collect(*session);
         CO_ASSERT_TRUE(done.exit.has_value());
         const double seconds = secondsSince(start);
-        print(R"({"bench":"write","method":"exec sh -c cat>f","bytes":)" +
-              std::to_string(kSize) + R"(,"seconds":)" + std::to_string(seconds) +
-              R"(,"mb_per_s":)" + std::to_string(kSize / seconds / 1e6) + "}");
+        print(R"({"bench":"write","method":"exec sh -c cat>f","bytes":)" + std::to_string(kSize) +
+              R"(,"seconds":)" + std::to_string(seconds) + R"(,"mb_per_s":)" +
+              std::to_string(kSize / seconds / 1e6) + "}");
       }
     }
   });
 }
 
 TEST_F(AgentClientFilesBench, DISABLED_SmallOperationsAgainstExec) {
-  {
-    std::ofstream(dir_ + "/small") << "small";
-  }
+  { std::ofstream(dir_ + "/small") << "small"; }
   run([&]() -> asio::awaitable<void> {
     auto client = co_await connect();
     CO_ASSERT_TRUE(client);
@@ -224,8 +222,8 @@ TEST_F(AgentClientFilesBench, DISABLED_TheLoopStaysFreeDuringATreeWalk) {
     const std::string sub = dir_ + "/tree/" + std::to_string(d);
     fs::create_directories(sub);
     for (int f = 0; f < 100; ++f) {
-      ::close(::open((sub + "/" + std::to_string(f)).c_str(), O_CREAT | O_WRONLY | O_CLOEXEC,
-                     0644));
+      ::close(
+          ::open((sub + "/" + std::to_string(f)).c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644));
     }
   }
   run([&]() -> asio::awaitable<void> {

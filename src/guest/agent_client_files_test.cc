@@ -359,12 +359,16 @@ TEST_F(AgentClientFilesTest, OperationsRunWithTheUsersCredentials) {
     const proto::FileReadRequest secret_request{dir + "/secret", "nobody"};
     auto secret = co_await client->openRead(secret_request);
     CO_ASSERT_FALSE(secret);
-    EXPECT_EQ(secret.error().code(), Errc::kFailedPrecondition);
+    EXPECT_EQ(secret.error().code(), Errc::kPermissionDenied);
     EXPECT_NE(secret.error().message().find("Permission denied: " + dir +
                                             "/secret (as user "
                                             "nobody)"),
               std::string::npos)
         << secret.error().message();
+    const proto::FileReadRequest numeric_request{dir + "/secret", "1000"};
+    auto numeric = co_await client->openRead(numeric_request);
+    CO_ASSERT_FALSE(numeric);
+    EXPECT_EQ(numeric.error().code(), Errc::kPermissionDenied);
     const proto::FileReadRequest as_root_request{dir + "/secret", ""};
     auto as_root = co_await client->openRead(as_root_request);
     CO_ASSERT_TRUE(as_root);
@@ -374,17 +378,17 @@ TEST_F(AgentClientFilesTest, OperationsRunWithTheUsersCredentials) {
     const proto::FileListRequest private_list_request{dir + "/private", "nobody", 1, 10};
     auto private_list = co_await client->listDir(private_list_request);
     CO_ASSERT_FALSE(private_list);
-    EXPECT_EQ(private_list.error().code(), Errc::kFailedPrecondition);
+    EXPECT_EQ(private_list.error().code(), Errc::kPermissionDenied);
     const proto::FileWriteRequest private_write_request{
         dir + "/private/x", "nobody", {}, "", "", true};
     auto private_write = co_await client->openWrite(private_write_request);
     CO_ASSERT_FALSE(private_write);
-    EXPECT_EQ(private_write.error().code(), Errc::kFailedPrecondition);
+    EXPECT_EQ(private_write.error().code(), Errc::kPermissionDenied);
     // Replacing a file takes the right to write it, not only its directory.
     const proto::FileWriteRequest readonly_request{dir + "/readonly", "nobody", {}, "", "", true};
     auto readonly = co_await client->openWrite(readonly_request);
     CO_ASSERT_FALSE(readonly);
-    EXPECT_EQ(readonly.error().code(), Errc::kFailedPrecondition);
+    EXPECT_EQ(readonly.error().code(), Errc::kPermissionDenied);
     EXPECT_EQ(readFile(dir + "/readonly"), "ro");
     const proto::FileRemoveRequest remove_request{dir + "/secret", "nobody", false};
     auto remove = co_await client->remove(remove_request);
@@ -411,7 +415,7 @@ TEST_F(AgentClientFilesTest, OperationsRunWithTheUsersCredentials) {
     CO_ASSERT_TRUE(co_await (*give)->write("x"));
     auto given = co_await (*give)->finish();
     CO_ASSERT_FALSE(given);
-    EXPECT_EQ(given.error().code(), Errc::kFailedPrecondition);
+    EXPECT_EQ(given.error().code(), Errc::kPermissionDenied);
     EXPECT_FALSE(fs::exists(dir + "/gift"));
     EXPECT_TRUE(co_await noTempFilesSoon(dir));
     // The worker went back to root after each operation.
@@ -421,7 +425,7 @@ TEST_F(AgentClientFilesTest, OperationsRunWithTheUsersCredentials) {
     const proto::WatchRequest watch_private_request{dir + "/private", "nobody", false};
     auto watch_private = co_await client->watch(watch_private_request);
     CO_ASSERT_FALSE(watch_private);
-    EXPECT_EQ(watch_private.error().code(), Errc::kFailedPrecondition);
+    EXPECT_EQ(watch_private.error().code(), Errc::kPermissionDenied);
     // Exec as a user still works now that the agent has worker threads.
     proto::ExecRequest id = command({"id", "-u"});
     id.user = "nobody";

@@ -14,7 +14,7 @@
 namespace hutch::agent {
 namespace {
 
-constexpr uid_t kNobody = 65534;
+constexpr uid_t kUser = 1000;  // needs no passwd entry: the ids are used as they are
 constexpr uint64_t kDacOverride = uint64_t{1} << 1;  // CAP_DAC_OVERRIDE
 constexpr uint64_t kDacReadSearch = uint64_t{1} << 2;
 
@@ -53,20 +53,20 @@ TEST_F(CredentialsTest, ANonZeroFsuidDropsDacOverrideForThatThreadOnly) {
   bool refused = false;
   int err = 0;
   bool capability_dropped = false;
-  bool created_as_nobody = false;
+  bool created_as_user = false;
   bool restored = false;
   std::thread worker([&] {
     {
-      ScopedFsCredentials as(FsCredentials{kNobody, kNobody, {kNobody}, "nobody"});
+      ScopedFsCredentials as(FsCredentials{kUser, kUser, {kUser}, "1000"});
       ASSERT_TRUE(as.entered());
-      EXPECT_EQ(currentFsUid(), kNobody);
+      EXPECT_EQ(currentFsUid(), kUser);
       capability_dropped = (threadCapEff() & (kDacOverride | kDacReadSearch)) == 0;
       UniqueFd fd(::open(secret_.c_str(), O_RDONLY | O_CLOEXEC));
       refused = !fd.valid();
       err = errno;
-      // dir_ is root's 0755: nobody cannot create in it either.
+      // dir_ is root's 0755: the user cannot create in it either.
       UniqueFd made(::open((dir_ + "/made").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
-      created_as_nobody = made.valid();
+      created_as_user = made.valid();
     }
     restored = currentFsUid() == 0 && (threadCapEff() & kDacOverride) != 0;
   });
@@ -74,7 +74,7 @@ TEST_F(CredentialsTest, ANonZeroFsuidDropsDacOverrideForThatThreadOnly) {
   EXPECT_TRUE(capability_dropped);
   EXPECT_TRUE(refused);
   EXPECT_EQ(err, EACCES);
-  EXPECT_FALSE(created_as_nobody);
+  EXPECT_FALSE(created_as_user);
   EXPECT_TRUE(restored);
   // The other threads never changed: this one can still read it.
   UniqueFd fd(::open(secret_.c_str(), O_RDONLY | O_CLOEXEC));
@@ -92,13 +92,13 @@ TEST_F(CredentialsTest, FilesMadeBelongToTheUserAndItsGroups) {
   bool outsider_made = false;
   std::thread worker([&] {
     {
-      ScopedFsCredentials as(FsCredentials{kNobody, kNobody, {kNobody, 4242}, "nobody"});
+      ScopedFsCredentials as(FsCredentials{kUser, kUser, {kUser, 4242}, "1000"});
       ASSERT_TRUE(as.entered());
       UniqueFd made(::open((shared + "/f").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
       member_made = made.valid();
     }
     {
-      ScopedFsCredentials as(FsCredentials{kNobody, kNobody, {kNobody}, "nobody"});
+      ScopedFsCredentials as(FsCredentials{kUser, kUser, {kUser}, "1000"});
       UniqueFd made(::open((shared + "/g").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
       outsider_made = made.valid();
     }
@@ -107,8 +107,8 @@ TEST_F(CredentialsTest, FilesMadeBelongToTheUserAndItsGroups) {
   EXPECT_TRUE(member_made);
   EXPECT_FALSE(outsider_made);
   ASSERT_EQ(::stat((shared + "/f").c_str(), &st), 0);
-  EXPECT_EQ(st.st_uid, kNobody);
-  EXPECT_EQ(st.st_gid, kNobody);
+  EXPECT_EQ(st.st_uid, kUser);
+  EXPECT_EQ(st.st_gid, kUser);
 }
 
 TEST(CredentialsSelfTest, ActingAsItselfNeedsNoPrivilege) {

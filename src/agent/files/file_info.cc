@@ -25,11 +25,6 @@ char typeChar(mode_t mode) {
   return '?';
 }
 
-// There is no permission_denied or resource_exhausted code in base/error.h (yet): a refusal is
-// a precondition the caller can change (another user), a full disk an environment failure.
-constexpr Errc kPermissionDeniedCode = Errc::kFailedPrecondition;
-constexpr Errc kDiskFullCode = Errc::kInternal;
-
 }  // namespace
 
 std::string permissionsString(mode_t mode) {
@@ -64,13 +59,13 @@ proto::FileInfo describeFile(const std::string& path, const struct stat& st,
 }
 
 Error permissionDenied(const std::string& what, const std::string& user, const std::string& hint) {
-  return Error(kPermissionDeniedCode,
+  return Error(Errc::kPermissionDenied,
                "Permission denied: " + what + " (as user " + user + "); " +
                    (hint.empty() ? "act as a user who may, or change the permissions" : hint));
 }
 
 Error diskFullError(const std::string& path, int err) {
-  return Error(kDiskFullCode,
+  return Error(Errc::kResourceExhausted,
                std::string(err == EDQUOT ? "The disk quota is used up" : "The disk is full") +
                    ": cannot write " + path + " (free space in the box or give it a larger disk)");
 }

@@ -52,18 +52,18 @@ TEST(FileInfoTest, DescribesAStat) {
 TEST(FileInfoTest, ErrnoMapsToCodesAndMessagesNameThePath) {
   EXPECT_EQ(fileError(ENOENT, "/x", "u").code(), Errc::kNotFound);
   const Error denied = fileError(EACCES, "/root/x", "hutch");
-  EXPECT_EQ(denied.code(), Errc::kFailedPrecondition);
+  EXPECT_EQ(denied.code(), Errc::kPermissionDenied);
   EXPECT_EQ(denied.message().rfind("Permission denied: /root/x (as user hutch)", 0), 0u)
       << denied.message();
-  EXPECT_EQ(fileError(EPERM, "/x", "u").code(), Errc::kFailedPrecondition);
+  EXPECT_EQ(fileError(EPERM, "/x", "u").code(), Errc::kPermissionDenied);
   EXPECT_EQ(fileError(EISDIR, "/d", "u").code(), Errc::kInvalidArgument);
   EXPECT_NE(fileError(EISDIR, "/d", "u").message().find("/d"), std::string::npos);
   EXPECT_EQ(fileError(ENOTDIR, "/f/x", "u").code(), Errc::kInvalidArgument);
   EXPECT_EQ(fileError(EEXIST, "/x", "u").code(), Errc::kAlreadyExists);
   const Error full = fileError(ENOSPC, "/big", "u");
-  EXPECT_EQ(full.code(), Errc::kInternal);
+  EXPECT_EQ(full.code(), Errc::kResourceExhausted);
   EXPECT_EQ(full.message().rfind("The disk is full", 0), 0u) << full.message();
-  EXPECT_EQ(fileError(EDQUOT, "/big", "u").code(), Errc::kInternal);
+  EXPECT_EQ(fileError(EDQUOT, "/big", "u").code(), Errc::kResourceExhausted);
   EXPECT_EQ(fileError(EIO, "/x", "u").sysErrno(), EIO);
 }
 

@@ -138,5 +138,32 @@ TEST_F(FileOpsTest, ARecursiveRemoveDoesNotCrossFilesystems) {
   EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
+// A full disk is resource_exhausted, and the discarded write leaves nothing.
+TEST_F(FileOpsTest, AFullDiskIsResourceExhausted) {
+  if (::geteuid() != 0) GTEST_SKIP() << "Needs root to mount";
+  fs::create_directories(dir_ + "/small");
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (::unshare(CLONE_NEWNS) != 0 ||
+        ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+        ::mount("tmpfs", (dir_ + "/small").c_str(), "tmpfs", 0, "size=64k") != 0) {
+      ::_exit(77);
+    }
+    PendingWrite write;
+    if (!beginWrite(ctx_, write, dir_ + "/small/big", false)) ::_exit(2);
+    auto written = writeChunk(ctx_, write, std::string(1 << 20, 'x'));
+    const bool full = !written && written.error().code() == Errc::kResourceExhausted &&
+                      written.error().message().rfind("The disk is full", 0) == 0;
+    discardWrite(write);
+    ::_exit(full && fs::is_empty(dir_ + "/small") ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 77) GTEST_SKIP() << "Cannot mount a tmpfs here";
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
 }  // namespace
 }  // namespace hutch::agent

@@ -273,7 +273,7 @@ void FileService::handleWatch(const Frame& frame) {
   state->inotify = UniqueFd(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
   if (!state->inotify) {
     if (errno == EMFILE) {
-      return sendError(frame.stream, Error(Errc::kFailedPrecondition,
+      return sendError(frame.stream, Error(Errc::kResourceExhausted,
                                            "The box's limit of inotify instances is reached (raise "
                                            "fs.inotify.max_user_instances, or end other watches)"));
     }

@@ -15,7 +15,7 @@ namespace hutch::agent {
 namespace {
 
 Error watchLimitError(const std::string& path) {
-  return Error(Errc::kFailedPrecondition,
+  return Error(Errc::kResourceExhausted,
                "Cannot watch " + path +
                    ": the box's limit of inotify watches is reached (raise "
                    "fs.inotify.max_user_watches, or watch fewer directories)");
@@ -26,9 +26,9 @@ Result<bool> addWatch(const FileContext& ctx, WatchState& state, const std::stri
                       bool root) {
   std::lock_guard lock(state.mutex);
   if (state.dirs.size() >= kMaxWatchesPerStream) {
-    return fail(Errc::kFailedPrecondition, "Cannot watch " + path + ": one watch covers at most " +
-                                               std::to_string(kMaxWatchesPerStream) +
-                                               " directories");
+    return fail(Errc::kResourceExhausted, "Cannot watch " + path + ": one watch covers at most " +
+                                              std::to_string(kMaxWatchesPerStream) +
+                                              " directories");
   }
   const uint32_t mask = watchMask() | IN_ONLYDIR | (root ? 0u : IN_DONT_FOLLOW);
   const int wd = ::inotify_add_watch(state.inotify.get(), path.c_str(), mask);
