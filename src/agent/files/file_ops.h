@@ -4,7 +4,7 @@
 //
 // Symlinks are never followed where that would surprise: stat describes the link unless asked
 // to follow, list and remove never descend through one (directory fds, O_NOFOLLOW, unlinkat),
-// remove removes the link itself, recursive operations stay on the filesystem they started on.
+// remove removes the link itself and does not cross into another filesystem.
 #pragma once
 
 #include <atomic>

@@ -29,7 +29,7 @@ FileWriteStream::~FileWriteStream() {
         discardWrite(state->write);
         return ok();
       },
-      [](Result<>) {});
+      [](const Result<>&) {});
 }
 
 void FileWriteStream::start(const std::string& path, bool parents) {
