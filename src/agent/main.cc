@@ -91,6 +91,7 @@ int serve(const Options& options) {
   std::unique_ptr<Server> server;
   auto shutdown = [&] {
     if (supervisor) supervisor->stopAll();  // services first, with their own grace period
+    server->finishFileWork();               // unfinished writes' temporary files go
     if (as_pid1) powerOff();                // never returns
     server->closeAllStreams();
     loop.stop();

@@ -50,6 +50,8 @@ Server::Server(EventLoop& loop, ChannelSource& source, ServerOptions options)
   if (!options_.exec_log_dir.empty()) {
     detached_ = std::make_unique<DetachedProcesses>(options_.exec_log_dir);
   }
+  files_ = std::make_unique<FileService>(
+      loop_, *this, FileServiceOptions{options_.passwd_path, options_.group_path});
 }
 
 Server::~Server() {
@@ -189,9 +191,14 @@ void Server::resetSession() {
   handshaken_ = false;
 }
 
+void Server::finishFileWork() {
+  files_->shutdown();
+}
+
 void Server::closeAllStreams() {
   streams_.clear();
   tcp_streams_.clear();
+  files_->closeAll();
   for (auto& [id, timer] : pending_requests_) loop_.cancelTimer(timer);
   pending_requests_.clear();
 }
@@ -204,6 +211,7 @@ void Server::streamFinished(uint32_t stream) {
     if (auto it = tcp_streams_.find(stream); it != tcp_streams_.end() && it->second->finished()) {
       tcp_streams_.erase(it);
     }
+    files_->reap(stream);
   });
 }
 
@@ -242,6 +250,8 @@ std::vector<std::string> Server::capabilities() const {
   if (detached_) names.emplace_back("detach");
   names.emplace_back("tcp");
   if (options_.services) names.emplace_back("services");
+  names.emplace_back("files");
+  names.emplace_back("watch");
   return names;
 }
 
@@ -263,7 +273,7 @@ bool Server::openStream(const Frame& frame) {
   if (auto it = tcp_streams_.find(id); it != tcp_streams_.end() && it->second->finished()) {
     tcp_streams_.erase(it);
   }
-  if (pending_requests_.contains(id) || tcp_streams_.contains(id)) {
+  if (pending_requests_.contains(id) || tcp_streams_.contains(id) || files_->isOpen(id)) {
     sendError(id, Error(Errc::kAlreadyExists, "Stream " + std::to_string(id) + " is already open"));
     return false;
   }
@@ -428,9 +438,21 @@ void Server::handleFrame(const Frame& frame) {
     case FrameType::kSignalProcess: return handleSignalProcess(frame);
     case FrameType::kServices: return handleServices(frame);
     case FrameType::kConnect: return handleConnect(frame);
+    case FrameType::kFileStat:
+    case FrameType::kFileList:
+    case FrameType::kFileMkdir:
+    case FrameType::kFileMove:
+    case FrameType::kFileRemove:
+    case FrameType::kFileRead:
+    case FrameType::kFileWrite:
+    case FrameType::kWatch:
+      if (!openStream(frame)) return;
+      return files_->handleRequest(frame);
     case FrameType::kData:
     case FrameType::kEof:
-    case FrameType::kClose: return routeTcpFrame(frame);
+    case FrameType::kClose:
+      if (files_->routeStreamFrame(frame)) return;
+      return routeTcpFrame(frame);
     case FrameType::kStdin:
     case FrameType::kStdinEof:
     case FrameType::kSignal:
@@ -439,6 +461,7 @@ void Server::handleFrame(const Frame& frame) {
       if (frame.type == FrameType::kWindow && tcp_streams_.contains(frame.stream)) {
         return routeTcpFrame(frame);
       }
+      if (frame.type == FrameType::kWindow && files_->routeStreamFrame(frame)) return;
       // A stream that is not open is ignored: these frames can cross its last frame in flight.
       auto it = streams_.find(frame.stream);
       if (it == streams_.end() || it->second->finished()) return;

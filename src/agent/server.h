@@ -23,6 +23,7 @@
 #include "agent/event_loop.h"
 #include "agent/exec/detached_processes.h"
 #include "agent/exec/exec_stream.h"
+#include "agent/files/file_service.h"
 #include "agent/init/identity.h"
 #include "agent/init/system_control.h"
 #include "agent/net/tcp_stream.h"
@@ -68,6 +69,9 @@ class Server : public StreamSink {
 
   // Kills the processes of every open stream and forgets the streams.
   void closeAllStreams();
+  // Before power-off: ends the file streams and lets the file workers finish what is queued
+  // (unfinished writes' temporary files are removed). Exec streams are left to the power-off.
+  void finishFileWork();
 
   // StreamSink
   void sendFrame(proto::FrameType type, uint32_t stream, std::string_view payload) override;
@@ -119,6 +123,8 @@ class Server : public StreamSink {
   std::map<uint32_t, EventLoop::TimerId> pending_requests_;
   // Outlive sessions; null without options_.exec_log_dir.
   std::unique_ptr<DetachedProcesses> detached_;
+  // The files protocol: requests, read, write and watch streams, and their worker threads.
+  std::unique_ptr<FileService> files_;
 };
 
 }  // namespace hutch::agent

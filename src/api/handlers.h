@@ -33,6 +33,10 @@ void registerRoutes(ApiRouter& router, box::BoxService& service, box::TemplateSe
 // exec: upgraded, JSON, WebSocket (exec_handlers.cc).
 void registerExecRoutes(ApiRouter& router, box::BoxService& service);
 
+// Files without exec: stat, list, mkdir, move, remove, raw reads and writes, tar archives
+// (file_handlers.cc).
+void registerFileRoutes(ApiRouter& router, box::BoxService& service);
+
 // Published ports, detached processes and services (box_io_handlers.cc).
 void registerBoxIoRoutes(ApiRouter& router, box::BoxService& service, box::PortForwards& ports);
 

@@ -339,6 +339,7 @@ int run(int argc, char** argv) {
   service.setObserver(&ports);
   hutch::api::registerRoutes(router, service, template_service, info);
   hutch::api::registerExecRoutes(router, service);
+  hutch::api::registerFileRoutes(router, service);
   hutch::api::registerBoxIoRoutes(router, service, ports);
   hutch::api::registerNetworkRoutes(router, service, *secrets);
   hutch::api::registerKeyRoutes(router, keys,

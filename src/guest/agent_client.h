@@ -30,10 +30,14 @@
 #include "guest/async_event.h"
 #include "guest/byte_channel.h"
 #include "guest/exec_session.h"
+#include "guest/file_reader.h"
+#include "guest/file_watch.h"
+#include "guest/file_writer.h"
 #include "guest/handshake_scanner.h"
 #include "guest/identity.h"
 #include "guest/stream_handler.h"
 #include "guest/tcp_stream.h"
+#include "proto/files.h"
 #include "proto/frame.h"
 #include "proto/identity.h"
 #include "proto/messages.h"
@@ -52,6 +56,11 @@ struct AgentClientOptions {
 class AgentClient : public std::enable_shared_from_this<AgentClient> {
  public:
   using Clock = std::chrono::steady_clock;
+
+  // The default deadlines of file requests: one file, and a whole tree (a recursive list,
+  // remove or watch can take seconds in a box without KVM).
+  static constexpr std::chrono::milliseconds kFileRequestTimeout{30000};
+  static constexpr std::chrono::milliseconds kFileTreeTimeout{120000};
 
   // Starts reading from the channel at once.
   static std::shared_ptr<AgentClient> create(ByteChannel channel, AgentClientOptions options = {});
@@ -108,6 +117,48 @@ class AgentClient : public std::enable_shared_from_this<AgentClient> {
   boost::asio::awaitable<Result<proto::ServiceList>> listServices(
       std::chrono::milliseconds timeout);
 
+  // Files in the box (docs/protocol.md, "Files"), without exec. Every request runs as its
+  // `user` (empty: root): permissions are checked as that user and what it makes belongs to it;
+  // a relative path is relative to that user's home. kUnsupported (nothing sent) without the
+  // agent's "files" capability ("watch" for watch()), kInvalidArgument for a bad request
+  // (nothing sent), kTimeout when the agent does not answer in time (a late answer is dropped).
+  // The agent's errors: kNotFound (no such file or user), kPermissionDenied (the user may not),
+  // kInvalidArgument (a directory where a file is expected or the other way round),
+  // kAlreadyExists, kFailedPrecondition (a directory not empty, another filesystem),
+  // kResourceExhausted (a full disk, the inotify limits), kInternal.
+  //
+  // stat: the file (a symlink itself unless request.follow).
+  boost::asio::awaitable<Result<proto::FileInfo>> stat(
+      proto::FileStatRequest request, std::chrono::milliseconds timeout = kFileRequestTimeout);
+  // The entries of a directory down to request.depth, sorted by path, at most max_entries
+  // (truncated says whether there were more).
+  boost::asio::awaitable<Result<proto::FileList>> listDir(
+      proto::FileListRequest request, std::chrono::milliseconds timeout = kFileTreeTimeout);
+  // Makes a directory (and its parents); created is false when it was there already;
+  // kAlreadyExists when something that is not a directory is in the way.
+  boost::asio::awaitable<Result<proto::FileMkdirResult>> makeDir(
+      proto::FileMkdirRequest request, std::chrono::milliseconds timeout = kFileRequestTimeout);
+  // Renames from to `to`; the FileInfo of `to`. kAlreadyExists when `to` exists and not
+  // request.overwrite.
+  boost::asio::awaitable<Result<proto::FileInfo>> move(
+      proto::FileMoveRequest request, std::chrono::milliseconds timeout = kFileRequestTimeout);
+  // Removes a file, a symlink (not what it points to) or a directory (with its contents only
+  // with request.recursive: else kFailedPrecondition when it is not empty).
+  boost::asio::awaitable<Result<>> remove(proto::FileRemoveRequest request,
+                                          std::chrono::milliseconds timeout = kFileTreeTimeout);
+  // Opens a regular file for reading (timeout bounds the opening); its content comes with
+  // FileReader::next(), under flow control.
+  boost::asio::awaitable<Result<std::shared_ptr<FileReader>>> openRead(
+      proto::FileReadRequest request, std::chrono::milliseconds timeout = kFileRequestTimeout);
+  // Starts writing a file (parents made, a temporary file beside it); returns once the agent is
+  // ready for the content. See FileWriter.
+  boost::asio::awaitable<Result<std::shared_ptr<FileWriter>>> openWrite(
+      proto::FileWriteRequest request, std::chrono::milliseconds timeout = kFileRequestTimeout);
+  // Watches a directory (and its subdirectories with request.recursive); returns once the
+  // watch is set (kNotFound: no such directory, kInvalidArgument: not a directory).
+  boost::asio::awaitable<Result<std::shared_ptr<FileWatch>>> watch(
+      proto::WatchRequest request, std::chrono::milliseconds timeout = kFileTreeTimeout);
+
   // A round trip through the agent's loop (after the handshake).
   boost::asio::awaitable<Result<>> ping(std::chrono::milliseconds timeout);
 
@@ -128,6 +179,9 @@ class AgentClient : public std::enable_shared_from_this<AgentClient> {
  private:
   friend class ExecSession;
   friend class TcpStream;
+  friend class FileReader;
+  friend class FileWriter;
+  friend class FileWatch;
 
   AgentClient(ByteChannel channel, AgentClientOptions options);
 
@@ -142,6 +196,8 @@ class AgentClient : public std::enable_shared_from_this<AgentClient> {
   boost::asio::awaitable<Result<std::string>> request(proto::FrameType type, std::string payload,
                                                       std::chrono::milliseconds timeout);
   uint32_t allocateStream();
+  // The checks every file request makes before sending anything.
+  Result<> checkFiles(std::string_view capability) const;
 
   // Used by ExecSession.
   void send(proto::FrameType type, uint32_t stream, std::string_view payload);

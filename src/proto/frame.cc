@@ -49,6 +49,17 @@ bool isKnownFrameType(uint8_t type) {
     case FrameType::kData:
     case FrameType::kEof:
     case FrameType::kClose:
+    case FrameType::kFileStat:
+    case FrameType::kFileList:
+    case FrameType::kFileEntries:
+    case FrameType::kFileMkdir:
+    case FrameType::kFileMove:
+    case FrameType::kFileRemove:
+    case FrameType::kFileRead:
+    case FrameType::kFileWrite:
+    case FrameType::kFileOpened:
+    case FrameType::kWatch:
+    case FrameType::kFileEvents:
     case FrameType::kError: return true;
   }
   return false;

@@ -48,7 +48,20 @@ enum class FrameType : uint8_t {
   kData = 0x32,       // either way   bytes, at most 64 KiB, counted against the window
   kEof = 0x33,        // either way   empty: the sender will send no more data (half-close)
   kClose = 0x34,      // host->guest: abort (reset); guest->host: {} the last frame of S
-  kError = 0x7f,      // either way   JSON {"code":"not_found","message":"..."}; 0 = connection
+  // Files ("files"; kWatch: "watch"): requests answered by kResult or kError, and streams of
+  // content (kData/kWindow/kEof/kClose as on TCP streams) or events. See proto/files.h.
+  kFileStat = 0x40,     // host->guest  JSON FileStatRequest -> FileInfo
+  kFileList = 0x41,     // host->guest  JSON FileListRequest -> kFileEntries*, kResult FileList
+  kFileEntries = 0x42,  // guest->host  JSON FileList: a part of a long listing, before kResult
+  kFileMkdir = 0x43,    // host->guest  JSON FileMkdirRequest -> FileMkdirResult
+  kFileMove = 0x44,     // host->guest  JSON FileMoveRequest -> FileInfo
+  kFileRemove = 0x45,   // host->guest  JSON FileRemoveRequest -> {}
+  kFileRead = 0x46,     // host->guest  JSON FileReadRequest; opens a read stream
+  kFileWrite = 0x47,    // host->guest  JSON FileWriteRequest; opens a write stream
+  kFileOpened = 0x48,   // guest->host  JSON: the stream is open (FileInfo or FileWriteOpened)
+  kWatch = 0x49,        // host->guest  JSON WatchRequest; opens a watch stream
+  kFileEvents = 0x4a,   // guest->host  JSON FileEvents, under the window
+  kError = 0x7f,        // either way   JSON {"code":"not_found","message":"..."}; 0 = connection
 };
 
 bool isKnownFrameType(uint8_t type);

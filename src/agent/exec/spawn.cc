@@ -56,8 +56,9 @@ struct PtyPair {
   UniqueFd slave;
 };
 
-// A pty pair, both ends close-on-exec (the agent is single-threaded: nothing forks between
-// openpty and fcntl), sized as asked, with IUTF8 so that line editing erases whole characters.
+// A pty pair, both ends close-on-exec (only the loop thread forks, so nothing forks between
+// openpty and fcntl; the file workers never fork), sized as asked, with IUTF8 so that line
+// editing erases whole characters.
 Result<PtyPair> makeTerminal(const SpawnSpec& spec) {
   int master = -1;
   int slave = -1;

@@ -105,4 +105,27 @@ Result<UserInfo> UserDb::lookup(std::string_view user) const {
               "User \"" + std::string(user) + "\" does not exist in the box's /etc/passwd");
 }
 
+std::string UserDb::userName(uid_t uid) const {
+  for (const auto& entry : users_) {
+    if (entry.uid == uid) return entry.name;
+  }
+  return std::to_string(uid);
+}
+
+std::string UserDb::groupName(gid_t gid) const {
+  for (const auto& entry : groups_) {
+    if (entry.gid == gid) return entry.name;
+  }
+  return std::to_string(gid);
+}
+
+Result<gid_t> UserDb::lookupGroup(std::string_view group) const {
+  if (auto gid = parseId(group)) return *gid;
+  for (const auto& entry : groups_) {
+    if (entry.name == group) return entry.gid;
+  }
+  return fail(Errc::kNotFound,
+              "Group \"" + std::string(group) + "\" does not exist in the box's /etc/group");
+}
+
 }  // namespace hutch::agent

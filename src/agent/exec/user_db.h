@@ -33,6 +33,12 @@ class UserDb {
   // that uid with gid 0 and home "/" (as Docker does); an unknown name is kNotFound.
   Result<UserInfo> lookup(std::string_view user) const;
 
+  // For describing files: the name of uid / gid, or the number as text without an entry.
+  std::string userName(uid_t uid) const;
+  std::string groupName(gid_t gid) const;
+  // A group named by name or number (a number needs no entry); kNotFound for an unknown name.
+  Result<gid_t> lookupGroup(std::string_view group) const;
+
  private:
   struct PasswdEntry {
     std::string name;

@@ -60,5 +60,16 @@ TEST(UserDbTest, UnknownNameIsNotFound) {
   EXPECT_FALSE(UserDb::parse(kPasswd, kGroup).lookup("broken line"));
 }
 
+TEST(UserDbTest, NamesOfIdsAndGroups) {
+  auto db = UserDb::parse(kPasswd, kGroup);
+  EXPECT_EQ(db.userName(1000), "alice");
+  EXPECT_EQ(db.userName(4242), "4242");
+  EXPECT_EQ(db.groupName(998), "docker");
+  EXPECT_EQ(db.groupName(5), "5");
+  EXPECT_EQ(*db.lookupGroup("docker"), 998u);
+  EXPECT_EQ(*db.lookupGroup("77"), 77u);
+  EXPECT_EQ(db.lookupGroup("wheel").error().code(), Errc::kNotFound);
+}
+
 }  // namespace
 }  // namespace hutch::agent
