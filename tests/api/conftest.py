@@ -29,9 +29,11 @@ def pytest_addoption(parser):
 def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
-    # A part of the contract the daemon does not serve yet: an expected failure, said as one.
+    # A part of the contract the daemon does not serve yet: an expected failure, said as one,
+    # unless HUTCH_API_ALL_SERVED=1 (run.sh, CI) says the daemon serves the whole spec.
     if call.excinfo is not None and call.excinfo.errisinstance(EndpointMissing) \
-            and report.when in ("call", "setup"):
+            and report.when in ("call", "setup") \
+            and os.environ.get("HUTCH_API_ALL_SERVED") != "1":
         report.outcome = "skipped"
         report.wasxfail = f"not served by this hutchd: {call.excinfo.value}".split("\n")[0]
 

@@ -66,6 +66,9 @@ if [ "$daemon" = 0 ]; then
 fi
 
 log "pytest: the API against a real hutchd (unix socket and TCP)"
+# Every operation of the spec is served: one the daemon answers with its router's 404 fails
+# (HUTCH_API_ALL_SERVED=0 turns that back into an xfail, for a daemon older than the spec).
+export HUTCH_API_ALL_SERVED=${HUTCH_API_ALL_SERVED:-1}
 HUTCH_API_REQUIRE_DAEMON=1 "$venv/bin/python" -m pytest "${common[@]}" "${pytest_args[@]}"
 
 if [ "$fuzz" = 1 ]; then
