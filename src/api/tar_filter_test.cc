@@ -167,7 +167,7 @@ TEST(TarFilter, NamesAreNormalized) {
 }
 
 void expectRefused(const std::vector<TestEntry>& entries, std::string_view needle,
-                   TarFilterOptions options = {}) {
+                   const TarFilterOptions& options = {}) {
   auto out = filter(makeTar(entries, ARCHIVE_FORMAT_TAR_PAX_RESTRICTED), options);
   ASSERT_FALSE(out) << "accepted, expected a refusal mentioning " << needle;
   EXPECT_EQ(out.error().code(), options.error_code);

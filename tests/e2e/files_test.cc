@@ -115,7 +115,7 @@ class FilesTest : public ::testing::Test {
     auto r = shell("curl -sS -o " + quoted(body.string()) + " -D " + quoted(headers.string()) +
                    " -w '%{http_code}' " + auth + args + " " + quoted(*base_ + path));
     Answer a;
-    a.status = std::atoi(r.out.c_str());
+    a.status = static_cast<int>(std::strtol(r.out.c_str(), nullptr, 10));
     a.headers = readFile(headers);
     if (out.empty()) a.body = readFile(body);
     return a;
