@@ -7,7 +7,7 @@ HUTCH_BUILD_DIR=${HUTCH_BUILD_DIR:-$HUTCH_ROOT/build}
 HUTCH_CACHE_DIR=${HUTCH_CACHE_DIR:-/var/cache/hutch}
 export HUTCH_CACHE_DIR
 
-log() { printf '\n==> %s\n' "$*" >&2; }
+log() { printf '\n==> [%dm%02ds] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*" >&2; }
 
 hutch_build() {
   log "Building hutch (cmake + ninja) in $HUTCH_BUILD_DIR"
