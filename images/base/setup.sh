@@ -5,7 +5,13 @@ if ! id hutch >/dev/null 2>&1; then
   groupadd --gid 1000 hutch
   useradd --uid 1000 --gid 1000 --create-home --shell /bin/bash --groups sudo hutch
 fi
-printf 'hutch ALL=(ALL:ALL) NOPASSWD: ALL\n' >/etc/sudoers.d/hutch
+# The user E2B's SDKs assume (docs/e2b.md): "user", home /home/user, passwordless sudo; the E2B
+# API runs commands and file operations as this user unless the caller names another.
+if ! id user >/dev/null 2>&1; then
+  groupadd --gid 1001 user
+  useradd --uid 1001 --gid 1001 --create-home --shell /bin/bash --groups sudo user
+fi
+printf 'hutch ALL=(ALL:ALL) NOPASSWD: ALL\nuser ALL=(ALL:ALL) NOPASSWD: ALL\n' >/etc/sudoers.d/hutch
 chmod 0440 /etc/sudoers.d/hutch
 visudo -cf /etc/sudoers.d/hutch >/dev/null
 

@@ -150,20 +150,14 @@ awaitable<bool> writeAll(Connection& c, std::string_view data) {
   co_return !ec;
 }
 
-// GET /files: the header once the file is open (errors are ordinary answers until then), then
-// exactly the size it had when opened: a file that grew is cut there; one that shrank, or a
-// read that fails midway, ends the connection before Content-Length bytes were sent.
-awaitable<Reply> readFile(box::BoxService& service, RequestContext& ctx) {
-  auto q = parseFileQuery(ctx.query, {});
-  if (!q) co_return errorResponse(q.error());
-  auto agent = service.agentFor(boxParam(ctx));
-  if (!agent) co_return errorResponse(agent.error());
-  proto::FileReadRequest request{.path = q->path, .user = userOr(service, q->user)};
-  auto opened = co_await (*agent)->openRead(std::move(request));
-  if (!opened) co_return errorResponse(explain(opened.error(), kDirHint, ""));
-  std::shared_ptr<guest::FileReader> reader = *opened;
-  const proto::FileInfo& info = reader->info();
+}  // namespace
 
+// The header once the file is open (errors are ordinary answers until then), then exactly the
+// size it had when opened: a file that grew is cut there; one that shrank, or a read that fails
+// midway, ends the connection before Content-Length bytes were sent.
+awaitable<std::optional<Response>> sendFile(std::shared_ptr<guest::FileReader> reader,
+                                            RequestContext& ctx, std::string_view box) {
+  const proto::FileInfo& info = reader->info();
   http::response<http::empty_body> res{http::status::ok, 11};
   res.set(http::field::content_type, "application/octet-stream");
   res.set("X-Hutch-File-Mode", std::to_string(info.mode));
@@ -188,8 +182,8 @@ awaitable<Reply> readFile(box::BoxService& service, RequestContext& ctx) {
     auto chunk = co_await reader->next();
     if (!chunk || !*chunk) {
       if (!chunk) {
-        spdlog::warn("api: reading {} in box {} failed after {} bytes: {}", info.path,
-                     boxParam(ctx), info.size - left, chunk.error().message());
+        spdlog::warn("api: reading {} in box {} failed after {} bytes: {}", info.path, box,
+                     info.size - left, chunk.error().message());
       }
       co_return std::nullopt;  // fewer bytes than announced: the connection ends
     }
@@ -204,6 +198,20 @@ awaitable<Reply> readFile(box::BoxService& service, RequestContext& ctx) {
   if (!reader->ended()) reader->close();  // a file that grew since it was opened
   ctx.keep_alive = true;
   co_return std::nullopt;
+}
+
+namespace {
+
+// GET /files: streamed by sendFile once open.
+awaitable<Reply> readFile(box::BoxService& service, RequestContext& ctx) {
+  auto q = parseFileQuery(ctx.query, {});
+  if (!q) co_return errorResponse(q.error());
+  auto agent = service.agentFor(boxParam(ctx));
+  if (!agent) co_return errorResponse(agent.error());
+  proto::FileReadRequest request{.path = q->path, .user = userOr(service, q->user)};
+  auto opened = co_await (*agent)->openRead(std::move(request));
+  if (!opened) co_return errorResponse(explain(opened.error(), kDirHint, ""));
+  co_return co_await sendFile(*opened, ctx, boxParam(ctx));
 }
 
 // PUT /files: the agent opens its temporary file first (a 403 or 400 comes before the client

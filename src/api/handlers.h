@@ -11,6 +11,7 @@
 #include "box/box_service.h"
 #include "box/port_forwards.h"
 #include "box/template_service.h"
+#include "guest/file_reader.h"
 #include "net/secrets.h"
 #include "proto/messages.h"
 #include "vmm/accel.h"
@@ -47,6 +48,12 @@ void registerNetworkRoutes(ApiRouter& router, box::BoxService& service, net::Sec
 // its open connections are closed.
 void registerKeyRoutes(ApiRouter& router, KeyService& keys,
                        const std::function<void(const std::string&)>& revoked);
+
+// Answers a file opened for reading: its header, then exactly the size it had when opened (the
+// connection ends early if the read fails midway). For GET /v1/boxes/{box}/files and E2B's
+// GET /files.
+asio::awaitable<std::optional<Response>> sendFile(std::shared_ptr<guest::FileReader> reader,
+                                                  RequestContext& ctx, std::string_view box);
 
 // Resolves {box} to the id of a box the principal may see (a non-admin key: only its own; any
 // other box is "No such box", exactly as one that does not exist).

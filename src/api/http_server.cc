@@ -386,18 +386,18 @@ awaitable<void> HttpServer::startTcp(asio::ip::tcp::socket s, asio::ssl::context
   co_await serve(c, true);
 }
 
-std::optional<Response> HttpServer::admit(const http::request_header<>& header, const Route& route,
-                                          PathParams& params, Connection& c) {
+std::optional<Error> HttpServer::admit(const http::request_header<>& header, const Route& route,
+                                       PathParams& params, Connection& c) {
   if (route.options.access == Access::kAdmin && !c.principal.admin) {
-    return errorResponse(Error(
+    return Error(
         Errc::kPermissionDenied,
         fmt::format("Only an admin key or the host's unix socket may do this ({} {}); {} is not "
                     "an admin key",
                     std::string(header.method_string()), std::string(header.target()),
-                    c.principal.describe())));
+                    c.principal.describe()));
   }
   if (scoper_) {
-    if (auto scoped = scoper_(c.principal, params); !scoped) return errorResponse(scoped.error());
+    if (auto scoped = scoper_(c.principal, params); !scoped) return scoped.error();
   }
   return std::nullopt;
 }
@@ -460,41 +460,59 @@ awaitable<void> HttpServer::serve(std::shared_ptr<Connection> c, bool tcp) {
     const std::string target(header.target().data(), header.target().size());
     size_t q = target.find('?');
     const std::string path = target.substr(0, q);
+    PathParams query = parseQuery(q == std::string::npos ? std::string() : target.substr(q + 1));
+    // Another API's request (TCP only): its router, its authentication, its error bodies.
+    const Plane* plane = nullptr;
+    if (tcp) {
+      for (const Plane& p : planes_) {
+        if (p.claims(header, path)) {
+          plane = &p;
+          break;
+        }
+      }
+    }
+    auto render = [plane, &path](const Error& error) {
+      return plane != nullptr ? plane->render(error, path) : errorResponse(error);
+    };
+    const ApiRouter& router = plane != nullptr ? *plane->router : router_;
+    PathParams resolved;  // parameters the plane's authentication adds
 
     // TCP: authenticated before anything else, so that nothing (not even which paths exist)
     // is answered to a caller without a key.
     if (tcp) {
       auto now = FailureLimiter::Clock::now();
       if (auto wait = limiter_.refused(c->peer, now)) {
-        Response res = errorResponse(
-            Error(Errc::kResourceExhausted,
-                  fmt::format("Too many failed authentications from {}; try again in {} s", c->peer,
-                              *wait)));
+        Response res =
+            render(Error(Errc::kResourceExhausted,
+                         fmt::format("Too many failed authentications from {}; try again in {} s",
+                                     c->peer, *wait)));
         res.set(http::field::retry_after, std::to_string(*wait));
         co_await respond(std::move(res), false);
         co_return;
       }
-      auto principal = keys_->authenticate(offeredKey(header));
+      auto principal = plane != nullptr && plane->authenticate
+                           ? plane->authenticate(header, query, resolved)
+                           : keys_->authenticate(offeredKey(header));
       if (!principal) {
         if (principal.error().code() == Errc::kUnauthenticated) {
           limiter_.recordFailure(c->peer, now);
           spdlog::info("api: refused {} {} from {}: {}", std::string(header.method_string()), path,
                        c->peer, principal.error().message());
         }
-        if (!co_await respond(errorResponse(principal.error()), !body_pending)) co_return;
+        if (!co_await respond(render(principal.error()), !body_pending)) co_return;
         continue;
       }
       c->principal = std::move(*principal);
     }
 
-    auto match = router_.match(head ? http::verb::get : header.method(), path);
+    auto match = router.match(head ? http::verb::get : header.method(), path);
     if (!match) {
-      Response res = errorResponse(match.error());
+      Response res = render(match.error());
       // The router's kUnsupported means "this path exists, not with this method".
       if (match.error().code() == Errc::kUnsupported) {
         res.result(http::status::method_not_allowed);
         std::string allow;
-        for (http::verb v : router_.methodsFor(path)) {
+        for (http::verb v : router.methodsFor(path)) {
           if (!allow.empty()) allow += ", ";
           allow += std::string(http::to_string(v));
           if (v == http::verb::get) allow += ", HEAD";
@@ -508,8 +526,9 @@ awaitable<void> HttpServer::serve(std::shared_ptr<Connection> c, bool tcp) {
     }
     const Route& route = *match->handler;
     PathParams params = std::move(match->params);
+    params.merge(resolved);
     if (auto refused = admit(header, route, params, *c)) {
-      if (!co_await respond(std::move(*refused), header_parser.keep_alive() && !body_pending)) {
+      if (!co_await respond(render(*refused), header_parser.keep_alive() && !body_pending)) {
         co_return;
       }
       continue;
@@ -522,11 +541,11 @@ awaitable<void> HttpServer::serve(std::shared_ptr<Connection> c, bool tcp) {
       reader.emplace(*c, std::move(header_parser));
     } else {
       if (auto length = header_parser.content_length(); length && *length > kMaxBody) {
-        co_await respond(errorResponse(Error(Errc::kInvalidArgument,
-                                             fmt::format("The request body is larger than {} "
-                                                         "MiB, the limit of JSON requests",
-                                                         kMaxBody >> 20))),
-                         false);
+        co_await respond(
+            render(Error(Errc::kInvalidArgument, fmt::format("The request body is larger than {} "
+                                                             "MiB, the limit of JSON requests",
+                                                             kMaxBody >> 20))),
+            false);
         co_return;
       }
       if (body_pending && !co_await sendContinue(*c, header)) co_return;
@@ -536,16 +555,15 @@ awaitable<void> HttpServer::serve(std::shared_ptr<Connection> c, bool tcp) {
                                 redirect_error(use_awaitable, read_ec));
       if (read_ec) {
         if (read_ec == http::error::body_limit) {
-          co_await respond(errorResponse(Error(Errc::kInvalidArgument,
-                                               fmt::format("The request body is larger than {} "
-                                                           "MiB, the limit of JSON requests",
-                                                           kMaxBody >> 20))),
-                           false);
-        } else if (!quietReadError(read_ec)) {
           co_await respond(
-              errorResponse(Error(Errc::kInvalidArgument,
-                                  "Malformed HTTP request body: " + read_ec.message())),
+              render(Error(Errc::kInvalidArgument, fmt::format("The request body is larger than {} "
+                                                               "MiB, the limit of JSON requests",
+                                                               kMaxBody >> 20))),
               false);
+        } else if (!quietReadError(read_ec)) {
+          co_await respond(render(Error(Errc::kInvalidArgument,
+                                        "Malformed HTTP request body: " + read_ec.message())),
+                           false);
         }
         c->stream.close();
         co_return;
@@ -555,19 +573,15 @@ awaitable<void> HttpServer::serve(std::shared_ptr<Connection> c, bool tcp) {
     // The handler may take long (a template build, an exec): no idle deadline while it runs.
     idle.disarm();
 
-    RequestContext ctx{request,
-                       std::move(params),
-                       parseQuery(q == std::string::npos ? std::string() : target.substr(q + 1)),
-                       c,
-                       c->principal,
-                       reader ? &*reader : nullptr};
+    RequestContext ctx{request, std::move(params), std::move(query),
+                       c,       c->principal,      reader ? &*reader : nullptr};
     std::optional<Response> res;
     try {
       res = co_await route.handler(ctx);
     } catch (const std::exception& e) {
       spdlog::error("api: handler for {} {} threw: {}", std::string(request.method_string()), path,
                     e.what());
-      res = errorResponse(Error(Errc::kInternal, std::string("Internal error: ") + e.what()));
+      res = render(Error(Errc::kInternal, std::string("Internal error: ") + e.what()));
     }
     if (!res) {
       if (ctx.keep_alive && request.keep_alive() && c->stream.isOpen()) continue;

@@ -146,6 +146,21 @@ class ChunkedWriter {
   Connection& connection_;
 };
 
+// Another API served on the TCP listeners beside hutch's own (the E2B façade, docs/e2b.md):
+// the requests it claims are routed in its router, authenticated its way, and the server's own
+// errors (401, 404, 405, a body too large) are rendered its way.
+struct Plane {
+  std::string name;
+  std::function<bool(const http::request_header<>& header, std::string_view path)> claims;
+  const ApiRouter* router = nullptr;
+  // Authenticates a request: the principal, adding path parameters (such as {box}) it
+  // resolves. Null: the API key, as hutch's own API.
+  std::function<Result<Principal>(const http::request_header<>& header, const PathParams& query,
+                                  PathParams& params)>
+      authenticate;
+  std::function<Response(const Error& error, std::string_view path)> render;
+};
+
 class HttpServer {
  public:
   // `keys` authenticates TCP requests; it must outlive the server (null: no TCP listeners).
@@ -153,6 +168,9 @@ class HttpServer {
   ~HttpServer();
 
   void setScoper(ParamScoper scoper) { scoper_ = std::move(scoper); }
+  // Serves another API on the TCP listeners (never on the unix socket); planes are asked in
+  // the order they were added, hutch's own API takes what none claims.
+  void addPlane(Plane plane) { planes_.push_back(std::move(plane)); }
 
   // Binds the unix socket (replacing a stale one) with the given mode and starts accepting.
   // Its callers are the host administrator.
@@ -181,13 +199,14 @@ class HttpServer {
   asio::awaitable<void> serve(std::shared_ptr<Connection> connection, bool tcp);
   // Checks the route's access level and scopes the parameters (after authentication); the
   // response to send instead of running the handler, if any.
-  std::optional<Response> admit(const http::request_header<>& header, const Route& route,
-                                PathParams& params, Connection& connection);
+  std::optional<Error> admit(const http::request_header<>& header, const Route& route,
+                             PathParams& params, Connection& connection);
 
   asio::any_io_executor executor_;
   const ApiRouter& router_;
   KeyService* keys_;
   ParamScoper scoper_;
+  std::vector<Plane> planes_;
   FailureLimiter limiter_;
   std::optional<asio::local::stream_protocol::acceptor> acceptor_;
   std::filesystem::path path_;

@@ -47,6 +47,23 @@ Result<BoxState> parseState(std::string_view text) {
   return fail(Errc::kInvalidArgument, fmt::format("Unknown box state '{}'", text));
 }
 
+std::string_view expiryName(Expiry expiry) {
+  switch (expiry) {
+    case Expiry::kNone: return "";
+    case Expiry::kRemove: return "remove";
+    case Expiry::kStop: return "stop";
+  }
+  return "";
+}
+
+Result<Expiry> parseExpiry(std::string_view text) {
+  for (Expiry e : {Expiry::kNone, Expiry::kRemove, Expiry::kStop}) {
+    if (expiryName(e) == text) return e;
+  }
+  return fail(Errc::kInvalidArgument,
+              fmt::format("Unknown expiry action '{}' (use remove or stop)", text));
+}
+
 Result<> checkTransition(BoxState from, BoxState to) {
   bool legal = false;
   switch (to) {

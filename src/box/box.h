@@ -54,6 +54,17 @@ struct Quota {
 
 // Variables every exec and process in a box gets (under what a request sets itself).
 using BoxEnv = std::map<std::string, std::string>;
+// Key-value labels a client attaches to a box (E2B's sandbox metadata); hutch only stores them.
+using BoxMetadata = std::map<std::string, std::string>;
+
+// What happens to a box when its lifetime (Box::expires_at) ends: E2B's sandbox timeout.
+enum class Expiry {
+  kNone,    // no lifetime
+  kRemove,  // removed, disk and all (E2B's default: the sandbox is killed)
+  kStop,    // stopped with its disk kept (E2B's auto-pause), started again on connect
+};
+std::string_view expiryName(Expiry expiry);  // "", "remove", "stop"
+Result<Expiry> parseExpiry(std::string_view text);
 
 // What a create request asks for.
 struct BoxSpec {
@@ -65,6 +76,9 @@ struct BoxSpec {
   std::vector<std::string> secrets;  // names of host secrets the box may use (placeholders only)
   BoxEnv env;
   Owner owner;  // set by the API from the caller, never from the request body
+  BoxMetadata metadata;
+  int64_t expires_at = 0;  // unix seconds; 0: no lifetime
+  Expiry on_expiry = Expiry::kNone;
   bool operator==(const BoxSpec&) const = default;
 };
 
@@ -100,6 +114,11 @@ struct Box {
   std::vector<BoxSecret> secrets;
   Owner owner;
   BoxEnv env;
+  BoxMetadata metadata;
+  // The box's lifetime: when it ends (unix seconds; 0: never) hutchd does on_expiry to it
+  // (BoxService::expireDue). Set at create or later (setLifetime).
+  int64_t expires_at = 0;
+  Expiry on_expiry = Expiry::kNone;
 
   bool operator==(const Box&) const = default;
 };

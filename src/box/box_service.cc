@@ -118,6 +118,9 @@ asio::awaitable<Result<Box>> BoxService::create(BoxSpec spec) {
   box.image_dir = tmpl.dir.string();
   box.owner = spec.owner;
   box.env = spec.env;
+  box.metadata = spec.metadata;
+  box.expires_at = spec.expires_at;
+  box.on_expiry = spec.expires_at != 0 ? spec.on_expiry : Expiry::kNone;
   box.created_at = box.updated_at = unixNow();
   if (pooled) box.uid_index = pooled->uid_index;  // its VM already runs as that uid
   if (auto inserted = store_.insert(box); !inserted) {
@@ -704,6 +707,39 @@ Result<Box> BoxService::setPolicy(const std::string& key, const std::string& tex
   HUTCH_TRY_VOID(network_->updatePolicy(box));
   spdlog::info("box={} network policy changed", box.id);
   return box;
+}
+
+Result<Box> BoxService::setLifetime(const std::string& key, int64_t expires_at, Expiry on_expiry) {
+  HUTCH_TRY(Box box, store_.find(key));
+  box.expires_at = expires_at;
+  box.on_expiry = expires_at != 0 ? on_expiry : Expiry::kNone;
+  box.updated_at = unixNow();
+  HUTCH_TRY_VOID(store_.update(box));
+  return box;
+}
+
+asio::awaitable<void> BoxService::expireDue() {
+  auto boxes = store_.list();
+  if (!boxes) co_return;
+  const int64_t now = unixNow();
+  for (const Box& b : *boxes) {
+    if (b.expires_at == 0 || b.expires_at > now || b.on_expiry == Expiry::kNone) continue;
+    if (b.on_expiry == Expiry::kStop && b.state != BoxState::kRunning) continue;
+    if (b.state == BoxState::kCreating || b.state == BoxState::kStopping) continue;
+    spdlog::info("box={} its lifetime ended {} s ago: {}", b.id, now - b.expires_at,
+                 b.on_expiry == Expiry::kStop ? "stopping it (disk kept)" : "removing it");
+    if (b.on_expiry == Expiry::kStop) {
+      // Stopped once: a later start gives it a new lifetime or none.
+      (void)setLifetime(b.id, 0, Expiry::kNone);
+      auto stopped = co_await stop(b.id);
+      if (!stopped)
+        spdlog::warn("box={} could not be stopped: {}", b.id, stopped.error().describe());
+    } else {
+      auto removed = co_await remove(b.id, true);
+      if (!removed)
+        spdlog::warn("box={} could not be removed: {}", b.id, removed.error().describe());
+    }
+  }
 }
 
 void BoxService::detachAll() {

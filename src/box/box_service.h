@@ -96,6 +96,11 @@ class BoxService {
   NetworkService* network() const { return network_; }
   // Changes a box's egress policy (`text`: a preset or JSON), live if it runs.
   Result<Box> setPolicy(const std::string& key, const std::string& text);
+  // Sets when the box's lifetime ends (unix seconds; 0: never) and what happens then.
+  Result<Box> setLifetime(const std::string& key, int64_t expires_at, Expiry on_expiry);
+  // Does what each box whose lifetime has ended asks for (remove it, or stop a running one);
+  // hutchd calls it every second.
+  asio::awaitable<void> expireDue();
   // One observer (or none); it must outlive the service or be reset to nullptr first.
   void setObserver(BoxObserver* observer) { observer_ = observer; }
   // The limits of an owner (docs/api.md "Owners"), checked at create, fork, start and rollback.

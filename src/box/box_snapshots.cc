@@ -544,6 +544,7 @@ asio::awaitable<Result<Box>> BoxService::createFromCapture(const Box& parent, st
   child.secrets = parent.secrets;
   child.owner = parent.owner;
   child.env = parent.env;
+  child.metadata = parent.metadata;
   child.boot = fmt::format("restored from {}", source.label);
   child.created_at = child.updated_at = unixNow();
   HUTCH_CO_TRY_VOID(store_.insert(child));

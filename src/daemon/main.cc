@@ -9,6 +9,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/ssl/context.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <csignal>
 #include <cstdlib>
@@ -21,6 +22,7 @@
 #include "box/network_service.h"
 #include "box/port_forwards.h"
 #include "box/snapshot.h"
+#include "e2b/facade.h"
 #include "egress/proxy/ca.h"
 #include "jail/box_ids.h"
 #include "jail/cgroup.h"
@@ -126,7 +128,23 @@ int run(int argc, char** argv) {
                  "The TLS certificate (PEM) of --listen (default: one hutchd makes in "
                  "<state>/tls)");
   app.add_option("--tls-key", tls_key, "The private key (PEM) of --tls-cert");
+  std::vector<std::string> e2b_templates;
+  app.add_option("--e2b-template", e2b_templates,
+                 "E2B template NAME=TEMPLATE: sandboxes of E2B template NAME are made from hutch "
+                 "template TEMPLATE (repeatable; unmapped names are hutch templates)")
+      ->allow_extra_args(false);
   CLI11_PARSE(app, argc, argv);
+
+  hutch::e2b::FacadeOptions e2b_options;
+  for (const std::string& mapping : e2b_templates) {
+    auto eq = mapping.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == mapping.size()) {
+      spdlog::error("--e2b-template {}: give NAME=TEMPLATE (e.g. code-interpreter-v1=base)",
+                    mapping);
+      return 64;
+    }
+    e2b_options.templates[mapping.substr(0, eq)] = mapping.substr(eq + 1);
+  }
 
   spdlog::set_default_logger(spdlog::stderr_color_mt("hutchd"));
   spdlog::set_level(spdlog::level::from_str(log_level));
@@ -344,6 +362,25 @@ int run(int argc, char** argv) {
   hutch::api::registerNetworkRoutes(router, service, *secrets);
   hutch::api::registerKeyRoutes(router, keys,
                                 [&server](const std::string& id) { server.closeSessionsOf(id); });
+  // The E2B façade on the TCP listeners (docs/e2b.md), and the lifetimes of its sandboxes.
+  auto e2b_secret = hutch::e2b::loadSecret(state / "e2b-secret");
+  if (!e2b_secret) {
+    spdlog::error("{}", e2b_secret.error().describe());
+    return 73;
+  }
+  e2b_options.secret = std::move(*e2b_secret);
+  hutch::e2b::Facade e2b(loop.get_executor(), service, std::move(e2b_options));
+  server.addPlane(e2b.envdPlane());
+  server.addPlane(e2b.controlPlane());
+  boost::asio::steady_timer expiry_timer(loop);
+  std::function<void()> expire_tick = [&] {
+    expiry_timer.expires_after(std::chrono::seconds(1));
+    expiry_timer.async_wait([&](const boost::system::error_code& ec) {
+      if (ec) return;
+      boost::asio::co_spawn(loop, service.expireDue(),
+                            [&](const std::exception_ptr&) { expire_tick(); });
+    });
+  };
 
   // Reattach to boxes an earlier hutchd left running, then serve the API. (The loop keeps
   // running from here on: adopted boxes have watchers on it.)
@@ -382,6 +419,7 @@ int run(int argc, char** argv) {
             return;
           }
         }
+        expire_tick();
         spdlog::info("hutchd {} listening on {} (state in {})", kVersion,
                      fmt::format("{}", fmt::join(server.listeners(), ", ")), state_dir);
       });
@@ -390,6 +428,7 @@ int run(int argc, char** argv) {
   signals.async_wait([&](const boost::system::error_code&, int sig) {
     spdlog::info("signal {}: shutting down (boxes keep running)", sig);
     server.stop();
+    expiry_timer.cancel();
     service.setObserver(nullptr);
     ports.closeAll();
     boost::asio::co_spawn(

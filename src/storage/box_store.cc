@@ -82,12 +82,17 @@ CREATE TABLE api_keys (
   created_at     INTEGER NOT NULL,
   last_used_at   INTEGER NOT NULL DEFAULT 0
 );)sql",
+    // E2B façade (issue 13): metadata, and a lifetime (when the box expires, and what then).
+    R"sql(
+ALTER TABLE boxes ADD COLUMN metadata TEXT NOT NULL DEFAULT '{}';
+ALTER TABLE boxes ADD COLUMN expires_at INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE boxes ADD COLUMN on_expiry TEXT NOT NULL DEFAULT '';)sql",
 };
 
 constexpr const char* kColumns =
     "id, name, template, cpus, memory_mib, state, reason, accel, pid, created_at, updated_at, "
     "disk_mib, image_dir, boot, disk, uid_index, network_policy, secrets, owner_id, owner_name, "
-    "env";
+    "env, metadata, expires_at, on_expiry";
 
 constexpr const char* kSnapshotColumns =
     "id, kind, box_id, name, template_key, dir, layer, size_bytes, created_at";
@@ -158,6 +163,15 @@ Result<box::Box> readRow(const Statement& st) {
   for (const auto& [key, value] : env.items()) {
     if (value.is_string()) b.env[key] = value.get<std::string>();
   }
+  auto metadata = nlohmann::json::parse(st.columnText(21), nullptr, false);
+  if (!metadata.is_object()) {
+    return fail(Errc::kInternal, fmt::format("Box {} has a corrupt metadata column", b.id));
+  }
+  for (const auto& [key, value] : metadata.items()) {
+    if (value.is_string()) b.metadata[key] = value.get<std::string>();
+  }
+  b.expires_at = st.columnInt(22);
+  HUTCH_TRY(b.on_expiry, box::parseExpiry(st.columnText(23)));
   return b;
 }
 
@@ -182,7 +196,10 @@ void bindRow(Statement& st, const box::Box& b) {
       .bind(18, secretsJson(b.secrets))
       .bind(19, b.owner.id)
       .bind(20, b.owner.name)
-      .bind(21, nlohmann::json(b.env).dump());
+      .bind(21, nlohmann::json(b.env).dump())
+      .bind(22, nlohmann::json(b.metadata).dump())
+      .bind(23, b.expires_at)
+      .bind(24, box::expiryName(b.on_expiry));
 }
 
 }  // namespace
@@ -213,10 +230,10 @@ Result<> BoxStore::migrate() {
 }
 
 Result<> BoxStore::insert(const box::Box& b) {
-  HUTCH_TRY(
-      Statement st,
-      db_.prepare(fmt::format(
-          "INSERT INTO boxes ({}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", kColumns)));
+  HUTCH_TRY(Statement st,
+            db_.prepare(fmt::format(
+                "INSERT INTO boxes ({}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                kColumns)));
   bindRow(st, b);
   auto r = st.run();
   if (!r && r.error().code() == Errc::kAlreadyExists) {
@@ -234,8 +251,8 @@ Result<> BoxStore::update(const box::Box& b) {
           "UPDATE boxes SET id=?1, name=?2, template=?3, cpus=?4, "
           "memory_mib=?5, state=?6, reason=?7, accel=?8, pid=?9, "
           "created_at=?10, updated_at=?11, disk_mib=?12, image_dir=?13, boot=?14, disk=?15, "
-          "uid_index=?16, network_policy=?17, secrets=?18, owner_id=?19, owner_name=?20, env=?21 "
-          "WHERE id=?1"));
+          "uid_index=?16, network_policy=?17, secrets=?18, owner_id=?19, owner_name=?20, env=?21, "
+          "metadata=?22, expires_at=?23, on_expiry=?24 WHERE id=?1"));
   bindRow(st, b);
   HUTCH_TRY_VOID(st.run());
   if (db_.changes() == 0) return fail(Errc::kNotFound, fmt::format("No box with id {}", b.id));

@@ -112,13 +112,16 @@ TEST(BoxStoreTest, OwnersSeeOnlyTheirBoxesAndPrefixesDoNotLeak) {
   box::Box a = makeBox("abcdef000001", "alices");
   a.owner = {"key-a", "alice"};
   a.env = {{"K", "v"}, {"OTHER", "x y"}};
+  a.metadata = {{"agent", "claude"}, {"run", "7"}};
+  a.expires_at = 1764650000;
+  a.on_expiry = box::Expiry::kStop;
   box::Box b = makeBox("abcdef000002", "bobs");
   b.owner = {"key-b", "bob"};
   box::Box h = makeBox("123456789abc", "hosts");
   ASSERT_TRUE(store->insert(a));
   ASSERT_TRUE(store->insert(b));
   ASSERT_TRUE(store->insert(h));
-  EXPECT_EQ(*store->find("alices"), a) << "owner and env round-trip";
+  EXPECT_EQ(*store->find("alices"), a) << "owner, env, metadata and lifetime round-trip";
   EXPECT_EQ(store->find("alices", std::string("key-a"))->id, a.id);
   EXPECT_EQ(store->find("alices", std::string("key-b")).error().code(), Errc::kNotFound);
   EXPECT_EQ(store->find(a.id, std::string("key-b")).error().code(), Errc::kNotFound);
@@ -146,6 +149,8 @@ TEST(BoxStoreTest, MigrationGivesOlderBoxesTheirOwnUidIndex) {
     auto db = Database::open(path.string());
     ASSERT_TRUE(db);
     ASSERT_TRUE(db->exec(
+        "ALTER TABLE boxes DROP COLUMN metadata; ALTER TABLE boxes DROP COLUMN expires_at; "
+        "ALTER TABLE boxes DROP COLUMN on_expiry; "
         "DROP TABLE api_keys; DROP INDEX boxes_by_owner; "
         "ALTER TABLE boxes DROP COLUMN owner_id; ALTER TABLE boxes DROP COLUMN owner_name; "
         "ALTER TABLE boxes DROP COLUMN env; "
@@ -161,6 +166,10 @@ TEST(BoxStoreTest, MigrationGivesOlderBoxesTheirOwnUidIndex) {
   // Boxes from before networking have no policy (they get none) and no secrets.
   EXPECT_EQ(store->find("first")->network_policy, "");
   EXPECT_TRUE(store->find("first")->secrets.empty());
+  // ... and no metadata or lifetime.
+  EXPECT_TRUE(store->find("first")->metadata.empty());
+  EXPECT_EQ(store->find("first")->expires_at, 0);
+  EXPECT_EQ(store->find("first")->on_expiry, box::Expiry::kNone);
   std::filesystem::remove(path);
   std::filesystem::remove(path.string() + "-wal");
   std::filesystem::remove(path.string() + "-shm");

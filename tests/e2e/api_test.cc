@@ -105,8 +105,8 @@ TEST_F(ApiTest, ExecOfAnUnknownBoxIs404AndAWrongUpgradeIs400) {
   expectError(rawRequest(sock, post("/v1/boxes/ghost/exec", R"({"argv":["true"]})")), 404,
               "not_found", "No such box");
   const std::string upgrade = "Connection: Upgrade\r\nUpgrade: hutch-exec\r\n";
-  expectError(rawRequest(sock, post("/v1/boxes/ghost/exec", "not json", upgrade)), 404,
-              "not_found", "No such box");
+  expectError(rawRequest(sock, post("/v1/boxes/ghost/exec", "not json", upgrade)), 404, "not_found",
+              "No such box");
   expectError(rawRequest(sock, post("/v1/boxes/ghost/exec", R"({"argv":["true"]})", upgrade)), 404,
               "not_found", "No such box");
   // A box that exists, asked to upgrade to something else: told where the WebSocket is.
