@@ -602,6 +602,7 @@ std::optional<json> watchEvent(const std::string& root, const proto::FileEvent& 
   static constexpr const char* kTypes[] = {"EVENT_TYPE_CREATE", "EVENT_TYPE_WRITE",
                                            "EVENT_TYPE_REMOVE", "EVENT_TYPE_RENAME",
                                            "EVENT_TYPE_CHMOD"};
+  if (isWriteTemporary(e.path)) return std::nullopt;
   std::string name = e.path;
   const std::string prefix = root == "/" ? root : root + "/";
   if (name.starts_with(prefix)) name = name.substr(prefix.size());
@@ -634,8 +635,9 @@ awaitable<Reply> fsWatchDir(box::BoxService& service, RequestContext& ctx) {
   std::shared_ptr<guest::FileWatch> w = *watch;
   const std::string root = w->info().path;
   EnvelopeStream stream(ctx);
-  const json started{{"event", {{"start", json::object()}}}};
-  const json keepalive_event{{"event", {{"keepalive", json::object()}}}};
+  // WatchDirResponse's oneof is the message itself (no "event" wrapper, unlike processes').
+  const json started{{"start", json::object()}};
+  const json keepalive_event{{"keepalive", json::object()}};
   bool sent = co_await stream.start();
   if (sent) sent = co_await stream.send(started);
   if (!sent) {
@@ -680,7 +682,7 @@ awaitable<Reply> fsWatchDir(box::BoxService& service, RequestContext& ctx) {
     for (const auto& e : (*next)->events) {
       auto event = watchEvent(root, e);
       if (!event) continue;
-      const json message{{"event", {{"filesystem", *event}}}};
+      const json message{{"filesystem", *event}};
       if (!co_await stream.send(message)) {
         ok = false;
         break;

@@ -352,6 +352,15 @@ Result<std::string> userFromAuthorization(std::string_view header) {
   return user;
 }
 
+bool isWriteTemporary(std::string_view path) {
+  std::string_view name = path.substr(path.rfind('/') + 1);
+  constexpr std::string_view kMark = ".hutch-";
+  if (name.size() < 1 + kMark.size() + 16 || name.front() != '.') return false;
+  std::string_view suffix = name.substr(name.size() - 16);
+  if (suffix.find_first_not_of("0123456789abcdef") != std::string_view::npos) return false;
+  return name.substr(name.size() - 16 - kMark.size(), kMark.size()) == kMark;
+}
+
 json entryJson(const proto::FileInfo& info) {
   int type = 0;
   switch (info.type) {

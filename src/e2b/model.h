@@ -97,6 +97,11 @@ std::string fileSignature(std::string_view path, std::string_view operation, std
 // The user of "Authorization: Basic base64(user:)"; the default user when there is none.
 Result<std::string> userFromAuthorization(std::string_view header);
 
+// Whether the last component of `path` is one of the temporaries hutch-agent writes a file
+// through (".NAME.hutch-" and 16 hex digits, renamed over NAME when complete): watchers are not
+// shown them, as envd, which writes in place, has none.
+bool isWriteTemporary(std::string_view path);
+
 // EntryInfo in proto3 JSON.
 json entryJson(const proto::FileInfo& info);
 

@@ -163,6 +163,15 @@ TEST(EnvdTest, EntriesInProto3Json) {
   EXPECT_EQ(entryJson(info)["symlinkTarget"], "/x");
 }
 
+TEST(EnvdTest, HutchsWriteTemporariesAreRecognised) {
+  EXPECT_TRUE(isWriteTemporary("/home/user/.watched.txt.hutch-d7af3e5e312c4ffa"));
+  EXPECT_TRUE(isWriteTemporary(".a.hutch-0123456789abcdef"));
+  EXPECT_FALSE(isWriteTemporary("/home/user/watched.txt"));
+  EXPECT_FALSE(isWriteTemporary("/home/user/.a.hutch-0123"));
+  EXPECT_FALSE(isWriteTemporary("/home/user/a.hutch-0123456789abcdef"));
+  EXPECT_FALSE(isWriteTemporary("/home/user/.a.hutch-0123456789abcdeZ"));
+}
+
 TEST(EnvdTest, StartRequestsAsTheSdksSendThem) {
   auto j = json::parse(
       R"({"process":{"cmd":"/bin/bash","args":["-l","-c","echo hi"],"envs":{"A":"1"},"cwd":"/tmp"},"stdin":false})");
