@@ -21,6 +21,7 @@
 #include <future>
 #include <thread>
 
+#include "api/error_mapping.h"
 #include "storage/box_store.h"
 #include "tls/server_cert.h"
 #include "tls/x509.h"
@@ -97,7 +98,39 @@ class HttpServerTest : public ::testing::Test {
                     },
                     {.stream_body = true}));
 
+    // Another API beside hutch's: requests with an X-Plane-Box header, authenticated by a
+    // per-box token of its own, errors in its own format.
+    plane_router_.add(http::verb::get, "/plane/whoami",
+                      [](RequestContext& ctx) -> asio::awaitable<std::optional<Response>> {
+                        co_return jsonResponse(
+                            http::status::ok,
+                            {{"box", ctx.params.at("box")}, {"caller", ctx.principal.key_name}});
+                      });
+
     server_.emplace(io_.get_executor(), router_, &*keys_);
+    Plane plane;
+    plane.name = "test";
+    plane.claims = [](const http::request_header<>& h, std::string_view) {
+      return !h["X-Plane-Box"].empty();
+    };
+    plane.router = &plane_router_;
+    plane.authenticate = [](const http::request_header<>& h, const PathParams&,
+                            PathParams& params) -> Result<Principal> {
+      if (h["X-Plane-Token"] != "token-of-" + std::string(h["X-Plane-Box"])) {
+        return fail(Errc::kUnauthenticated, "wrong plane token");
+      }
+      params["box"] = std::string(h["X-Plane-Box"]);
+      Principal p;
+      p.kind = Principal::Kind::kKey;
+      p.key_name = "plane-owner";
+      p.admin = false;
+      return p;
+    };
+    plane.render = [](const Error& e, std::string_view path) {
+      return jsonResponse(static_cast<http::status>(httpStatus(e.code())),
+                          {{"plane_error", e.message()}, {"path", path}});
+    };
+    server_->addPlane(std::move(plane));
     // {box}: "mine" belongs to key "user", "theirs" to nobody the user may see.
     server_->setScoper([](const Principal& p, PathParams& params) -> Result<> {
       auto it = params.find("box");
@@ -201,6 +234,7 @@ class HttpServerTest : public ::testing::Test {
   std::string user_;
   std::string admin_;
   ApiRouter router_;
+  ApiRouter plane_router_;
   asio::io_context io_;
   std::optional<HttpServer> server_;
   std::optional<asio::ssl::context> tls_;
@@ -390,6 +424,36 @@ TEST_F(HttpServerTest, HeadIsGetWithoutABodyAnd405SaysWhatIsAllowed) {
   Answer refused = overHttp(std::move(wrong));
   EXPECT_EQ(refused.status, 405);
   EXPECT_EQ(refused.headers[http::field::allow], "GET, HEAD");
+}
+
+TEST_F(HttpServerTest, APlaneRoutesAuthenticatesAndRendersItsOwnWay) {
+  auto req = [](const std::string& target, const std::string& box, const std::string& token) {
+    http::request<http::string_body> r{http::verb::get, target, 11};
+    r.set("X-Plane-Box", box);
+    r.set("X-Plane-Token", token);
+    return r;
+  };
+  // Its token, not an API key; the scoper still resolves the {box} it added.
+  auto ok = overHttp(req("/plane/whoami", "mine", "token-of-mine"));
+  EXPECT_EQ(ok.status, 200) << ok.body;
+  EXPECT_EQ(nlohmann::json::parse(ok.body)["box"], "id-of-mine");
+  EXPECT_EQ(nlohmann::json::parse(ok.body)["caller"], "plane-owner");
+  // A box the plane's caller may not see, a wrong token, a path it lacks: its error format.
+  auto hidden = overHttp(req("/plane/whoami", "theirs", "token-of-theirs"));
+  EXPECT_EQ(hidden.status, 404);
+  EXPECT_TRUE(nlohmann::json::parse(hidden.body).contains("plane_error")) << hidden.body;
+  auto wrong = overHttp(req("/plane/whoami", "mine", "guess"));
+  EXPECT_EQ(wrong.status, 401);
+  EXPECT_EQ(nlohmann::json::parse(wrong.body)["plane_error"], "wrong plane token");
+  auto missing = overHttp(req("/v1/hello", "mine", "token-of-mine"));
+  EXPECT_EQ(missing.status, 404);
+  EXPECT_EQ(nlohmann::json::parse(missing.body)["path"], "/v1/hello");
+  // Without the header the request is hutch's, and an API key is needed again.
+  EXPECT_EQ(overHttp(get("/plane/whoami", user_)).status, 404);
+  EXPECT_EQ(overHttp(get("/v1/hello")).status, 401);
+  // Planes are for TCP only: the unix socket serves hutch's API whatever the headers.
+  auto socket_answer = overUnix(req("/v1/hello", "mine", "guess"));
+  EXPECT_EQ(socket_answer.status, 200) << socket_answer.body;
 }
 
 TEST(RouterPathTest, SegmentsArePercentDecoded) {
