@@ -76,6 +76,7 @@ class BodyReader {
   Connection& connection_;
   http::request_parser<http::buffer_body> parser_;
   bool continue_sent_ = false;
+  std::string scratch_;  // what the parser reads into: allocated (and zeroed) once, not per read
 };
 
 struct RequestContext {

@@ -264,8 +264,10 @@ awaitable<void> pump(std::shared_ptr<State> state, std::string box, std::shared_
       publish(*p, dataEvent("stderr", event->data));
     } else {
       const proto::ExitStatus& st = event->exit_status;
-      const int code = st.code ? *st.code : (st.signal ? -1 : -1);
-      end = {{"exitCode", code}, {"exited", st.code.has_value()}, {"status", exitStatusText(st)}};
+      // Killed by a signal: exitCode -1 and exited false, as Go's ProcessState says it.
+      end = {{"exitCode", st.code.value_or(-1)},
+             {"exited", st.code.has_value()},
+             {"status", exitStatusText(st)}};
       if (!st.code || *st.code != 0) end["error"] = exitStatusText(st);
       break;
     }
