@@ -50,7 +50,14 @@ import time
 import urllib.parse
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-DEFAULT_IMAGE = "/var/cache/hutch/images/base-4a6bd7d01559"
+def newest_base_image() -> str:
+    """The newest built base image in the cache (what scripts/test.sh last built)."""
+    cache = pathlib.Path(os.environ.get("HUTCH_CACHE_DIR", "/var/cache/hutch"), "images")
+    images = sorted(cache.glob("base-*"), key=lambda p: p.stat().st_mtime, reverse=True)
+    return str(images[0]) if images else ""
+
+
+DEFAULT_IMAGE = newest_base_image()
 EXEC_TRUE = json.dumps({"argv": ["true"]}).encode()
 
 
