@@ -31,13 +31,39 @@ failed=()
 log "Running tests (unit, then end to end with image $HUTCH_TEST_IMAGE)"
 (cd "$HUTCH_BUILD_DIR" && ctest --output-on-failure --timeout 1200 "$@") || failed+=(ctest)
 # Clients someone else wrote, against a real hutchd with real boxes: the OpenAPI validator and
-# schemathesis (tests/api), and the SDKs' own suites with their pinned dependencies.
-log "API contract: docs/openapi.yaml, every response validated, a schemathesis smoke"
-bash "$HUTCH_ROOT/tests/api/run.sh" || failed+=(tests/api)
-log "Python SDK (sdk/python): unit and integration tests"
-bash "$HUTCH_ROOT/sdk/python/scripts/test.sh" --integration || failed+=(sdk/python)
-log "TypeScript SDK (sdk/typescript): unit and integration tests"
-bash "$HUTCH_ROOT/sdk/typescript/scripts/test.sh" || failed+=(sdk/typescript)
+# schemathesis (tests/api), the SDKs' own suites with their pinned dependencies, and E2B's own
+# SDKs (tests/e2b). Each suite starts its own hutchd (its own state, uid range and network
+# namespaces), so they run in two lanes side by side: a lane mostly waits on its TCG guests,
+# and two keep both cores busy. Each lane's output is printed when it ends.
+lanes=$(mktemp -d)
+trap 'kill -- "-$tidy_pid" 2>/dev/null || true; rm -rf "$tidy_log" "$lanes"' EXIT
+lane() {
+  local name=$1
+  shift
+  local suite
+  : >"$lanes/$name.failed"
+  for suite in "$@"; do
+    log "[$name] $suite" >>"$lanes/$name.log" 2>&1
+    # shellcheck disable=SC2086  # a suite is a command line
+    bash $suite >>"$lanes/$name.log" 2>&1 || echo "$suite" >>"$lanes/$name.failed"
+  done
+}
+log "Client suites in two lanes: tests/api and the TypeScript SDK | the Python SDK and E2B's SDKs"
+# schemathesis fuzzes for 90 s here; the long run (HUTCH_FUZZ_TIME=1800) is written down in
+# tests/api/README.md.
+(export HUTCH_FUZZ_TIME=${HUTCH_FUZZ_TIME:-90}; lane a "$HUTCH_ROOT/tests/api/run.sh" \
+  "$HUTCH_ROOT/sdk/typescript/scripts/test.sh") &
+lane_a=$!
+lane b "$HUTCH_ROOT/sdk/python/scripts/test.sh --integration" "$HUTCH_ROOT/tests/e2b/run.sh" &
+lane_b=$!
+wait "$lane_a" "$lane_b" || true
+for name in a b; do
+  log "Lane $name's output"
+  cat "$lanes/$name.log" >&2
+  while read -r suite; do
+    [ -n "$suite" ] && failed+=("${suite#"$HUTCH_ROOT"/}")
+  done <"$lanes/$name.failed"
+done
 log "clang-tidy (run beside the tests)"
 if ! wait "$tidy_pid"; then failed+=(clang-tidy); fi
 cat "$tidy_log" >&2

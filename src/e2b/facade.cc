@@ -60,6 +60,15 @@ bool isRpcPath(std::string_view path) {
   return path.starts_with("/process.Process/") || path.starts_with("/filesystem.Filesystem/");
 }
 
+bool isControlPath(std::string_view path) {
+  for (std::string_view prefix : {"/sandboxes", "/v2/sandboxes"}) {
+    if (path.starts_with(prefix) && (path.size() == prefix.size() || path[prefix.size()] == '/')) {
+      return true;
+    }
+  }
+  return false;
+}
+
 // envd's plane: a sandbox that is gone or not running is 502 (what E2B's proxy answers, and
 // what the SDKs read as "not running"); RPCs get Connect's error body, the rest envd's.
 Response renderEnvd(const Error& error, std::string_view path) {
@@ -285,13 +294,26 @@ awaitable<void> pump(std::shared_ptr<State> state, std::string box, std::shared_
 // Sends a subscriber's messages as the stream's envelopes until the end event (or the client
 // leaves); keepalives while nothing comes.
 awaitable<void> follow(RequestContext& ctx, EnvelopeStream& stream, std::shared_ptr<Process> p,
-                       std::shared_ptr<Subscriber> sub) {
+                       std::shared_ptr<Subscriber> sub,
+                       std::optional<guest::AsyncEvent::Clock::time_point> deadline = {}) {
   const auto keepalive = keepaliveInterval(ctx);
   const json keepalive_message{{"event", {{"keepalive", json::object()}}}};
   while (true) {
+    if (deadline && guest::AsyncEvent::Clock::now() >= *deadline) {
+      // Connect-Timeout-Ms passed (the process was killed at it): the stream ends with
+      // deadline_exceeded, as envd's does, whatever is still queued.
+      sub->gone = true;
+      p->drained.notify();
+      const Error late(Errc::kTimeout, "the command ran past its deadline (Connect-Timeout-Ms)");
+      co_await stream.finish(late);
+      co_return;
+    }
     if (sub->messages.empty()) {
       if (sub->ended) break;
-      co_await sub->changed.waitUntil(guest::AsyncEvent::Clock::now() + keepalive);
+      auto wake = guest::AsyncEvent::Clock::now() + keepalive;
+      if (deadline) wake = std::min(wake, *deadline);
+      co_await sub->changed.waitUntil(wake);
+      if (deadline && guest::AsyncEvent::Clock::now() >= *deadline) continue;
       if (sub->messages.empty() && !sub->ended) {
         if (!co_await stream.send(keepalive_message)) {
           sub->gone = true;
@@ -374,7 +396,9 @@ awaitable<Reply> processStart(box::BoxService& service, std::shared_ptr<State> s
   auto sub = std::make_shared<Subscriber>(state->executor);
   p->subscribers.push_back(sub);
   state->processes[box][p->pid] = p;
+  std::optional<guest::AsyncEvent::Clock::time_point> deadline;
   if (auto timeout = connectTimeout(ctx)) {
+    deadline = guest::AsyncEvent::Clock::now() + *timeout;
     // Connect-Timeout-Ms bounds the process's life, as envd's context does.
     p->deadline = std::make_unique<asio::steady_timer>(state->executor, *timeout);
     std::weak_ptr<Process> weak = p;
@@ -393,7 +417,7 @@ awaitable<Reply> processStart(box::BoxService& service, std::shared_ptr<State> s
     sub->gone = true;
     co_return std::nullopt;
   }
-  co_await follow(ctx, stream, p, sub);
+  co_await follow(ctx, stream, p, sub, deadline);
   co_return std::nullopt;
 }
 
@@ -1255,9 +1279,8 @@ Facade::~Facade() = default;
 api::Plane Facade::controlPlane() {
   api::Plane plane;
   plane.name = "e2b";
-  plane.claims = [](const http::request_header<>& header, std::string_view path) {
-    if (!header["E2b-Sandbox-Id"].empty()) return false;
-    return path.starts_with("/sandboxes") || path.starts_with("/v2/sandboxes");
+  plane.claims = [](const http::request_header<>&, std::string_view path) {
+    return isControlPath(path);
   };
   plane.router = &control_;
   plane.render = renderControl;
@@ -1268,6 +1291,9 @@ api::Plane Facade::envdPlane() {
   api::Plane plane;
   plane.name = "e2b-envd";
   plane.claims = [](const http::request_header<>& header, std::string_view path) {
+    // The control plane's paths are its own whatever the headers: E2B's Python SDKs 2.7-2.26
+    // send E2b-Sandbox-Id on POST /sandboxes/{id}/connect too.
+    if (isControlPath(path)) return false;
     return !header["E2b-Sandbox-Id"].empty() || isRpcPath(path) || path == "/files" ||
            path == "/health";
   };

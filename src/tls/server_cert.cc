@@ -59,8 +59,12 @@ Result<CertPair> makeSelfSigned(const std::vector<std::string>& dns_names,
   for (const std::string& name : dns_names) san += (san.empty() ? "DNS:" : ",DNS:") + name;
   for (const std::string& ip : ip_addresses) san += (san.empty() ? "IP:" : ",IP:") + ip;
   X509* c = cert.get();
-  HUTCH_TRY_VOID(addExtension(c, c, NID_basic_constraints, "critical,CA:TRUE"));
-  HUTCH_TRY_VOID(addExtension(c, c, NID_key_usage, "critical,digitalSignature,keyCertSign"));
+  // An end-entity certificate that is its own trust anchor: CA:FALSE. rustls (E2B's Python SDK
+  // from 2.35, through pyqwest) refuses a CA certificate used as a server's
+  // ("CaUsedAsEndEntity"); OpenSSL (the CLI, Node, Python's ssl) accepts either form once the
+  // file is trusted.
+  HUTCH_TRY_VOID(addExtension(c, c, NID_basic_constraints, "critical,CA:FALSE"));
+  HUTCH_TRY_VOID(addExtension(c, c, NID_key_usage, "critical,digitalSignature"));
   HUTCH_TRY_VOID(addExtension(c, c, NID_ext_key_usage, "serverAuth"));
   if (!san.empty()) HUTCH_TRY_VOID(addExtension(c, c, NID_subject_alt_name, san.c_str()));
   HUTCH_TRY_VOID(addExtension(c, c, NID_subject_key_identifier, "hash"));

@@ -16,25 +16,6 @@ namespace {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-CommandResult shell(const std::string& command) {
-  std::string out_path = "/tmp/hutch-files-test-" + std::to_string(::getpid()) + ".out";
-  std::string err_path = out_path + ".err";
-  int status = std::system((command + " >" + out_path + " 2>" + err_path).c_str());
-  CommandResult r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-  r.out = readFile(out_path);
-  r.err = readFile(err_path);
-  fs::remove(out_path);
-  fs::remove(err_path);
-  return r;
-}
-
-std::string quoted(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
 std::string urlEncode(const std::string& s) {
   std::string out;
   for (unsigned char c : s) {

@@ -82,6 +82,22 @@ class Daemon {
 CommandResult collect(pid_t pid, const std::filesystem::path& out,
                       const std::filesystem::path& err);
 std::string readFile(const std::filesystem::path& path);
+// Runs a command line with /bin/sh: its exit code, stdout and stderr (for tools that are not
+// hutch: curl, openssl).
+CommandResult shell(const std::string& command);
+// `s` as one single-quoted word for /bin/sh.
+std::string quoted(const std::string& s);
+
+// A daemon's TCP listeners, as `hutch doctor` reports them.
+struct Endpoints {
+  std::string https;  // https://127.0.0.1:PORT
+  std::string http;   // http://127.0.0.1:PORT
+  std::string fingerprint;
+  std::filesystem::path ca;
+};
+Endpoints endpointsOf(const Daemon& d);
+// A key made over the unix socket (the host administrator); `args` after `key create`.
+std::string makeKey(const Daemon& d, const std::vector<std::string>& args);
 std::string sha256Hex(const std::string& data);
 bool processAlive(pid_t pid);
 // A process table scan: pids whose command line mentions `needle`.

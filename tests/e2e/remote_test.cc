@@ -15,63 +15,6 @@
 namespace hutch::e2e {
 namespace {
 
-// Runs a command, returns its exit code and stdout (stderr merged when asked).
-CommandResult shell(const std::string& command) {
-  std::string out_path = "/tmp/hutch-remote-test-" + std::to_string(::getpid()) + ".out";
-  std::string err_path = out_path + ".err";
-  int status = std::system((command + " >" + out_path + " 2>" + err_path).c_str());
-  CommandResult r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-  r.out = readFile(out_path);
-  r.err = readFile(err_path);
-  std::filesystem::remove(out_path);
-  std::filesystem::remove(err_path);
-  return r;
-}
-
-std::string quoted(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-struct Endpoints {
-  std::string https;  // https://127.0.0.1:PORT
-  std::string http;   // http://127.0.0.1:PORT
-  std::string fingerprint;
-  std::filesystem::path ca;
-};
-
-Endpoints endpointsOf(const Daemon& d) {
-  auto info = d.hutch({"--json", "doctor"});
-  auto j = nlohmann::json::parse(info.out, nullptr, false);
-  Endpoints e;
-  if (!j.is_object()) {
-    ADD_FAILURE() << "doctor: " << info.out << info.err;
-    return e;
-  }
-  for (const auto& l : j["hutchd"]["info"]["listeners"]) {
-    std::string s = l.get<std::string>();
-    if (s.starts_with("https://")) e.https = s;
-    if (s.starts_with("http://")) e.http = s;
-  }
-  if (j["hutchd"]["info"]["tls"].is_object()) {
-    e.fingerprint = j["hutchd"]["info"]["tls"]["fingerprint_sha256"];
-  }
-  e.ca = d.stateDir() / "tls" / "cert.pem";
-  return e;
-}
-
-// A key made over the unix socket (the host administrator).
-std::string makeKey(const Daemon& d, const std::vector<std::string>& args) {
-  std::vector<std::string> argv{"--json", "key", "create"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  auto r = d.hutch(argv);
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  auto j = nlohmann::json::parse(r.out, nullptr, false);
-  return j.is_object() ? j.value("key", "") : "";
-}
-
 class RemoteTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
