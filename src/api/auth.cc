@@ -7,22 +7,13 @@
 #include <boost/beast/http/field.hpp>
 #include <cerrno>
 
+#include "api/encoding.h"
+
 namespace hutch::api {
 
 namespace http = boost::beast::http;
 
 namespace {
-
-std::string hex(const unsigned char* data, size_t n) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(n * 2);
-  for (size_t i = 0; i < n; ++i) {
-    out += kHex[data[i] >> 4];
-    out += kHex[data[i] & 0xf];
-  }
-  return out;
-}
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
@@ -56,14 +47,14 @@ std::string generateKeySecret() {
     if (n <= 0) std::abort();  // the kernel's RNG cannot fail here; a key without it is no key
     got += static_cast<size_t>(n);
   }
-  return "e2b_" + hex(bytes, sizeof bytes);
+  return "e2b_" + hexEncode(bytes, sizeof bytes);
 }
 
 std::string hashKeySecret(std::string_view secret) {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int n = 0;
   EVP_Digest(secret.data(), secret.size(), md, &n, EVP_sha256(), nullptr);
-  return hex(md, n);
+  return hexEncode(md, n);
 }
 
 std::string offeredKey(const http::fields& headers) {

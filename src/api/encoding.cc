@@ -40,6 +40,17 @@ bool isValidUtf8(std::string_view bytes) {
   return true;
 }
 
+std::string hexEncode(const unsigned char* data, size_t size) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(size * 2);
+  for (size_t i = 0; i < size; ++i) {
+    out += kDigits[data[i] >> 4];
+    out += kDigits[data[i] & 0xf];
+  }
+  return out;
+}
+
 std::string base64Encode(std::string_view bytes) {
   std::string out(4 * ((bytes.size() + 2) / 3), '\0');
   // EVP_EncodeBlock works on ints; feed it in slices that keep the length in range.

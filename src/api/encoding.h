@@ -14,6 +14,8 @@ namespace hutch::api {
 bool isValidUtf8(std::string_view bytes);
 
 std::string base64Encode(std::string_view bytes);
+// Lowercase hex, two digits a byte (hashes, keys, tokens).
+std::string hexEncode(const unsigned char* data, size_t size);
 // kInvalidArgument naming `what` for anything that is not padded base64 (whitespace is not
 // accepted).
 Result<std::string> base64Decode(std::string_view text, std::string_view what);

@@ -354,6 +354,20 @@ Error noSuchProcess(const Selector& sel) {
                        : fmt::format("process with tag {} not found", sel.tag.value_or("")));
 }
 
+// A unary request about one process: its message and the process its selector names.
+struct ProcessCall {
+  json message;
+  std::shared_ptr<Process> process;
+};
+
+Result<ProcessCall> processCall(State& state, const RequestContext& ctx) {
+  HUTCH_TRY(json message, parseMessage(ctx.request.body()));
+  HUTCH_TRY(Selector sel, parseSelector(message));
+  auto p = findProcess(state, boxOf(ctx), sel);
+  if (!p) return fail(noSuchProcess(sel));
+  return ProcessCall{std::move(message), std::move(p)};
+}
+
 awaitable<Reply> processStart(box::BoxService& service, std::shared_ptr<State> state,
                               RequestContext& ctx) {
   auto message = streamRequest(ctx);
@@ -456,14 +470,11 @@ awaitable<Reply> processList(std::shared_ptr<State> state, RequestContext& ctx) 
 }
 
 awaitable<Reply> processSendInput(std::shared_ptr<State> state, RequestContext& ctx) {
-  auto message = parseMessage(ctx.request.body());
-  if (!message) co_return rpcError(message.error());
-  auto sel = parseSelector(*message);
-  if (!sel) co_return rpcError(sel.error());
-  auto p = findProcess(*state, boxOf(ctx), *sel);
-  if (!p) co_return rpcError(noSuchProcess(*sel));
-  auto input = message->find("input");
-  if (input == message->end() || !input->is_object()) {
+  auto call = processCall(*state, ctx);
+  if (!call) co_return rpcError(call.error());
+  auto& [message, p] = *call;
+  auto input = message.find("input");
+  if (input == message.end() || !input->is_object()) {
     co_return rpcError(Error(Errc::kInvalidArgument, "SendInput needs 'input' (stdin or pty)"));
   }
   std::string encoded;
@@ -481,38 +492,29 @@ awaitable<Reply> processSendInput(std::shared_ptr<State> state, RequestContext& 
 }
 
 awaitable<Reply> processCloseStdin(std::shared_ptr<State> state, RequestContext& ctx) {
-  auto message = parseMessage(ctx.request.body());
-  if (!message) co_return rpcError(message.error());
-  auto sel = parseSelector(*message);
-  if (!sel) co_return rpcError(sel.error());
-  auto p = findProcess(*state, boxOf(ctx), *sel);
-  if (!p) co_return rpcError(noSuchProcess(*sel));
+  auto call = processCall(*state, ctx);
+  if (!call) co_return rpcError(call.error());
+  auto& [message, p] = *call;
   if (auto closed = p->session->closeStdin(); !closed) co_return rpcError(closed.error());
   co_return jsonReply(http::status::ok, json::object());
 }
 
 awaitable<Reply> processSendSignal(std::shared_ptr<State> state, RequestContext& ctx) {
-  auto message = parseMessage(ctx.request.body());
-  if (!message) co_return rpcError(message.error());
-  auto sel = parseSelector(*message);
-  if (!sel) co_return rpcError(sel.error());
-  auto signo = parseSignal(message->value("signal", json()));
+  auto call = processCall(*state, ctx);
+  if (!call) co_return rpcError(call.error());
+  auto& [message, p] = *call;
+  auto signo = parseSignal(message.value("signal", json()));
   if (!signo) co_return rpcError(signo.error());
-  auto p = findProcess(*state, boxOf(ctx), *sel);
-  if (!p) co_return rpcError(noSuchProcess(*sel));
   if (auto sent = p->session->signal(*signo); !sent) co_return rpcError(sent.error());
   co_return jsonReply(http::status::ok, json::object());
 }
 
 awaitable<Reply> processUpdate(std::shared_ptr<State> state, RequestContext& ctx) {
-  auto message = parseMessage(ctx.request.body());
-  if (!message) co_return rpcError(message.error());
-  auto sel = parseSelector(*message);
-  if (!sel) co_return rpcError(sel.error());
-  auto p = findProcess(*state, boxOf(ctx), *sel);
-  if (!p) co_return rpcError(noSuchProcess(*sel));
-  auto pty = message->find("pty");
-  if (pty != message->end() && pty->is_object()) {
+  auto call = processCall(*state, ctx);
+  if (!call) co_return rpcError(call.error());
+  auto& [message, p] = *call;
+  auto pty = message.find("pty");
+  if (pty != message.end() && pty->is_object()) {
     json size = pty->value("size", json::object());
     auto rows = size.value("rows", 0);
     auto cols = size.value("cols", 0);
@@ -1203,7 +1205,7 @@ Result<std::string> loadSecret(const std::filesystem::path& path) {
 
 Facade::Facade(asio::any_io_executor executor, box::BoxService& service, FacadeOptions options)
     : service_(service), options_(std::move(options)), state_(std::make_shared<State>()) {
-  state_->executor = executor;
+  state_->executor = std::move(executor);
   using http::verb;
   auto& s = service_;
   auto st = state_;
@@ -1325,7 +1327,7 @@ api::Plane Facade::envdPlane() {
         }
         if (*expiration < box::unixNow()) return false;
       }
-      std::string user = "";
+      std::string user;
       if (auto u = query.find("username"); u != query.end()) user = u->second;
       const char* op = header.method() == http::verb::get ? "read" : "write";
       const std::string t = accessToken(secret, b.id);

@@ -18,17 +18,6 @@ namespace hutch::e2b {
 
 namespace {
 
-std::string hex(const unsigned char* data, size_t n) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(n * 2);
-  for (size_t i = 0; i < n; ++i) {
-    out += kDigits[data[i] >> 4];
-    out += kDigits[data[i] & 0xf];
-  }
-  return out;
-}
-
 Result<std::string> stringField(const json& j, const char* name, std::string_view what) {
   auto it = j.find(name);
   if (it == j.end() || it->is_null()) return std::string();
@@ -319,7 +308,7 @@ std::string accessToken(std::string_view secret, std::string_view box_id) {
   unsigned int n = 0;
   HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
        reinterpret_cast<const unsigned char*>(message.data()), message.size(), mac, &n);
-  return hex(mac, n);
+  return api::hexEncode(mac, n);
 }
 
 bool sameToken(std::string_view a, std::string_view b) {

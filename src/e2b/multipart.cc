@@ -65,7 +65,7 @@ Result<std::string> multipartBoundary(std::string_view content_type) {
   return boundary;
 }
 
-MultipartReader::MultipartReader(std::string boundary)
+MultipartReader::MultipartReader(const std::string& boundary)
     : delimiter_("--" + boundary), body_delimiter_("\r\n--" + boundary) {}
 
 void MultipartReader::feed(std::string_view bytes) {

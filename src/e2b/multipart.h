@@ -31,7 +31,7 @@ class MultipartReader {
     std::string data;
   };
 
-  explicit MultipartReader(std::string boundary);
+  explicit MultipartReader(const std::string& boundary);
   void feed(std::string_view bytes);
   // kInvalidArgument for a body that breaks the format (headers too long, no CRLF after a
   // boundary, no Content-Disposition).
