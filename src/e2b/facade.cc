@@ -531,21 +531,31 @@ awaitable<Reply> processUpdate(std::shared_ptr<State> state, RequestContext& ctx
 
 // ---- filesystem ----
 
+Result<std::string> pathField(const json& message, const char* name = "path");
+
+// A filesystem RPC: its message, its user, the box's agent, and the message's "path" (unless
+// `path_field` is null: Move names two).
 struct FsCall {
   std::shared_ptr<guest::AgentClient> agent;
   std::string user;
   json message;
+  std::string path;
 };
 
-Result<FsCall> fsCall(box::BoxService& service, const RequestContext& ctx) {
+Result<FsCall> fsCall(box::BoxService& service, const RequestContext& ctx,
+                      const char* path_field = "path") {
   HUTCH_TRY(json message, parseMessage(ctx.request.body()));
+  std::string path;
+  if (path_field != nullptr) {
+    HUTCH_TRY(path, pathField(message, path_field));
+  }
   HUTCH_TRY(std::string user, userOf(ctx));
   auto agent = service.agentFor(boxOf(ctx));
   if (!agent) return fail(notRunning(agent.error(), boxOf(ctx)));
-  return FsCall{*agent, std::move(user), std::move(message)};
+  return FsCall{*agent, std::move(user), std::move(message), std::move(path)};
 }
 
-Result<std::string> pathField(const json& message, const char* name = "path") {
+Result<std::string> pathField(const json& message, const char* name) {
   auto it = message.find(name);
   if (it == message.end() || !it->is_string() || it->get<std::string>().empty()) {
     return fail(Errc::kInvalidArgument, fmt::format("The request needs '{}'", name));
@@ -556,10 +566,9 @@ Result<std::string> pathField(const json& message, const char* name = "path") {
 awaitable<Reply> fsStat(box::BoxService& service, RequestContext& ctx) {
   auto call = fsCall(service, ctx);
   if (!call) co_return rpcError(call.error());
-  auto path = pathField(call->message);
-  if (!path) co_return rpcError(path.error());
+  const std::string& path = call->path;
   // Requests are named, never temporaries inside co_await: GCC 12 destroys those twice.
-  proto::FileStatRequest request{.path = *path, .user = call->user, .follow = false};
+  proto::FileStatRequest request{.path = path, .user = call->user, .follow = false};
   auto info = co_await call->agent->stat(std::move(request));
   if (!info) co_return rpcError(info.error());
   co_return jsonReply(http::status::ok, json{{"entry", entryJson(*info)}});
@@ -568,8 +577,7 @@ awaitable<Reply> fsStat(box::BoxService& service, RequestContext& ctx) {
 awaitable<Reply> fsListDir(box::BoxService& service, RequestContext& ctx) {
   auto call = fsCall(service, ctx);
   if (!call) co_return rpcError(call.error());
-  auto path = pathField(call->message);
-  if (!path) co_return rpcError(path.error());
+  const std::string& path = call->path;
   int64_t depth = 1;
   if (auto d = call->message.find("depth"); d != call->message.end() && d->is_number_integer()) {
     depth = d->get<int64_t>();
@@ -578,7 +586,7 @@ awaitable<Reply> fsListDir(box::BoxService& service, RequestContext& ctx) {
     co_return rpcError(Error(Errc::kInvalidArgument, "depth must be 1-32"));
   }
   proto::FileListRequest request{
-      .path = *path, .user = call->user, .depth = static_cast<uint32_t>(depth)};
+      .path = path, .user = call->user, .depth = static_cast<uint32_t>(depth)};
   auto list = co_await call->agent->listDir(std::move(request));
   if (!list) co_return rpcError(list.error());
   json entries = json::array();
@@ -589,9 +597,8 @@ awaitable<Reply> fsListDir(box::BoxService& service, RequestContext& ctx) {
 awaitable<Reply> fsMakeDir(box::BoxService& service, RequestContext& ctx) {
   auto call = fsCall(service, ctx);
   if (!call) co_return rpcError(call.error());
-  auto path = pathField(call->message);
-  if (!path) co_return rpcError(path.error());
-  proto::FileMkdirRequest request{.path = *path, .user = call->user};
+  const std::string& path = call->path;
+  proto::FileMkdirRequest request{.path = path, .user = call->user};
   auto made = co_await call->agent->makeDir(std::move(request));
   if (!made) co_return rpcError(made.error());
   if (!made->created) {
@@ -602,7 +609,7 @@ awaitable<Reply> fsMakeDir(box::BoxService& service, RequestContext& ctx) {
 }
 
 awaitable<Reply> fsMove(box::BoxService& service, RequestContext& ctx) {
-  auto call = fsCall(service, ctx);
+  auto call = fsCall(service, ctx, nullptr);
   if (!call) co_return rpcError(call.error());
   auto from = pathField(call->message, "source");
   if (!from) co_return rpcError(from.error());
@@ -617,9 +624,8 @@ awaitable<Reply> fsMove(box::BoxService& service, RequestContext& ctx) {
 awaitable<Reply> fsRemove(box::BoxService& service, RequestContext& ctx) {
   auto call = fsCall(service, ctx);
   if (!call) co_return rpcError(call.error());
-  auto path = pathField(call->message);
-  if (!path) co_return rpcError(path.error());
-  proto::FileRemoveRequest request{.path = *path, .user = call->user, .recursive = true};
+  const std::string& path = call->path;
+  proto::FileRemoveRequest request{.path = path, .user = call->user, .recursive = true};
   auto removed = co_await call->agent->remove(std::move(request));
   if (!removed) co_return rpcError(removed.error());
   co_return jsonReply(http::status::ok, json::object());
