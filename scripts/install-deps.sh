@@ -48,11 +48,11 @@ else
   apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-# The TypeScript SDK needs Node 20 or newer with npm; Debian 12's nodejs is 18. Say so rather
-# than fail later in the middle of the tests.
+# The TypeScript SDK needs Node 20 or newer with npm, E2B's npm SDK (tests/e2b) 20.18.1 or
+# newer; Debian 12's nodejs is 18. Say so rather than fail later in the middle of the tests.
 if ! command -v node >/dev/null || ! command -v npm >/dev/null ||
-  [ "$(node -p 'process.versions.node.split(".")[0]')" -lt 20 ]; then
-  echo "install-deps: the TypeScript SDK needs Node 20 or newer and npm on PATH" \
+  ! node -e 'const [a,b,c]=process.versions.node.split(".").map(Number); process.exit(a>20||(a===20&&(b>18||(b===18&&c>=1)))?0:1)'; then
+  echo "install-deps: the SDK tests need Node 20.18.1 or newer and npm on PATH" \
     "(found: $(node --version 2>/dev/null || echo none))" >&2
   exit 1
 fi
