@@ -10,6 +10,8 @@ packages=(
   nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libspdlog-dev libfmt-dev
   libsqlite3-dev libexpected-dev libssl-dev libseccomp-dev libgtest-dev libgmock-dev
   libarchive-dev libboost-dev
+  # metrics in the Prometheus text format (src/observe)
+  prometheus-cpp-dev
   # VMM and disks
   qemu-system-x86 qemu-utils e2fsprogs
   # box networks: namespaces and taps (ip), the wall (nft)
@@ -26,6 +28,8 @@ packages=(
   curl
   # the Python SDK's and the API contract's tests run in venvs of their own
   python3-venv
+  # the dashboard's browser tests (tests/dashboard) drive it headless
+  chromium
 )
 
 missing=()

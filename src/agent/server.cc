@@ -196,6 +196,22 @@ void Server::finishFileWork() {
 }
 
 void Server::closeAllStreams() {
+  for (auto& [id, stream] : streams_) {
+    // A process whose host went away goes on as a detached one (docs/protocol.md): a restored
+    // snapshot, a resumed box and a restarted hutchd keep what ran in the box.
+    if (!detached_ || stream->finished() || stream->exited()) continue;
+    auto adopted =
+        detached_->adopt(stream->pid(), stream->argv(), stream->user(), stream->startedNs());
+    if (!adopted) {
+      logWarning("Process " + std::to_string(stream->pid()) +
+                 " ends with its session: " + adopted.error().describe());
+      continue;
+    }
+    logInfo("Process " + std::to_string(stream->pid()) + " (stream " + std::to_string(id) +
+            ") goes on without its host as detached process " + adopted->info.id);
+    stream->orphan(std::move(adopted->log));
+    orphans_.push_back(std::move(stream));
+  }
   streams_.clear();
   tcp_streams_.clear();
   files_->closeAll();
@@ -220,6 +236,13 @@ void Server::onChildExited(pid_t pid, int wait_status) {
     if (stream->pid() == pid) {
       stream->onExited(wait_status);
       return;
+    }
+  }
+  std::erase_if(orphans_, [](const auto& stream) { return stream->finished(); });
+  for (auto& stream : orphans_) {
+    if (stream->pid() == pid && !stream->exited()) {
+      stream->onExited(wait_status);
+      break;
     }
   }
   if (detached_) detached_->onExited(pid, wait_status);
@@ -294,6 +317,7 @@ void Server::handleExec(const Frame& frame) {
   const pid_t pid = process->pid;
   sendFrame(FrameType::kStarted, id, proto::encodeMessage(proto::Started{pid}));
   auto stream = std::make_unique<ExecStream>(loop_, *this, id, std::move(*process));
+  stream->describe(request->argv, request->user, realtimeNs());
   stream->start();
   streams_[id] = std::move(stream);
 }

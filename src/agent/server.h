@@ -2,10 +2,10 @@
 // source provides, on the agent's one event loop.
 //
 // A session starts with kHello and ends when the host goes away or breaks the framing. Framing
-// errors are answered with kError on stream 0 (code "protocol") and reset the session: every
-// process of the session is killed, the decoder is dropped and the agent waits for a new kHello
-// on the same channel. Writes are buffered and non-blocking; while much output is waiting for the
-// host to read it, the agent stops reading the channel.
+// errors are answered with kError on stream 0 (code "protocol") and reset the session: the
+// session's running processes go on as detached ones (closeAllStreams), the decoder is dropped
+// and the agent waits for a new kHello on the same channel. Writes are buffered and non-blocking;
+// while much output is waiting for the host to read it, the agent stops reading the channel.
 #pragma once
 
 #include <sys/types.h>
@@ -67,7 +67,9 @@ class Server : public StreamSink {
   // The reaper collected pid; routes the status to its stream, if it has one.
   void onChildExited(pid_t pid, int wait_status);
 
-  // Kills the processes of every open stream and forgets the streams.
+  // Forgets every open stream. Running exec processes go on as detached ones (their output to a
+  // log, listed by kProcesses); without detached processes (a --listen agent without --root)
+  // they are killed.
   void closeAllStreams();
   // Before power-off: ends the file streams and lets the file workers finish what is queued
   // (unfinished writes' temporary files are removed). Exec streams are left to the power-off.
@@ -118,6 +120,8 @@ class Server : public StreamSink {
   bool flush_posted_ = false;
   bool handshaken_ = false;
   std::map<uint32_t, std::unique_ptr<ExecStream>> streams_;
+  // Processes of sessions that ended while they ran, recorded in detached_ (closeAllStreams).
+  std::vector<std::unique_ptr<ExecStream>> orphans_;
   std::map<uint32_t, std::unique_ptr<TcpStream>> tcp_streams_;
   // Requests whose answer waits for a timer (kIdentity with grow_root), by stream.
   std::map<uint32_t, EventLoop::TimerId> pending_requests_;

@@ -14,6 +14,7 @@
 #include "agent/testing/raw_connection.h"
 #include "proto/identity.h"
 #include "proto/messages.h"
+#include "proto/processes.h"
 
 namespace hutch::agent {
 namespace {
@@ -209,7 +210,19 @@ TEST_F(ServerIdentityTest, AHelloAfterHalfAFrameOfThePreviousHostStartsANewSessi
       proto::encodeFrame(proto::makeFrame(FrameType::kHello, 0, proto::Hello{1, "new host"}))));
   Frame ack = read();
   EXPECT_EQ(ack.type, FrameType::kHelloAck);
-  EXPECT_TRUE(testing::waitForProcessGone(pid, 30s));  // the old session's process is gone
+  // The old host's process goes on without it, as a detached process (docs/protocol.md).
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(::kill(pid, 0), 0) << "the old session's process was killed";
+  ASSERT_TRUE(conn_->send(Frame{FrameType::kProcesses, 3, ""}));
+  Frame listed = read();
+  ASSERT_EQ(listed.type, FrameType::kResult);
+  auto processes = proto::decodeMessage<proto::ProcessList>(listed.payload);
+  ASSERT_TRUE(processes);
+  ASSERT_EQ(processes->processes.size(), 1u);
+  EXPECT_EQ(processes->processes[0].pid, pid);
+  EXPECT_EQ(processes->processes[0].argv, sleeper.argv);
+  ::kill(pid, SIGKILL);
+  EXPECT_TRUE(testing::waitForProcessGone(pid, 30s));
   // Frames decode in step again.
   ASSERT_TRUE(conn_->send(identityFrame(1, proto::Identity{"after", "", std::nullopt, "", false})));
   expectResult(1);

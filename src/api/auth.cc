@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <openssl/evp.h>
+#include <spdlog/spdlog.h>
 #include <sys/random.h>
 
 #include <boost/beast/http/field.hpp>
@@ -79,7 +80,19 @@ std::string offeredKey(const http::fields& headers) {
   return {};
 }
 
-Result<KeyService::Created> KeyService::create(const NewKey& spec) {
+void KeyService::report(const std::string& what, const storage::ApiKey& key,
+                        const observe::Actor& actor) {
+  nlohmann::json data{{"key_id", key.id}, {"name", key.name}, {"admin", key.admin}};
+  if (events_) events_->publish("key." + what, {.owner_id = key.id}, data);
+  if (!audit_) return;
+  auto written = audit_->append({.type = "key." + what.substr(0, what.size() - 1),
+                                 .actor = actor,
+                                 .owner_id = key.id,
+                                 .data = std::move(data)});
+  if (!written) spdlog::error("audit: key.{} not recorded: {}", what, written.error().describe());
+}
+
+Result<KeyService::Created> KeyService::create(const NewKey& spec, const observe::Actor& actor) {
   HUTCH_TRY_VOID(box::validateName(spec.name));
   Created created;
   created.secret = generateKeySecret();
@@ -90,6 +103,7 @@ Result<KeyService::Created> KeyService::create(const NewKey& spec) {
   created.key.quota = spec.quota;
   created.key.created_at = box::unixNow();
   HUTCH_TRY_VOID(store_.insert(created.key));
+  report("created", created.key, actor);
   return created;
 }
 
@@ -97,10 +111,11 @@ Result<std::vector<storage::ApiKey>> KeyService::list() {
   return store_.list();
 }
 
-Result<storage::ApiKey> KeyService::remove(const std::string& name) {
+Result<storage::ApiKey> KeyService::remove(const std::string& name, const observe::Actor& actor) {
   HUTCH_TRY(storage::ApiKey key, store_.findByName(name));
   HUTCH_TRY_VOID(store_.remove(name));
   touched_.erase(key.id);
+  report("removed", key, actor);
   return key;
 }
 

@@ -15,6 +15,8 @@
 
 #include "base/result.h"
 #include "box/box.h"
+#include "observe/audit_log.h"
+#include "observe/event_bus.h"
 #include "storage/key_store.h"
 
 namespace hutch::api {
@@ -36,6 +38,10 @@ struct Principal {
   }
   // For messages: "the host administrator" or "key alice".
   std::string describe() const;
+  // Who the audit log and events say acted (docs/observability.md).
+  observe::Actor actor() const {
+    return kind == Kind::kHost ? observe::Actor{} : observe::Actor{key_id, key_name};
+  }
 };
 
 // A key's secret: "e2b_" and 40 lowercase hex digits (160 bits from getrandom). The prefix is
@@ -63,10 +69,16 @@ class KeyService {
     storage::ApiKey key;
     std::string secret;  // shown once
   };
-  Result<Created> create(const NewKey& spec);
+  // Key changes are events and audit records of `actor` (docs/observability.md).
+  Result<Created> create(const NewKey& spec, const observe::Actor& actor = {});
   Result<std::vector<storage::ApiKey>> list();
   // Removes the key; returns its record (its id is what to close sessions of).
-  Result<storage::ApiKey> remove(const std::string& name);
+  Result<storage::ApiKey> remove(const std::string& name, const observe::Actor& actor = {});
+  // Where key changes are reported; both may be null. They must outlive the service.
+  void setActivity(observe::EventBus* events, observe::AuditLog* audit) {
+    events_ = events;
+    audit_ = audit;
+  }
   // The principal a secret stands for; kUnauthenticated for an unknown or removed one.
   Result<Principal> authenticate(std::string_view secret);
   // The limits of the key that owns boxes recorded with owner id `owner_id` (none for the host
@@ -74,7 +86,11 @@ class KeyService {
   box::Quota quotaOf(const std::string& owner_id);
 
  private:
+  void report(const std::string& what, const storage::ApiKey& key, const observe::Actor& actor);
+
   storage::KeyStore& store_;
+  observe::EventBus* events_ = nullptr;
+  observe::AuditLog* audit_ = nullptr;
   // last_used_at is written at most once a minute per key: not one SQLite write per request.
   std::map<std::string, std::chrono::steady_clock::time_point> touched_;
 };

@@ -67,8 +67,13 @@ awaitable<Reply> removePort(box::PortForwards& ports, RequestContext& ctx) {
 
 // POST /v1/boxes/{box}/processes: an exec request, run detached.
 awaitable<Reply> startProcess(box::BoxService& service, RequestContext& ctx) {
-  auto request = parseExecRequest(ctx.request.body(), "a process request");
-  if (!request) co_return errorResponse(request.error());
+  auto start = parseExecRequest(ctx.request.body(), "a process request");
+  if (!start) co_return errorResponse(start.error());
+  if (start->timeout_ms != 0) {
+    co_return errorResponse(Error(Errc::kInvalidArgument,
+                                  "A detached process has no time limit: leave out 'timeout_ms'"));
+  }
+  auto request = std::optional<proto::ExecRequest>(std::move(start->exec));
   if (request->pipe_stdin || request->tty || request->login_shell) {
     co_return errorResponse(Error(Errc::kInvalidArgument,
                                   "A detached process has no stdin and no terminal (its output "
@@ -78,7 +83,7 @@ awaitable<Reply> startProcess(box::BoxService& service, RequestContext& ctx) {
   if (request->user.empty()) request->user = service.defaultUser();
   auto valid = proto::validate(*request);
   if (!valid) co_return errorResponse(valid.error());
-  auto agent = service.agentFor(param(ctx, "box"));
+  auto agent = service.agentFor(param(ctx, "box"), ctx.principal.actor());
   if (!agent) co_return errorResponse(agent.error());
   if (auto b = service.get(param(ctx, "box")); b) addBoxEnvironment(*b, *request);
   std::vector<std::string> argv = request->argv;
@@ -94,7 +99,7 @@ awaitable<Reply> startProcess(box::BoxService& service, RequestContext& ctx) {
 }
 
 awaitable<Reply> listProcesses(box::BoxService& service, RequestContext& ctx) {
-  auto agent = service.agentFor(param(ctx, "box"));
+  auto agent = service.agentFor(param(ctx, "box"), ctx.principal.actor());
   if (!agent) co_return errorResponse(agent.error());
   auto listed = co_await (*agent)->listProcesses(kAgentTimeout);
   if (!listed) co_return errorResponse(listed.error());
@@ -119,7 +124,7 @@ awaitable<Reply> signalProcess(box::BoxService& service, RequestContext& ctx) {
       signo = it->get<int>();
     }
   }
-  auto agent = service.agentFor(param(ctx, "box"));
+  auto agent = service.agentFor(param(ctx, "box"), ctx.principal.actor());
   if (!agent) co_return errorResponse(agent.error());
   auto sent = co_await (*agent)->signalProcess(param(ctx, "id"), signo, kAgentTimeout);
   if (!sent) co_return errorResponse(sent.error());
@@ -128,7 +133,7 @@ awaitable<Reply> signalProcess(box::BoxService& service, RequestContext& ctx) {
 }
 
 awaitable<Reply> listServices(box::BoxService& service, RequestContext& ctx) {
-  auto agent = service.agentFor(param(ctx, "box"));
+  auto agent = service.agentFor(param(ctx, "box"), ctx.principal.actor());
   if (!agent) co_return errorResponse(agent.error());
   auto listed = co_await (*agent)->listServices(kAgentTimeout);
   if (!listed) co_return errorResponse(listed.error());

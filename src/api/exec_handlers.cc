@@ -38,12 +38,11 @@ const std::string& param(const RequestContext& ctx, const char* name) {
 }
 
 // The request as the box should run it: the default user, the box's environment.
-Result<std::shared_ptr<guest::AgentClient>> prepare(box::BoxService& service,
-                                                    const RequestContext& ctx,
-                                                    proto::ExecRequest& request) {
+Result<std::shared_ptr<box::BoxAgent>> prepare(box::BoxService& service, const RequestContext& ctx,
+                                               proto::ExecRequest& request) {
   if (request.user.empty()) request.user = service.defaultUser();
   HUTCH_TRY_VOID(proto::validate(request));
-  HUTCH_TRY(auto agent, service.agentFor(param(ctx, "box")));
+  HUTCH_TRY(auto agent, service.agentFor(param(ctx, "box"), ctx.principal.actor()));
   if (auto b = service.get(param(ctx, "box")); b) addBoxEnvironment(*b, request);
   return agent;
 }
@@ -100,9 +99,10 @@ awaitable<void> relayInput(std::shared_ptr<Connection> c,
 }
 
 awaitable<Reply> execUpgraded(box::BoxService& service, RequestContext& ctx) {
-  auto request = parseExecRequest(ctx.request.body(), "the exec request");
-  if (!request) co_return errorResponse(request.error());
-  auto agent = prepare(service, ctx, *request);
+  auto start = parseExecRequest(ctx.request.body(), "the exec request");
+  if (!start) co_return errorResponse(start.error());
+  proto::ExecRequest& request = start->exec;
+  auto agent = prepare(service, ctx, request);
   if (!agent) co_return errorResponse(agent.error());
 
   std::shared_ptr<Connection> c = ctx.connection;
@@ -114,7 +114,8 @@ awaitable<Reply> execUpgraded(box::BoxService& service, RequestContext& ctx) {
   if (ec) co_return std::nullopt;
   // From here on errors travel as frames: a command that cannot start is the command's failure
   // (exit 127/126 in the CLI), not the API call's.
-  auto session = co_await (*agent)->exec(std::move(*request));
+  auto session = co_await (*agent)->exec(std::move(request),
+                                         {.timeout = std::chrono::milliseconds(start->timeout_ms)});
   if (!session) {
     co_await sendFrame(*c, proto::makeFrame(proto::FrameType::kError, kExecStream,
                                             proto::ErrorMessage::fromError(session.error())));
@@ -188,7 +189,10 @@ awaitable<Reply> execJson(box::BoxService& service, RequestContext& ctx) {
   if (!agent) co_return errorResponse(agent.error());
   const auto started_at = std::chrono::steady_clock::now();
   ExecOutcome outcome;
-  auto session = co_await (*agent)->exec(run->exec);
+  // The time limit is the box agent's (with the box's --max-exec-time): it kills the command's
+  // process group, whose exit then ends the loop below.
+  auto session =
+      co_await (*agent)->exec(run->exec, {.timeout = std::chrono::milliseconds(run->timeout_ms)});
   auto elapsed = [&] {
     return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
                                      std::chrono::steady_clock::now() - started_at)
@@ -209,17 +213,6 @@ awaitable<Reply> execJson(box::BoxService& service, RequestContext& ctx) {
     asio::co_spawn(ctx.connection->stream.get_executor(), feedStdin(s, std::move(*run->stdin_data)),
                    asio::detached);
   }
-  // The deadline kills the command's process group; its exit then ends the loop below.
-  asio::steady_timer deadline(ctx.connection->stream.get_executor());
-  auto timed_out = std::make_shared<bool>(false);
-  if (run->timeout_ms > 0) {
-    deadline.expires_after(std::chrono::milliseconds(run->timeout_ms));
-    deadline.async_wait([s, timed_out](const boost::system::error_code& ec) {
-      if (ec) return;
-      *timed_out = true;
-      (void)s->signal(SIGKILL);
-    });
-  }
   auto keep = [&](std::string& into, std::string&& data) {
     uint64_t room = run->max_output_bytes > into.size() ? run->max_output_bytes - into.size() : 0;
     if (data.size() > room) {
@@ -231,7 +224,6 @@ awaitable<Reply> execJson(box::BoxService& service, RequestContext& ctx) {
   while (true) {
     auto event = co_await s->next();
     if (!event) {
-      deadline.cancel();
       co_return errorResponse(event.error().withContext("The exec ended without an exit status"));
     }
     if (event->kind == guest::ExecEvent::Kind::kStdout) {
@@ -243,8 +235,7 @@ awaitable<Reply> execJson(box::BoxService& service, RequestContext& ctx) {
       break;
     }
   }
-  deadline.cancel();
-  outcome.timed_out = *timed_out;
+  outcome.timed_out = s->timedOut();
   outcome.duration_ms = elapsed();
   co_return jsonResponse(http::status::ok, toJson(outcome));
 }
@@ -343,7 +334,7 @@ awaitable<Reply> execWebSocket(box::BoxService& service, RequestContext& ctx) {
                                   "(subprotocol hutch.exec.v1); see docs/api.md"));
   }
   // Errors that can be told before the upgrade are ordinary answers.
-  if (auto agent = service.agentFor(param(ctx, "box")); !agent) {
+  if (auto agent = service.agentFor(param(ctx, "box"), ctx.principal.actor()); !agent) {
     co_return errorResponse(agent.error());
   }
   std::shared_ptr<Connection> c = ctx.connection;
@@ -367,12 +358,12 @@ awaitable<Reply> execWebSocket(box::BoxService& service, RequestContext& ctx) {
   beast::flat_buffer first;
   co_await ws->async_read(first, asio::redirect_error(asio::use_awaitable, ec));
   if (ec) co_return std::nullopt;
-  Result<proto::ExecRequest> request =
+  Result<ExecStart> request =
       ws->got_text() ? parseExecStart(beast::buffers_to_string(first.data()))
                      : fail(Errc::kInvalidArgument,
                             "The first message must be a text message with the exec request");
-  Result<std::shared_ptr<guest::AgentClient>> agent = fail(Errc::kInternal, "not prepared");
-  if (request) agent = prepare(service, ctx, *request);
+  Result<std::shared_ptr<box::BoxAgent>> agent = fail(Errc::kInternal, "not prepared");
+  if (request) agent = prepare(service, ctx, request->exec);
   if (!request || !agent) {
     const Error& error = !request ? request.error() : agent.error();
     json message = errorMessage(error);
@@ -380,7 +371,8 @@ awaitable<Reply> execWebSocket(box::BoxService& service, RequestContext& ctx) {
     co_await wsClose(*ws, websocket::close_code::policy_error, error.message());
     co_return std::nullopt;
   }
-  auto session = co_await (*agent)->exec(std::move(*request));
+  auto session = co_await (*agent)->exec(
+      std::move(request->exec), {.timeout = std::chrono::milliseconds(request->timeout_ms)});
   if (!session) {
     json message = errorMessage(session.error());
     co_await wsText(*ws, message);

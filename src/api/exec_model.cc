@@ -50,6 +50,14 @@ Result<> checked(const proto::ExecRequest& exec) {
   return ok();
 }
 
+Result<uint64_t> readTimeout(const json& j, std::string_view what) {
+  HUTCH_TRY(auto timeout, readOptional<int64_t>(j, "timeout_ms", what));
+  if (timeout && *timeout < 0) {
+    return fail(Errc::kInvalidArgument, "'timeout_ms' must be 0 (none) or more milliseconds");
+  }
+  return static_cast<uint64_t>(timeout.value_or(0));
+}
+
 }  // namespace
 
 Result<> readEnv(const json& j, std::vector<std::string>& out, std::string_view what) {
@@ -102,14 +110,8 @@ Result<ExecRun> parseExecRun(std::string_view body) {
     run.stdin_data = std::move(*text);
   }
   run.exec.pipe_stdin = run.stdin_data.has_value();
-  HUTCH_TRY(auto timeout, readOptional<int64_t>(j, "timeout_ms", kWhat));
+  HUTCH_TRY(run.timeout_ms, readTimeout(j, kWhat));
   HUTCH_TRY(auto max_output, readOptional<int64_t>(j, "max_output_bytes", kWhat));
-  if (timeout) {
-    if (*timeout < 0) {
-      return fail(Errc::kInvalidArgument, "'timeout_ms' must be 0 (none) or more milliseconds");
-    }
-    run.timeout_ms = static_cast<uint64_t>(*timeout);
-  }
   if (max_output) {
     if (*max_output < 1 || static_cast<uint64_t>(*max_output) > kMaxMaxOutput) {
       return fail(
@@ -122,11 +124,13 @@ Result<ExecRun> parseExecRun(std::string_view body) {
   return run;
 }
 
-Result<proto::ExecRequest> parseExecStart(std::string_view message) {
+Result<ExecStart> parseExecStart(std::string_view message) {
   constexpr std::string_view kWhat = "the exec request (the WebSocket's first message)";
   HUTCH_TRY(json j, parseObject(message));
   HUTCH_TRY_VOID(rejectUnknownFields(
-      j, {"argv", "env", "cwd", "user", "stdin", "tty", "rows", "cols", "login_shell"}, kWhat));
+      j,
+      {"argv", "env", "cwd", "user", "stdin", "tty", "rows", "cols", "login_shell", "timeout_ms"},
+      kWhat));
   proto::ExecRequest exec;
   HUTCH_TRY_VOID(readCommon(j, exec, kWhat));
   HUTCH_TRY_VOID(readField(j, "stdin", exec.pipe_stdin, kWhat));
@@ -142,20 +146,28 @@ Result<proto::ExecRequest> parseExecStart(std::string_view message) {
   exec.rows = static_cast<uint16_t>(rows.value_or(0));
   exec.cols = static_cast<uint16_t>(cols.value_or(0));
   HUTCH_TRY_VOID(checked(exec));
-  return exec;
+  HUTCH_TRY(uint64_t timeout_ms, readTimeout(j, kWhat));
+  return ExecStart{std::move(exec), timeout_ms};
 }
 
-Result<proto::ExecRequest> parseExecRequest(std::string_view body, std::string_view what) {
+Result<ExecStart> parseExecRequest(std::string_view body, std::string_view what) {
   HUTCH_TRY(json j, parseObject(body));
-  HUTCH_TRY_VOID(rejectUnknownFields(
-      j, {"argv", "env", "cwd", "user", "stdin", "tty", "rows", "cols", "login_shell", "detach"},
-      what));
-  auto request = proto::decodeMessage<proto::ExecRequest>(body);
+  HUTCH_TRY_VOID(rejectUnknownFields(j,
+                                     {"argv", "env", "cwd", "user", "stdin", "tty", "rows", "cols",
+                                      "login_shell", "detach", "timeout_ms"},
+                                     what));
+  HUTCH_TRY(uint64_t timeout_ms, readTimeout(j, what));
+  j.erase("timeout_ms");  // the host's, not the agent's
+  auto request = proto::decodeMessage<proto::ExecRequest>(j.dump());
   if (!request) {
     return fail(Errc::kInvalidArgument,
                 fmt::format("Bad request ({}): {}", what, request.error().message()));
   }
-  return request;
+  if (request->detach && timeout_ms != 0) {
+    return fail(Errc::kInvalidArgument,
+                "A detached process has no time limit: leave out 'timeout_ms' or 'detach'");
+  }
+  return ExecStart{std::move(*request), timeout_ms};
 }
 
 json toJson(const ExecOutcome& o) {

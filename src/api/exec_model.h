@@ -25,12 +25,18 @@ struct ExecRun {
 };
 Result<ExecRun> parseExecRun(std::string_view body);
 
+// An exec request and the host's time limit for it ("timeout_ms"; 0: none).
+struct ExecStart {
+  proto::ExecRequest exec;
+  uint64_t timeout_ms = 0;
+};
 // The first message of /v1/boxes/{box}/exec/ws: an upgrade-form ExecRequest ("env" may also be
 // an object) without "detach".
-Result<proto::ExecRequest> parseExecStart(std::string_view message);
+Result<ExecStart> parseExecStart(std::string_view message);
 // The body of the upgraded exec and of POST /processes: the agent's ExecRequest, strict about
-// fields (the agent's own decoder ignores unknown ones, for newer hosts).
-Result<proto::ExecRequest> parseExecRequest(std::string_view body, std::string_view what);
+// fields (the agent's own decoder ignores unknown ones, for newer hosts), and "timeout_ms"
+// (not with "detach").
+Result<ExecStart> parseExecRequest(std::string_view body, std::string_view what);
 
 // "env": {"K": "V"} or ["K=V"], into "K=V" entries (checked as the agent will).
 Result<> readEnv(const nlohmann::json& j, std::vector<std::string>& out, std::string_view what);

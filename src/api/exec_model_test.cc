@@ -73,11 +73,14 @@ TEST(ExecModelTest, StartMessageForTerminals) {
   auto start =
       parseExecStart(R"({"login_shell":true,"tty":true,"rows":24,"cols":80,"stdin":true})");
   ASSERT_TRUE(start) << start.error().message();
-  EXPECT_TRUE(start->tty);
-  EXPECT_TRUE(start->login_shell);
-  EXPECT_TRUE(start->pipe_stdin);
-  EXPECT_EQ(start->rows, 24);
-  EXPECT_EQ(start->cols, 80);
+  EXPECT_TRUE(start->exec.tty);
+  EXPECT_TRUE(start->exec.login_shell);
+  EXPECT_TRUE(start->exec.pipe_stdin);
+  EXPECT_EQ(start->exec.rows, 24);
+  EXPECT_EQ(start->exec.cols, 80);
+  EXPECT_EQ(start->timeout_ms, 0u);
+  EXPECT_EQ(parseExecStart(R"({"argv":["ls"],"timeout_ms":1500})")->timeout_ms, 1500u);
+  EXPECT_FALSE(parseExecStart(R"({"argv":["ls"],"timeout_ms":-1})"));
   EXPECT_FALSE(parseExecStart(R"({"argv":["ls"],"detach":true})"));
   EXPECT_FALSE(parseExecStart(R"({"argv":["ls"],"rows":-1})"));
   EXPECT_FALSE(parseExecStart(R"({"login_shell":true,"argv":["ls"]})"));
@@ -87,8 +90,13 @@ TEST(ExecModelTest, UpgradeAndProcessRequestsAreStrictAboutFields) {
   auto ok = parseExecRequest(R"({"argv":["ls","-l"],"env":["A=1"],"cwd":"/tmp","detach":true})",
                              "a process request");
   ASSERT_TRUE(ok) << ok.error().message();
-  EXPECT_EQ(ok->argv, (std::vector<std::string>{"ls", "-l"}));
-  EXPECT_TRUE(ok->detach);
+  EXPECT_EQ(ok->exec.argv, (std::vector<std::string>{"ls", "-l"}));
+  EXPECT_TRUE(ok->exec.detach);
+  auto timed = parseExecRequest(R"({"argv":["sleep","9"],"timeout_ms":250})", "the exec request");
+  ASSERT_TRUE(timed) << timed.error().message();
+  EXPECT_EQ(timed->timeout_ms, 250u);
+  EXPECT_EQ(timed->exec.argv, (std::vector<std::string>{"sleep", "9"}));
+  EXPECT_FALSE(parseExecRequest(R"({"argv":["ls"],"detach":true,"timeout_ms":5})", "x"));
   auto unknown = parseExecRequest(R"({"argv":["ls"],"no_such_field":1})", "a process request");
   ASSERT_FALSE(unknown);
   EXPECT_EQ(unknown.error().code(), Errc::kInvalidArgument);

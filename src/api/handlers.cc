@@ -15,7 +15,7 @@
 
 #include "api/json_model.h"
 #include "api/openapi.h"
-#include "guest/async_event.h"
+#include "event/async_event.h"
 #include "proto/frame.h"
 #include "proto/messages.h"
 #include "sys/files.h"
@@ -195,7 +195,7 @@ awaitable<Reply> listTemplates(box::TemplateService& templates, RequestContext& 
 // A recipe build whose output goes to the client as NDJSON progress lines while it runs.
 struct BuildProgress {
   explicit BuildProgress(const asio::any_io_executor& ex) : changed(ex) {}
-  guest::AsyncEvent changed;
+  event::AsyncEvent changed;
   std::string pending;  // output not sent yet
   std::optional<Result<json>> done;
 };

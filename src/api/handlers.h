@@ -3,6 +3,7 @@
 // access checked and {box} resolved to a box it may see before a handler runs.
 #pragma once
 
+#include <filesystem>
 #include <functional>
 #include <string>
 
@@ -13,6 +14,9 @@
 #include "box/template_service.h"
 #include "guest/file_reader.h"
 #include "net/secrets.h"
+#include "observe/audit_log.h"
+#include "observe/event_bus.h"
+#include "observe/metrics.h"
 #include "proto/messages.h"
 #include "vmm/accel.h"
 
@@ -44,10 +48,41 @@ void registerBoxIoRoutes(ApiRouter& router, box::BoxService& service, box::PortF
 // A box's egress policy and policy log, and the owners' secrets (network_handlers.cc).
 void registerNetworkRoutes(ApiRouter& router, box::BoxService& service, net::SecretStore& secrets);
 
+// Events, the audit log and metrics (observe_handlers.cc, docs/observability.md). `audit` may be
+// null (hutchd --no-audit).
+void registerObserveRoutes(ApiRouter& router, box::BoxService& service, observe::EventBus& bus,
+                           observe::AuditLog* audit, observe::Metrics& metrics);
+
 // API keys, admin only (key_handlers.cc). `revoked` is called with the id of a removed key:
 // its open connections are closed.
 void registerKeyRoutes(ApiRouter& router, KeyService& keys,
                        const std::function<void(const std::string&)>& revoked);
+
+// The web dashboard's static files at /ui/ (ui_handlers.cc, docs/dashboard.md), from `dir` (the
+// output of web/dashboard/build.sh): GET and HEAD; /ui redirects to /ui/, which is index.html.
+// A missing `dir` is a 404 saying how to build it.
+void registerUiRoutes(ApiRouter& router, const std::filesystem::path& dir);
+// Serves `router` (registerUiRoutes) on the TCP listeners without an API key: the files carry
+// no data, and every API call the page makes needs a key.
+Plane uiPlane(const ApiRouter& router);
+
+// The file below the dashboard's directory that a request path names: "/ui/" is "index.html",
+// "/ui/assets/a.js" is "assets/a.js" (segments percent-decoded). kInvalidArgument for empty,
+// "." or ".." segments and for '/', a backslash or NUL inside one; kNotFound for paths outside
+// /ui/, hidden names (".x"), directories ("/ui/assets/") and paths deeper than the routes.
+Result<std::string> uiFilePath(std::string_view request_path);
+// The Content-Type of a dashboard file, by its extension.
+std::string_view uiContentType(std::string_view file);
+
+struct UiFile {
+  std::string content;
+  int64_t mtime_ns = 0;
+};
+// Reads `relative` (from uiFilePath) below `dir` without leaving it (openat2 RESOLVE_BENEATH):
+// a symlink may lead elsewhere inside `dir`, never out. kNotFound for a missing file, one that
+// leads out, anything but a regular file, and a missing `dir` (saying to run
+// web/dashboard/build.sh).
+Result<UiFile> readUiFile(const std::filesystem::path& dir, const std::string& relative);
 
 // Answers a file opened for reading: its header, then exactly the size it had when opened (the
 // connection ends early if the read fails midway). For GET /v1/boxes/{box}/files and E2B's

@@ -48,6 +48,7 @@ json toJson(const box::Box& b) {
               {"cpus", b.config.cpus},
               {"memory_mib", b.config.memory_mib},
               {"disk_mib", b.config.disk_mib},
+              {"max_exec_ms", b.config.max_exec_ms},
               {"state", box::stateName(b.state)},
               {"reason", b.reason},
               {"accel", b.accel},
@@ -71,6 +72,7 @@ Result<box::Box> boxFromJson(const json& j) {
   HUTCH_TRY_VOID(readField(j, "cpus", b.config.cpus, kWhat));
   HUTCH_TRY_VOID(readField(j, "memory_mib", b.config.memory_mib, kWhat));
   HUTCH_TRY_VOID(readField(j, "disk_mib", b.config.disk_mib, kWhat));
+  HUTCH_TRY_VOID(readField(j, "max_exec_ms", b.config.max_exec_ms, kWhat));
   HUTCH_TRY_VOID(readField(j, "state", state, kWhat));
   HUTCH_TRY_VOID(readField(j, "reason", b.reason, kWhat));
   HUTCH_TRY_VOID(readField(j, "accel", b.accel, kWhat));
@@ -92,6 +94,7 @@ json toJson(const CreateBoxRequest& r) {
          {"cpus", r.config.cpus},
          {"memory_mib", r.config.memory_mib}};
   if (r.config.disk_mib != 0) j["disk_mib"] = r.config.disk_mib;
+  if (r.config.max_exec_ms != 0) j["max_exec_ms"] = r.config.max_exec_ms;
   if (!r.name.empty()) j["name"] = r.name;
   if (!r.network_policy.empty()) {
     json policy = json::parse(r.network_policy, nullptr, false);
@@ -105,9 +108,10 @@ json toJson(const CreateBoxRequest& r) {
 Result<CreateBoxRequest> parseCreateBox(std::string_view body) {
   HUTCH_TRY(json j, parseObject(body));
   constexpr std::string_view kWhat = "the create request";
-  HUTCH_TRY_VOID(rejectUnknownFields(
-      j, {"name", "template", "cpus", "memory_mib", "disk_mib", "network_policy", "secrets", "env"},
-      kWhat));
+  HUTCH_TRY_VOID(rejectUnknownFields(j,
+                                     {"name", "template", "cpus", "memory_mib", "disk_mib",
+                                      "max_exec_ms", "network_policy", "secrets", "env"},
+                                     kWhat));
   CreateBoxRequest r;
   int64_t cpus = r.config.cpus;
   int64_t memory = static_cast<int64_t>(r.config.memory_mib);
@@ -117,6 +121,12 @@ Result<CreateBoxRequest> parseCreateBox(std::string_view body) {
   HUTCH_TRY_VOID(readField(j, "memory_mib", memory, kWhat));
   int64_t disk = 0;
   HUTCH_TRY_VOID(readField(j, "disk_mib", disk, kWhat));
+  int64_t max_exec = 0;
+  HUTCH_TRY_VOID(readField(j, "max_exec_ms", max_exec, kWhat));
+  if (max_exec < 0) {
+    return fail(Errc::kInvalidArgument, "max_exec_ms must be 0 (no limit) or more milliseconds");
+  }
+  r.config.max_exec_ms = static_cast<uint64_t>(max_exec);
   if (auto policy = j.find("network_policy"); policy != j.end() && !policy->is_null()) {
     if (policy->is_string()) {
       r.network_policy = policy->get<std::string>();

@@ -66,7 +66,7 @@ void registerKeyRoutes(ApiRouter& router, KeyService& keys,
                  [&keys](RequestContext& ctx) -> awaitable<Reply> {
                    auto spec = parseNewKey(ctx.request.body());
                    if (!spec) co_return errorResponse(spec.error());
-                   auto made = keys.create(*spec);
+                   auto made = keys.create(*spec, ctx.principal.actor());
                    if (!made) co_return errorResponse(made.error());
                    json body = keyJson(made->key);
                    body["key"] = made->secret;
@@ -87,7 +87,7 @@ void registerKeyRoutes(ApiRouter& router, KeyService& keys,
              Route(
                  [&keys, revoked](RequestContext& ctx) -> awaitable<Reply> {
                    const std::string& name = ctx.params.find("name")->second;
-                   auto removed = keys.remove(name);
+                   auto removed = keys.remove(name, ctx.principal.actor());
                    if (!removed) co_return errorResponse(removed.error());
                    if (revoked) revoked(removed->id);
                    co_return jsonResponse(http::status::ok, json{{"removed", name}});

@@ -50,7 +50,7 @@ awaitable<Reply> setPolicy(box::BoxService& service, RequestContext& ctx) {
                                   "Give \"policy\": a preset name (none, allow-all, "
                                   "debian-mirrors) or a policy object (docs/network.md)"));
   }
-  auto b = service.setPolicy(param(ctx, "box"), text);
+  auto b = service.setPolicy(param(ctx, "box"), text, ctx.principal.actor());
   if (!b) co_return errorResponse(b.error());
   co_return jsonResponse(http::status::ok, policyJson(*b));
 }

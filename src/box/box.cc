@@ -94,6 +94,9 @@ Result<> BoxConfig::validate() const {
     return fail(Errc::kInvalidArgument,
                 fmt::format("disk must be 512 MiB to 16 TiB, got {} MiB", disk_mib));
   }
+  if (max_exec_ms > uint64_t{366} * 24 * 3600 * 1000) {
+    return fail(Errc::kInvalidArgument, "max exec time must be at most a year (or 0: no limit)");
+  }
   if (template_name.empty()) return fail(Errc::kInvalidArgument, "template must not be empty");
   return validateName(template_name);
 }

@@ -27,6 +27,9 @@ struct BoxConfig {
   unsigned cpus = 1;
   uint64_t memory_mib = 512;
   uint64_t disk_mib = 0;  // 0: the template image's size; else at least that, the guest grows to it
+  // The longest any command in the box may run before it is killed (detached processes are not
+  // limited); 0: no limit. hutch run --max-exec-time.
+  uint64_t max_exec_ms = 0;
 
   Result<> validate() const;
   bool operator==(const BoxConfig&) const = default;

@@ -8,6 +8,7 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <charconv>
 #include <chrono>
 #include <fstream>
 
@@ -36,13 +37,103 @@ BoxService::~BoxService() {
 
 Result<> BoxService::setState(Box& box, BoxState state, std::string reason) {
   if (box.state != state) HUTCH_TRY_VOID(checkTransition(box.state, state));
+  const BoxState was = box.state;
   box.state = state;
   box.reason = std::move(reason);
   box.updated_at = unixNow();
   if (state != BoxState::kRunning && state != BoxState::kStopping) box.pid = 0;
   HUTCH_TRY_VOID(store_.update(box));
   if (observer_) observer_->boxStateChanged(box);
+  if (state == BoxState::kFailed && was != BoxState::kFailed) {
+    publish("box.failed", box, {{"reason", box.reason}, {"was", stateName(was)}});
+  }
   return ok();
+}
+
+void BoxService::publish(const std::string& type, const Box& box, nlohmann::json data) {
+  if (activity_.events) activity_.events->publish(type, observe::subjectOf(box), std::move(data));
+}
+
+void BoxService::publishFailure(std::string_view operation, const observe::Subject& subject,
+                                const Error& error) {
+  if (!activity_.events) return;
+  activity_.events->publish(
+      "operation.failed", subject,
+      {{"operation", operation},
+       {"error", {{"code", errcName(error.code())}, {"message", error.message()}}}});
+}
+
+namespace {
+
+int64_t msSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                               t0)
+      .count();
+}
+
+// A warm pool create says so in the box's boot note (create(), box.created's "pool").
+constexpr std::string_view kWarmPoolNote = "(warm pool)";
+
+}  // namespace
+
+asio::awaitable<Result<Box>> BoxService::create(BoxSpec spec) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const observe::Subject owner{.owner_id = spec.owner.id};
+  auto made = co_await createBox(std::move(spec));
+  if (!made) {
+    publishFailure("create", owner, made.error());
+    co_return made;
+  }
+  const char* pool = config_.pool_size == 0 || !config_.use_snapshots      ? "off"
+                     : made->boot.find(kWarmPoolNote) != std::string::npos ? "hit"
+                                                                           : "miss";
+  publish("box.created", *made,
+          {{"template", made->config.template_name},
+           {"cpus", made->config.cpus},
+           {"memory_mib", made->config.memory_mib},
+           {"from", "template"},
+           {"pool", pool},
+           {"boot", made->boot},
+           {"duration_ms", msSince(t0)}});
+  co_return made;
+}
+
+asio::awaitable<Result<Box>> BoxService::start(const std::string& key) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto started = co_await startBox(key);
+  if (!started) {
+    auto box = store_.find(key);
+    publishFailure("start", box ? observe::subjectOf(*box) : observe::Subject{}, started.error());
+    co_return started;
+  }
+  publish("box.started", *started, {{"boot", started->boot}, {"duration_ms", msSince(t0)}});
+  co_return started;
+}
+
+asio::awaitable<Result<Box>> BoxService::stop(const std::string& key) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto stopped = co_await stopBox(key);
+  if (!stopped) {
+    auto box = store_.find(key);
+    publishFailure("stop", box ? observe::subjectOf(*box) : observe::Subject{}, stopped.error());
+    co_return stopped;
+  }
+  publish("box.stopped", *stopped, {{"by", "request"}, {"duration_ms", msSince(t0)}});
+  co_return stopped;
+}
+
+asio::awaitable<Result<>> BoxService::remove(const std::string& key, bool force) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto box = store_.find(key);
+  std::string state;
+  auto removed = co_await removeBox(key, force, state);
+  const observe::Subject subject = box ? observe::subjectOf(*box) : observe::Subject{};
+  if (!removed) {
+    publishFailure("remove", subject, removed.error());
+    co_return removed;
+  }
+  if (box) publish("box.removed", *box, {{"state", state}, {"duration_ms", msSince(t0)}});
+  co_return removed;
 }
 
 namespace {
@@ -60,7 +151,7 @@ grep -qF "$line" "$bundle" 2>/dev/null || cat "$dir/hutch-box-ca.crt" >> "$bundl
 
 }  // namespace
 
-asio::awaitable<Result<Box>> BoxService::create(BoxSpec spec) {
+asio::awaitable<Result<Box>> BoxService::createBox(BoxSpec spec) {
   // Counted so that pool refills wait for creates (waitForCreates).
   ++creating_;
   struct Done {
@@ -79,11 +170,12 @@ asio::awaitable<Result<Box>> BoxService::create(BoxSpec spec) {
                                tmpl.name));
   }
 
-  HUTCH_CO_TRY_VOID(
-      checkQuota(spec.owner, {.boxes = 1,
-                              .cpus = spec.config.cpus,
-                              .memory_mib = spec.config.memory_mib,
-                              .disk_mib = diskMibOf(spec.config, tmpl.dir.string())}));
+  HUTCH_CO_TRY_VOID(checkQuota(spec.owner,
+                               {.boxes = 1,
+                                .cpus = spec.config.cpus,
+                                .memory_mib = spec.config.memory_mib,
+                                .disk_mib = diskMibOf(spec.config, tmpl.dir.string())},
+                               "create"));
   std::string key =
       templateSnapshotKey(tmpl.dir.string(), spec.config.cpus, spec.config.memory_mib);
   std::optional<Pooled> pooled;
@@ -134,7 +226,8 @@ asio::awaitable<Result<Box>> BoxService::create(BoxSpec spec) {
   std::filesystem::path dir = boxDir(box.id);
   std::filesystem::create_directories(dir, ec);
   if (pooled) {
-    box.boot = fmt::format("restored from template snapshot {} (warm pool)", pooled->snapshot_id);
+    box.boot =
+        fmt::format("restored from template snapshot {} {}", pooled->snapshot_id, kWarmPoolNote);
     auto made = co_await bootBox(box, nullptr, std::move(pooled->vm), std::move(pooled->agent));
     refillPool(key, tmpl, box.config);
     co_return made;
@@ -180,7 +273,7 @@ asio::awaitable<Result<Box>> BoxService::create(BoxSpec spec) {
   co_return co_await bootBox(box);
 }
 
-asio::awaitable<Result<Box>> BoxService::start(const std::string& key) {
+asio::awaitable<Result<Box>> BoxService::startBox(const std::string& key) {
   HUTCH_CO_TRY(Box box, store_.find(key));
   if (box.state != BoxState::kStopped && box.state != BoxState::kFailed) {
     co_return fail(Errc::kFailedPrecondition,
@@ -193,8 +286,8 @@ asio::awaitable<Result<Box>> BoxService::start(const std::string& key) {
                                "remove it and run a new one",
                                box.name));
   }
-  HUTCH_CO_TRY_VOID(
-      checkQuota(box.owner, {.cpus = box.config.cpus, .memory_mib = box.config.memory_mib}));
+  HUTCH_CO_TRY_VOID(checkQuota(
+      box.owner, {.cpus = box.config.cpus, .memory_mib = box.config.memory_mib}, "start"));
   HUTCH_CO_TRY_VOID(setState(box, BoxState::kCreating));
   spdlog::info("box={} starting", box.id);
   box.boot = "cold boot from its disk";
@@ -456,7 +549,8 @@ uint64_t BoxService::diskMibOf(const BoxConfig& config, const std::string& image
   return ec ? 0 : (bytes + (1u << 20) - 1) >> 20;
 }
 
-Result<> BoxService::checkQuota(const Owner& owner, const Demand& more) {
+Result<> BoxService::checkQuota(const Owner& owner, const Demand& more,
+                                std::string_view operation) {
   if (owner.id.empty() || !quotas_) return ok();
   Quota quota = quotas_(owner.id);
   if (quota.unlimited()) return ok();
@@ -490,15 +584,25 @@ Result<> BoxService::checkQuota(const Owner& owner, const Demand& more) {
   };
   for (const Limit& l : limits) {
     if (l.max == 0 || l.more == 0 || l.used + l.more <= l.max) continue;
-    return fail(Errc::kResourceExhausted,
-                fmt::format("Key {} may have at most {} {} (it has {}, this needs {} more); {} or "
-                            "ask for a higher {}",
-                            owner.name, l.max, l.what, l.used, l.more, l.remedy, l.field));
+    std::string message = fmt::format(
+        "Key {} may have at most {} {} (it has {}, this needs {} more); {} or ask "
+        "for a higher {}",
+        owner.name, l.max, l.what, l.used, l.more, l.remedy, l.field);
+    if (activity_.events) {
+      activity_.events->publish("quota.refused", {.owner_id = owner.id},
+                                {{"operation", operation},
+                                 {"limit", l.field},
+                                 {"max", l.max},
+                                 {"used", l.used},
+                                 {"more", l.more},
+                                 {"message", message}});
+    }
+    return fail(Errc::kResourceExhausted, std::move(message));
   }
   return ok();
 }
 
-asio::awaitable<Result<Box>> BoxService::stop(const std::string& key) {
+asio::awaitable<Result<Box>> BoxService::stopBox(const std::string& key) {
   HUTCH_CO_TRY(Box box, store_.find(key));
   auto it = runtimes_.find(box.id);
   if (box.state != BoxState::kRunning || it == runtimes_.end()) {
@@ -537,8 +641,10 @@ asio::awaitable<Result<Box>> BoxService::stop(const std::string& key) {
   co_return box;
 }
 
-asio::awaitable<Result<>> BoxService::remove(const std::string& key, bool force) {
+asio::awaitable<Result<>> BoxService::removeBox(const std::string& key, bool force,
+                                                std::string& state) {
   HUTCH_CO_TRY(Box box, store_.find(key));
+  state = stateName(box.state);
   bool live = box.state == BoxState::kRunning || box.state == BoxState::kCreating ||
               box.state == BoxState::kStopping;
   if (live && !force) {
@@ -586,7 +692,8 @@ asio::awaitable<Result<>> BoxService::remove(const std::string& key, bool force)
   co_return ok();
 }
 
-Result<std::shared_ptr<guest::AgentClient>> BoxService::agentFor(const std::string& key) {
+Result<std::shared_ptr<BoxAgent>> BoxService::agentFor(const std::string& key,
+                                                       const observe::Actor& actor) {
   HUTCH_TRY(Box box, store_.find(key));
   auto it = runtimes_.find(box.id);
   if (box.state != BoxState::kRunning || it == runtimes_.end() || !it->second->agent ||
@@ -596,7 +703,13 @@ Result<std::shared_ptr<guest::AgentClient>> BoxService::agentFor(const std::stri
         fmt::format("Box {} is {}; exec needs a running box{}", box.name, stateName(box.state),
                     box.state == BoxState::kFailed ? " (" + box.reason + ")" : ""));
   }
-  return it->second->agent;
+  std::weak_ptr<Runtime> runtime = it->second;
+  auto touch = [runtime] {
+    if (auto r = runtime.lock()) r->last_activity = std::chrono::steady_clock::now();
+  };
+  auto max_exec = std::chrono::milliseconds(box.config.max_exec_ms);
+  return std::make_shared<BoxAgent>(std::move(box), it->second->agent, actor, activity_, max_exec,
+                                    std::move(touch));
 }
 
 Result<vmm::ResourceUsage> BoxService::usage(const std::string& key) {
@@ -691,7 +804,8 @@ asio::awaitable<Result<>> BoxService::adopt(Box& box) {
   co_return ok();
 }
 
-Result<Box> BoxService::setPolicy(const std::string& key, const std::string& text) {
+Result<Box> BoxService::setPolicy(const std::string& key, const std::string& text,
+                                  const observe::Actor& actor) {
   HUTCH_TRY(Box box, store_.find(key));
   if (!network_) {
     return fail(Errc::kUnsupported,
@@ -706,6 +820,17 @@ Result<Box> BoxService::setPolicy(const std::string& key, const std::string& tex
   HUTCH_TRY_VOID(store_.update(box));
   HUTCH_TRY_VOID(network_->updatePolicy(box));
   spdlog::info("box={} network policy changed", box.id);
+  nlohmann::json policy = nlohmann::json::parse(box.network_policy, nullptr, false);
+  publish("policy.changed", box, {{"policy", policy}});
+  if (activity_.audit) {
+    auto written = activity_.audit->append({.type = "policy.set",
+                                            .actor = actor,
+                                            .box_id = box.id,
+                                            .box_name = box.name,
+                                            .owner_id = box.owner.id,
+                                            .data = {{"policy", std::move(policy)}}});
+    if (!written) spdlog::error("audit: policy.set not recorded: {}", written.error().describe());
+  }
   return box;
 }
 
@@ -728,6 +853,7 @@ asio::awaitable<void> BoxService::expireDue() {
     if (b.state == BoxState::kCreating || b.state == BoxState::kStopping) continue;
     spdlog::info("box={} its lifetime ended {} s ago: {}", b.id, now - b.expires_at,
                  b.on_expiry == Expiry::kStop ? "stopping it (disk kept)" : "removing it");
+    publish("box.expired", b, {{"action", expiryName(b.on_expiry)}});
     if (b.on_expiry == Expiry::kStop) {
       // Stopped once: a later start gives it a new lifetime or none.
       (void)setLifetime(b.id, 0, Expiry::kNone);
@@ -738,6 +864,51 @@ asio::awaitable<void> BoxService::expireDue() {
       auto removed = co_await remove(b.id, true);
       if (!removed)
         spdlog::warn("box={} could not be removed: {}", b.id, removed.error().describe());
+    }
+  }
+}
+
+void BoxService::scanConsoles() {
+  if (!activity_.events) return;
+  // The guest kernel's words, e.g. "Out of memory: Killed process 812 (python3) total-vm:...".
+  // A box's console is the box's own claim about itself: read at most kConsoleScan bytes a
+  // second, so a guest that floods its console costs hutchd little.
+  constexpr uint64_t kConsoleScan = 64 << 10;
+  static const std::string kMarker = "Out of memory: Killed process ";
+  for (auto& [id, runtime] : runtimes_) {
+    std::error_code ec;
+    const std::filesystem::path log = boxDir(id) / "console.log";
+    const uint64_t size = std::filesystem::file_size(log, ec);
+    if (ec) continue;
+    if (size < runtime->console_offset) runtime->console_offset = 0;  // a new console.log
+    if (size == runtime->console_offset) continue;
+    if (size - runtime->console_offset > kConsoleScan)
+      runtime->console_offset = size - kConsoleScan;
+    std::ifstream in(log, std::ios::binary);
+    in.seekg(static_cast<std::streamoff>(runtime->console_offset));
+    std::string text(size - runtime->console_offset, '\0');
+    in.read(text.data(), static_cast<std::streamsize>(text.size()));
+    text.resize(static_cast<size_t>(in.gcount()));
+    // Only whole lines: a line still being written is read again next time.
+    size_t end = text.rfind('\n');
+    if (end == std::string::npos) continue;
+    runtime->console_offset += end + 1;
+    auto box = store_.find(id);
+    if (!box) continue;
+    for (size_t at = text.find(kMarker); at != std::string::npos && at < end;
+         at = text.find(kMarker, at + 1)) {
+      std::string_view rest = std::string_view(text).substr(at + kMarker.size());
+      rest = rest.substr(0, rest.find('\n'));
+      int64_t pid = 0;
+      auto [p, err] = std::from_chars(rest.data(), rest.data() + rest.size(), pid);
+      std::string process;
+      if (size_t open = rest.find('('), close = rest.find(')');
+          open != std::string_view::npos && close != std::string_view::npos && close > open) {
+        process = std::string(rest.substr(open + 1, std::min<size_t>(close - open - 1, 64)));
+      }
+      if (err != std::errc()) continue;
+      spdlog::warn("box={} the guest kernel killed process {} ({}) for memory", id, pid, process);
+      publish("box.oom_kill", *box, {{"pid", pid}, {"process", process}});
     }
   }
 }

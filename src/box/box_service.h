@@ -22,9 +22,10 @@
 
 #include "base/result.h"
 #include "box/box.h"
+#include "box/box_agent.h"
 #include "box/snapshot.h"
+#include "event/async_event.h"
 #include "guest/agent_client.h"
-#include "guest/async_event.h"
 #include "storage/box_store.h"
 #include "storage/templates.h"
 #include "vmm/accel.h"
@@ -82,9 +83,9 @@ class BoxService {
   asio::awaitable<Result<Box>> stop(const std::string& key);
   // Removes the box's VM (force needed if it is running), its directory and its record.
   asio::awaitable<Result<>> remove(const std::string& key, bool force);
-  // The agent of a running box, to start processes in it; kFailedPrecondition if the box is not
-  // running.
-  Result<std::shared_ptr<guest::AgentClient>> agentFor(const std::string& key);
+  // How `actor` acts inside a running box (box_agent.h: every exec and file operation through it
+  // is reported); kFailedPrecondition if the box is not running.
+  Result<std::shared_ptr<BoxAgent>> agentFor(const std::string& key, const observe::Actor& actor);
   Result<std::filesystem::path> consoleLog(const std::string& key);
   // What a running box's VMM uses of the host (its cgroup): memory, CPU time, tasks.
   Result<vmm::ResourceUsage> usage(const std::string& key);
@@ -95,14 +96,21 @@ class BoxService {
   void setNetwork(NetworkService* network) { network_ = network; }
   NetworkService* network() const { return network_; }
   // Changes a box's egress policy (`text`: a preset or JSON), live if it runs.
-  Result<Box> setPolicy(const std::string& key, const std::string& text);
+  Result<Box> setPolicy(const std::string& key, const std::string& text,
+                        const observe::Actor& actor);
   // Sets when the box's lifetime ends (unix seconds; 0: never) and what happens then.
   Result<Box> setLifetime(const std::string& key, int64_t expires_at, Expiry on_expiry);
   // Does what each box whose lifetime has ended asks for (remove it, or stop a running one);
   // hutchd calls it every second.
   asio::awaitable<void> expireDue();
+  // Reads what running boxes' consoles printed since the last call and publishes the guest
+  // kernel's OOM kills (box.oom_kill); hutchd calls it every second.
+  void scanConsoles();
   // One observer (or none); it must outlive the service or be reset to nullptr first.
   void setObserver(BoxObserver* observer) { observer_ = observer; }
+  // Where events and audit records go (docs/observability.md); they must outlive the service.
+  void setActivity(ActivitySinks sinks) { activity_ = sinks; }
+  const ActivitySinks& activity() const { return activity_; }
   // The limits of an owner (docs/api.md "Owners"), checked at create, fork, start and rollback.
   // Without one, nothing is limited.
   using QuotaLookup = std::function<Quota(const std::string& owner_id)>;
@@ -119,6 +127,19 @@ class BoxService {
   // Returns the box to exactly the checkpoint's state (files and processes); the box runs
   // afterwards, whatever state it was in.
   asio::awaitable<Result<Box>> rollback(const std::string& key, const std::string& name);
+  // Saved boxes (E2B's snapshots): a running box captured like a checkpoint (paused for the
+  // capture, then resumed), kept after the box is removed, owned by the box's owner and named
+  // uniquely per owner (empty: generated). A box with host secrets cannot be saved: its
+  // placeholders and CA would outlive it.
+  asio::awaitable<Result<Snapshot>> save(const std::string& key, std::string name);
+  // Saved boxes of an owner (nullopt: everyone's), and one by id or name.
+  Result<std::vector<Snapshot>> saved(const std::optional<std::string>& owner);
+  Result<Snapshot> findSaved(const std::optional<std::string>& owner, const std::string& key);
+  // A new box from a saved one, running with every process and file as they were when it was
+  // saved. From `spec` it takes the name, owner, metadata, lifetime, and environment variables
+  // (added to the saved box's, for commands started from now on).
+  asio::awaitable<Result<Box>> createFromSaved(const Snapshot& saved, BoxSpec spec);
+  Result<> removeSaved(const Snapshot& saved);
   Result<DiskUsage> diskUsage();
   // Every warm pool made so far (one per template and size that a create used), by template.
   std::vector<PoolStatus> poolStatus() const;
@@ -144,6 +165,8 @@ class BoxService {
     bool removed = false;
     bool busy = false;  // a capture or rollback is under way
     std::string exit_reason;
+    std::chrono::steady_clock::time_point last_activity;  // exec, files, connections (BoxAgent)
+    uint64_t console_offset = 0;  // how far scanConsoles() has read console.log
   };
 
   // Where a restore comes from.
@@ -151,7 +174,7 @@ class BoxService {
   // meanwhile and load it once it is done.
   struct PendingState {
     explicit PendingState(const asio::any_io_executor& ex) : changed(ex) {}
-    guest::AsyncEvent changed;
+    event::AsyncEvent changed;
     std::optional<Result<>> done;
     void finish(Result<> result) {
       done = std::move(result);
@@ -234,7 +257,7 @@ class BoxService {
   struct ForkOutcome {
     ForkOutcome(const asio::any_io_executor& ex, unsigned count)
         : changed(ex), children(count), running(count) {}
-    guest::AsyncEvent changed;
+    event::AsyncEvent changed;
     std::vector<std::optional<Result<Box>>> children;
     unsigned running;
   };
@@ -260,6 +283,20 @@ class BoxService {
   asio::awaitable<void> watch(std::string id, std::shared_ptr<Runtime> runtime);
   asio::awaitable<bool> waitExit(Runtime& runtime, std::chrono::steady_clock::duration timeout);
   Result<> setState(Box& box, BoxState state, std::string reason = {});
+  // Events (docs/observability.md): one about `box`; an operation that failed with the box as
+  // it was (or, without a box record, about its owner).
+  void publish(const std::string& type, const Box& box,
+               nlohmann::json data = nlohmann::json::object());
+  void publishFailure(std::string_view operation, const observe::Subject& subject,
+                      const Error& error);
+  // The public operations around their bodies: timed, and reported as events.
+  asio::awaitable<Result<Box>> createBox(BoxSpec spec);
+  asio::awaitable<Result<Box>> startBox(const std::string& key);
+  asio::awaitable<Result<Box>> stopBox(const std::string& key);
+  asio::awaitable<Result<>> removeBox(const std::string& key, bool force, std::string& state);
+  asio::awaitable<Result<std::vector<Box>>> forkBox(const std::string& key, ForkSpec spec);
+  asio::awaitable<Result<Snapshot>> checkpointBox(const std::string& key, std::string name);
+  asio::awaitable<Result<Box>> rollbackBox(const std::string& key, const std::string& name);
   // What an operation adds to an owner's use; checkQuota fails with kResourceExhausted naming
   // the first limit it would pass.
   struct Demand {
@@ -268,7 +305,7 @@ class BoxService {
     uint64_t memory_mib = 0;
     uint64_t disk_mib = 0;
   };
-  Result<> checkQuota(const Owner& owner, const Demand& more);
+  Result<> checkQuota(const Owner& owner, const Demand& more, std::string_view operation);
   // A box's disk as quotas count it: its disk_mib, or its template image's size.
   uint64_t diskMibOf(const BoxConfig& config, const std::string& image_dir);
   std::filesystem::path boxDir(const std::string& id) const { return config_.boxes_dir / id; }
@@ -290,6 +327,7 @@ class BoxService {
   int discarding_ = 0;                               // pooled VMs being killed
   int creating_ = 0;                                 // create() calls under way
   BoxObserver* observer_ = nullptr;
+  ActivitySinks activity_;
   NetworkService* network_ = nullptr;
   QuotaLookup quotas_;
   // Boxes of forks under way whose children are not recorded yet, by owner id: counted by

@@ -31,7 +31,14 @@ namespace {
 
 constexpr const char* kReadyCheck = "/etc/hutch/ready";
 
-// Allocated bytes of a file, or of everything under a directory.
+// Frozen files are never written again: root's and 0444, so that every box's uid can read them
+// and none can change them (a box's QEMU wrote them as the box's uid). Not followed.
+void freeze(const fs::path& path) {
+  if (auto frozen = sys::freezeFile(path); !frozen) spdlog::warn("{}", frozen.error().describe());
+}
+
+}  // namespace
+
 uint64_t allocatedBytes(const fs::path& path) {
   struct stat st {};
   if (::lstat(path.c_str(), &st) != 0) return 0;
@@ -44,14 +51,6 @@ uint64_t allocatedBytes(const fs::path& path) {
   }
   return total;
 }
-
-// Frozen files are never written again: root's and 0444, so that every box's uid can read them
-// and none can change them (a box's QEMU wrote them as the box's uid). Not followed.
-void freeze(const fs::path& path) {
-  if (auto frozen = sys::freezeFile(path); !frozen) spdlog::warn("{}", frozen.error().describe());
-}
-
-}  // namespace
 
 void removeQuietly(const fs::path& path) {
   std::error_code ec;
@@ -564,7 +563,74 @@ asio::awaitable<Result<Box>> BoxService::createFromCapture(const Box& parent, st
   co_return co_await bootBox(child, &source);
 }
 
+namespace {
+
+int64_t msSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                               t0)
+      .count();
+}
+
+}  // namespace
+
 asio::awaitable<Result<std::vector<Box>>> BoxService::fork(const std::string& key, ForkSpec spec) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto parent = store_.find(key);
+  auto children = co_await forkBox(key, std::move(spec));
+  if (!children) {
+    publishFailure("fork", parent ? observe::subjectOf(*parent) : observe::Subject{},
+                   children.error());
+    co_return children;
+  }
+  nlohmann::json ids = nlohmann::json::array();
+  for (const Box& child : *children) {
+    ids.push_back(child.id);
+    publish("box.created", child,
+            {{"template", child.config.template_name},
+             {"cpus", child.config.cpus},
+             {"memory_mib", child.config.memory_mib},
+             {"from", "fork"},
+             {"parent", parent ? parent->id : ""},
+             {"boot", child.boot}});
+  }
+  if (parent) publish("box.forked", *parent, {{"children", ids}, {"duration_ms", msSince(t0)}});
+  co_return children;
+}
+
+asio::awaitable<Result<Snapshot>> BoxService::checkpoint(const std::string& key, std::string name) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto taken = co_await checkpointBox(key, std::move(name));
+  auto box = store_.find(key);
+  if (!taken) {
+    publishFailure("checkpoint", box ? observe::subjectOf(*box) : observe::Subject{},
+                   taken.error());
+    co_return taken;
+  }
+  if (box) {
+    publish("box.checkpointed", *box,
+            {{"checkpoint", taken->name},
+             {"snapshot_id", taken->id},
+             {"size_bytes", taken->size_bytes},
+             {"duration_ms", msSince(t0)}});
+  }
+  co_return taken;
+}
+
+asio::awaitable<Result<Box>> BoxService::rollback(const std::string& key, const std::string& name) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto restored = co_await rollbackBox(key, name);
+  if (!restored) {
+    auto box = store_.find(key);
+    publishFailure("rollback", box ? observe::subjectOf(*box) : observe::Subject{},
+                   restored.error());
+    co_return restored;
+  }
+  publish("box.rolled_back", *restored, {{"checkpoint", name}, {"duration_ms", msSince(t0)}});
+  co_return restored;
+}
+
+asio::awaitable<Result<std::vector<Box>>> BoxService::forkBox(const std::string& key,
+                                                              ForkSpec spec) {
   if (spec.count < 1 || spec.count > 64) {
     co_return fail(Errc::kInvalidArgument,
                    fmt::format("A fork makes 1 to 64 boxes, not {}", spec.count));
@@ -589,7 +655,7 @@ asio::awaitable<Result<std::vector<Box>>> BoxService::fork(const std::string& ke
                       .cpus = uint64_t{spec.count} * parent.config.cpus,
                       .memory_mib = spec.count * parent.config.memory_mib,
                       .disk_mib = spec.count * diskMibOf(parent.config, parent.image_dir)};
-  HUTCH_CO_TRY_VOID(checkQuota(parent.owner, demand));
+  HUTCH_CO_TRY_VOID(checkQuota(parent.owner, demand, "fork"));
   struct Reserved {
     std::map<std::string, Demand>& reserved;
     std::string owner;
@@ -708,7 +774,8 @@ asio::awaitable<void> BoxService::forkChild(Box parent, std::string id, std::str
   outcome->changed.notify();
 }
 
-asio::awaitable<Result<Snapshot>> BoxService::checkpoint(const std::string& key, std::string name) {
+asio::awaitable<Result<Snapshot>> BoxService::checkpointBox(const std::string& key,
+                                                            std::string name) {
   HUTCH_CO_TRY(auto found, runningBox(key, "a checkpoint"));
   auto [box, runtime] = std::move(found);
   Snapshot snap;
@@ -761,7 +828,8 @@ asio::awaitable<Result<>> BoxService::removeCheckpoint(const std::string& key,
   co_return ok();
 }
 
-asio::awaitable<Result<Box>> BoxService::rollback(const std::string& key, const std::string& name) {
+asio::awaitable<Result<Box>> BoxService::rollbackBox(const std::string& key,
+                                                     const std::string& name) {
   HUTCH_CO_TRY(Box box, store_.find(key));
   HUTCH_CO_TRY(Snapshot snap, store_.findCheckpoint(box.id, name));
   auto manifest = readManifest(snap.dir);
@@ -780,8 +848,8 @@ asio::awaitable<Result<Box>> BoxService::rollback(const std::string& key, const 
                                stateName(box.state)));
   }
   if (box.state != BoxState::kRunning) {
-    HUTCH_CO_TRY_VOID(
-        checkQuota(box.owner, {.cpus = box.config.cpus, .memory_mib = box.config.memory_mib}));
+    HUTCH_CO_TRY_VOID(checkQuota(
+        box.owner, {.cpus = box.config.cpus, .memory_mib = box.config.memory_mib}, "rollback"));
   }
   if (auto it = runtimes_.find(box.id); it != runtimes_.end()) {
     std::shared_ptr<Runtime> runtime = it->second;

@@ -40,7 +40,12 @@ constexpr int kControlFd = 3;
 struct NetworkService::Attached {
   uint32_t index = 0;
   net::Listeners listeners;
-  json message;  // the last "box" message, sent again to a restarted hutch-egress
+  json message;              // the last "box" message, sent again to a restarted hutch-egress
+  observe::Subject subject;  // for its events and audit records
+  // egress.refused events: at most kRefusedPerWindow per window, the rest counted.
+  std::chrono::steady_clock::time_point window_start;
+  unsigned refused_in_window = 0;
+  uint64_t suppressed = 0;
   std::vector<int> fds() const {
     std::vector<int> out = {listeners.explicit_proxy.get(), listeners.transparent.get(),
                             listeners.dns.get()};
@@ -221,6 +226,9 @@ void NetworkService::onLinkDown(const std::string& why) {
   link_.reset();
   if (stopping_) return;
   spdlog::error("hutch-egress {} ({}); boxes have no network until it is back", how, why);
+  if (activity_.events) {
+    activity_.events->publish("egress.died", {}, {{"reason", fmt::format("{} ({})", how, why)}});
+  }
   if (!restart_pending_) {
     restart_pending_ = true;
     asio::co_spawn(loop_, restartLater(), asio::detached);
@@ -256,10 +264,76 @@ void NetworkService::onEvent(const json& event) {
     if (box.empty() || box.find('/') != std::string::npos) return;
     std::ofstream out(logPath(box), std::ios::app);
     out << entry.dump() << '\n';
+    report(entry);
   } else if (kind == "ready") {
     spdlog::debug("hutch-egress ready");
   } else if (kind == "error") {
     spdlog::warn("hutch-egress: {}", event.value("message", "(no message)"));
+  }
+}
+
+namespace {
+
+constexpr unsigned kRefusedPerWindow = 20;
+constexpr auto kRefusedWindow = std::chrono::seconds(10);
+
+// hutch-egress is hutch's own, but it handles what boxes send: read its fields defensively.
+template <class T>
+T field(const json& j, const char* name, T fallback) {
+  auto it = j.find(name);
+  if (it == j.end()) return fallback;
+  try {
+    return it->get<T>();
+  } catch (const json::exception&) {
+    return fallback;
+  }
+}
+
+}  // namespace
+
+void NetworkService::report(const json& entry) {
+  const std::string box = field<std::string>(entry, "box", "");
+  auto it = attached_.find(box);
+  Attached* attached = it == attached_.end() ? nullptr : it->second.get();
+  const bool allowed = field<std::string>(entry, "decision", "") == "allow";
+  if (metrics_) {
+    metrics_->egress(box, allowed, field<uint64_t>(entry, "bytes_up", 0),
+                     field<uint64_t>(entry, "bytes_down", 0));
+  }
+  const observe::Subject subject = attached ? attached->subject : observe::Subject{.box_id = box};
+  if (!allowed && activity_.events && attached) {
+    auto now = std::chrono::steady_clock::now();
+    if (now - attached->window_start > kRefusedWindow) {
+      attached->window_start = now;
+      attached->refused_in_window = 0;
+    }
+    if (++attached->refused_in_window > kRefusedPerWindow) {
+      ++attached->suppressed;  // a box that floods its wall does not flood the event log
+    } else {
+      json data{{"proto", field<std::string>(entry, "proto", "")},
+                {"host", field<std::string>(entry, "host", "")},
+                {"port", field<int64_t>(entry, "port", 0)},
+                {"address", field<std::string>(entry, "address", "")},
+                {"reason", field<std::string>(entry, "reason", "")}};
+      if (attached->suppressed) data["suppressed_before"] = std::exchange(attached->suppressed, 0);
+      activity_.events->publish("egress.refused", subject, std::move(data));
+    }
+  }
+  auto secrets = field<std::vector<std::string>>(entry, "secrets", {});
+  if (!secrets.empty() && activity_.audit) {
+    auto written = activity_.audit->append(
+        {.type = "secret.use",
+         .actor = {.key_id = "", .key_name = "hutch-egress"},
+         .box_id = subject.box_id,
+         .box_name = subject.box_name,
+         .owner_id = subject.owner_id,
+         .data = {{"secrets", secrets},
+                  {"domain", field<std::string>(entry, "host", "")},
+                  {"port", field<int64_t>(entry, "port", 0)},
+                  {"requests", field<std::vector<std::string>>(entry, "requests", {})},
+                  {"bytes_up", field<uint64_t>(entry, "bytes_up", 0)},
+                  {"bytes_down", field<uint64_t>(entry, "bytes_down", 0)}}});
+    if (!written) spdlog::error("audit: secret.use not recorded: {}", written.error().describe());
   }
 }
 
@@ -418,6 +492,7 @@ Result<> NetworkService::attach(const Box& box) {
                  attached->listeners.drops_error->describe());
   }
   attached->message = std::move(message);
+  attached->subject = observe::subjectOf(box);
   Attached& a = *attached;
   attached_[box.id] = std::move(attached);
   if (!link_) {

@@ -29,10 +29,12 @@
 #include "base/result.h"
 #include "base/unique_fd.h"
 #include "box/box.h"
+#include "box/box_agent.h"
 #include "egress/log_entry.h"
 #include "egress/policy.h"
 #include "net/box_net.h"
 #include "net/secrets.h"
+#include "observe/metrics.h"
 
 namespace hutch::box {
 
@@ -100,6 +102,13 @@ class NetworkService {
   // The box's CA certificate (made if missing), to install in its trust store.
   Result<std::string> caCert(const std::string& box_id);
 
+  // Where refused connections (events), secret uses (audit) and egress counts (metrics) go
+  // (docs/observability.md); set before start(), they must outlive the service.
+  void setActivity(ActivitySinks sinks, observe::Metrics* metrics) {
+    activity_ = sinks;
+    metrics_ = metrics;
+  }
+
   // The policy log of a box: entries after line `after` (0: from the start), at most `limit`.
   struct LogPage {
     std::vector<nlohmann::json> entries;
@@ -117,6 +126,9 @@ class NetworkService {
   boost::asio::awaitable<void> restartLater();
   Result<> spawnEgress();
   void appendLog(const egress::LogEntry& entry);
+  // A policy log entry from hutch-egress: metrics, and (rate limited per box) an
+  // egress.refused event; an audit record for each use of a secret.
+  void report(const nlohmann::json& entry);
   std::filesystem::path logPath(const std::string& box_id) const;
   std::filesystem::path caDir(const std::string& box_id) const;
 
@@ -129,6 +141,8 @@ class NetworkService {
   bool stopping_ = false;
   bool restart_pending_ = false;
   std::map<std::string, std::unique_ptr<Attached>> attached_;  // by box id
+  ActivitySinks activity_;
+  observe::Metrics* metrics_ = nullptr;
 };
 
 }  // namespace hutch::box

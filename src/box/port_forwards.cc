@@ -132,14 +132,17 @@ class PortForwards::Listener : public std::enable_shared_from_this<PortForwards:
 
   asio::awaitable<void> serve(std::shared_ptr<Relay> relay) {
     auto self = shared_from_this();
-    auto agent = service_.agentFor(forward_.box_id);
+    // Whoever connects to a published port is not known to hutch: the box's owner acts.
+    auto agent = service_.agentFor(
+        forward_.box_id,
+        {.key_id = "", .key_name = fmt::format("port {}", hostEndpoint(forward_))});
     if (!agent) {
       spdlog::debug("box={} port {}: {}", forward_.box_id, hostEndpoint(forward_),
                     agent.error().describe());
       finish(relay);
       co_return;
     }
-    std::shared_ptr<guest::AgentClient> client = *agent;
+    std::shared_ptr<BoxAgent> client = *agent;
     std::string address(kDefaultPortAddress);
     auto stream = co_await client->connect(forward_.box_port, address, kConnectTimeout);
     if (!stream) {

@@ -14,10 +14,11 @@ namespace hutch::box {
 
 namespace {
 
-constexpr std::array<std::pair<SnapshotKind, std::string_view>, 3> kKindNames{{
+constexpr std::array<std::pair<SnapshotKind, std::string_view>, 4> kKindNames{{
     {SnapshotKind::kTemplate, "template"},
     {SnapshotKind::kCheckpoint, "checkpoint"},
     {SnapshotKind::kFork, "fork"},
+    {SnapshotKind::kSaved, "saved"},
 }};
 
 uint64_t readBigEndian(const unsigned char* p, size_t n) {

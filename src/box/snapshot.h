@@ -21,20 +21,26 @@
 
 namespace hutch::box {
 
-enum class SnapshotKind { kTemplate, kCheckpoint, kFork };
+// kSaved: a running box captured like a checkpoint, but kept after the box is removed and owned
+// by the box's owner; new boxes start from it (BoxService::createFromSaved). E2B's snapshots.
+enum class SnapshotKind { kTemplate, kCheckpoint, kFork, kSaved };
 std::string_view snapshotKindName(SnapshotKind kind);
 Result<SnapshotKind> parseSnapshotKind(std::string_view text);
 
 struct Snapshot {
   std::string id;  // 12 hex digits
   SnapshotKind kind = SnapshotKind::kCheckpoint;
-  std::string box_id;        // checkpoint: its box; fork: the parent; template: empty
-  std::string name;          // checkpoint name, unique per box
+  std::string box_id;        // checkpoint: its box; fork, saved: the box captured; template: empty
+  std::string name;          // checkpoint name, unique per box; saved: unique per owner
   std::string template_key;  // template snapshots: what they were made for (templateSnapshotKey)
   std::filesystem::path dir;
   std::filesystem::path layer;  // the frozen disk layer
   uint64_t size_bytes = 0;      // state + memory + layer, when made
   int64_t created_at = 0;
+  std::string owner_id;  // saved: the owner of the box captured (Owner::id)
+  // saved: the captured box's record as JSON (savedSourceJson): what a box made from it starts
+  // with, since the box itself may be gone.
+  std::string source;
   bool operator==(const Snapshot&) const = default;
 };
 

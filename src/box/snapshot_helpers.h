@@ -2,10 +2,14 @@
 // box_pool.cc). Internal to src/box.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
 
 namespace hutch::box {
+
+// Allocated bytes of a file, or of everything under a directory.
+uint64_t allocatedBytes(const std::filesystem::path& path);
 
 // remove_all that only logs a failure: for files whose loss nothing depends on.
 void removeQuietly(const std::filesystem::path& path);

@@ -380,13 +380,16 @@ Result<UpgradedStream> ApiClient::upgrade(const std::string& target, const json&
   return stream;
 }
 
-Result<> ApiClient::streamLines(const std::string& target, const json& body,
+Result<> ApiClient::streamLines(http::verb method, const std::string& target,
+                                const std::optional<json>& body,
                                 const std::function<void(const json&)>& on_line) const {
   Conn c;
-  http::request<http::string_body> req{http::verb::post, target, 11};
-  req.set(http::field::content_type, "application/json");
+  http::request<http::string_body> req{method, target, 11};
   req.set(http::field::accept, "application/x-ndjson");
-  req.body() = body.dump();
+  if (body) {
+    req.set(http::field::content_type, "application/json");
+    req.body() = body->dump();
+  }
   http::response_parser<http::buffer_body> parser;
   parser.body_limit(std::numeric_limits<uint64_t>::max());
   HUTCH_TRY_VOID(connect(c, endpoint_));
@@ -409,6 +412,10 @@ Result<> ApiClient::streamLines(const std::string& target, const json& body,
     if (failed) continue;
     size_t newline;
     while ((newline = text.find('\n')) != std::string::npos) {
+      if (newline == 0) {
+        text.erase(0, 1);
+        continue;
+      }
       json line = json::parse(text.substr(0, newline), nullptr, false);
       text.erase(0, newline + 1);
       if (line.is_discarded()) return fail(Errc::kProtocol, "hutchd sent a line that is not JSON");

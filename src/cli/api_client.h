@@ -61,9 +61,11 @@ class ApiClient {
   Result<std::string> getText(const std::string& target) const;
   // POST with "Upgrade: hutch-exec"; on 101 returns the raw stream.
   Result<UpgradedStream> upgrade(const std::string& target, const json& body) const;
-  // POST asking for NDJSON (Accept: application/x-ndjson): every line as it arrives goes to
-  // on_line as parsed JSON. Non-2xx answers become their Error.
-  Result<> streamLines(const std::string& target, const json& body,
+  // A request asking for NDJSON (Accept: application/x-ndjson): every line as it arrives goes
+  // to on_line as parsed JSON (blank lines, keep-alives, are skipped). Non-2xx answers become
+  // their Error.
+  Result<> streamLines(boost::beast::http::verb method, const std::string& target,
+                       const std::optional<json>& body,
                        const std::function<void(const json&)>& on_line) const;
 
   const Endpoint& endpoint() const { return endpoint_; }

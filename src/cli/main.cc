@@ -50,6 +50,9 @@ int main(int argc, char** argv) {
       ->add_option("--secret", run.secrets,
                    "A host secret the box gets a placeholder for (repeatable; hutch secret set)")
       ->allow_extra_args(false);
+  run_cmd->add_option("--max-exec-time", run.max_exec_time,
+                      "Kill any command in the box that runs longer (30s, 10m, 2h; detached "
+                      "processes are not limited)");
   run_cmd->add_option("cmd", run.exec.argv, "Command to run after -- (optional)");
 
   std::string exec_box;
@@ -63,6 +66,9 @@ int main(int argc, char** argv) {
   bool exec_detach = false;
   exec_cmd->add_flag("-d,--detach", exec_detach,
                      "Run in the background, output to a log; prints the process id");
+  std::string exec_timeout;
+  exec_cmd->add_option("--timeout", exec_timeout,
+                       "Kill the command if it runs longer (500ms, 30s, 10m); exit 124 then");
   exec_cmd->add_option("box", exec_box, "Box name or id")->required();
   exec_cmd->add_option("cmd", exec.argv, "Command and arguments, after --")->required();
 
@@ -271,6 +277,29 @@ int main(int argc, char** argv) {
   auto* pool_cmd = app.add_subcommand(
       "pool", "The warm pools: restored, warmed-up VMs waiting for creates, per template and size");
 
+  EventsOptions events;
+  auto* events_cmd = app.add_subcommand(
+      "events",
+      "What happened to boxes, commands, ports, policies and keys (docs/observability.md)");
+  events_cmd->add_option("--since", events.since,
+                         "Only events since: 30s, 10m, 2h, 1d ago, or unix seconds");
+  events_cmd->add_option("--box", events.box,
+                         "Only one box's (name, id, or the id of a removed box)");
+  events_cmd
+      ->add_option("--type", events.types, "Only these types; 'box.' matches a prefix (repeatable)")
+      ->allow_extra_args(false);
+  events_cmd->add_flag("-f,--follow", events.follow, "Keep printing events as they happen");
+
+  AuditOptions audit;
+  auto* audit_cmd = app.add_subcommand(
+      "audit", "The audit log: every exec, file operation, secret use, policy and key change");
+  audit_cmd->add_option("--since", audit.since,
+                        "Only records since: 30s, 10m, 2h, 1d ago, or unix seconds");
+  audit_cmd->add_option("--box", audit.box,
+                        "Only one box's (name, id, or the id of a removed box)");
+  auto* audit_verify = audit_cmd->add_subcommand(
+      "verify", "Check the audit log's hash chain: whether it is intact, and where it breaks");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -293,6 +322,16 @@ int main(int argc, char** argv) {
     return cmdRun(client, out, run);
   }
   if (exec_cmd->parsed()) {
+    if (!exec_timeout.empty()) {
+      if (exec_detach) {
+        return reportError(out, hutch::Error(hutch::Errc::kInvalidArgument,
+                                             "--timeout does not apply to -d: a detached "
+                                             "process runs until it ends or is killed"));
+      }
+      auto timeout = parseDurationMs(exec_timeout, "--timeout");
+      if (!timeout) return reportError(out, timeout.error());
+      exec.timeout_ms = *timeout;
+    }
     if (exec_detach) return cmdExecDetached(client, out, exec_box, exec);
     return cmdExec(client, out, exec_box, exec);
   }
@@ -366,5 +405,8 @@ int main(int argc, char** argv) {
   if (key_create->parsed()) return cmdKeyCreate(client, out, key);
   if (key_ls->parsed()) return cmdKeyList(client, out);
   if (key_rm->parsed()) return cmdKeyRemove(client, out, key_rm_names);
+  if (events_cmd->parsed()) return cmdEvents(client, out, events);
+  if (audit_verify->parsed()) return cmdAuditVerify(client, out);
+  if (audit_cmd->parsed()) return cmdAudit(client, out, audit);
   return 64;
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 
 #include "api/error_mapping.h"
 #include "api/json_model.h"
@@ -42,6 +43,15 @@ int reportError(const Output& out, const Error& error) {
     fmt::print(stderr, "hutch: {}\n", error.describe());
   }
   return api::cliExitCode(error.code());
+}
+
+std::string clockTime(int64_t unix_ms) {
+  std::time_t secs = static_cast<std::time_t>(unix_ms / 1000);
+  std::tm tm{};
+  ::localtime_r(&secs, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
+  return fmt::format("{}.{:03d}", buf, static_cast<int>(unix_ms % 1000));
 }
 
 std::string humanAge(int64_t unix_seconds) {

@@ -20,5 +20,7 @@ void printTable(const std::vector<std::string>& header,
 // Prints "hutch: <message>" (or {"error":...} with --json) and returns the exit code for it.
 int reportError(const Output& out, const Error& error);
 std::string humanAge(int64_t unix_seconds);
+// Unix milliseconds as local "YYYY-MM-DD HH:MM:SS.mmm".
+std::string clockTime(int64_t unix_ms);
 
 }  // namespace hutch::cli

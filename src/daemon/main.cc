@@ -18,6 +18,7 @@
 #include "api/auth.h"
 #include "api/handlers.h"
 #include "api/http_server.h"
+#include "box/box_gauges.h"
 #include "box/box_service.h"
 #include "box/network_service.h"
 #include "box/port_forwards.h"
@@ -28,7 +29,11 @@
 #include "jail/cgroup.h"
 #include "net/box_net.h"
 #include "net/secrets.h"
+#include "observe/audit_log.h"
+#include "observe/event_bus.h"
+#include "observe/metrics.h"
 #include "storage/box_store.h"
+#include "storage/event_store.h"
 #include "storage/key_store.h"
 #include "storage/templates.h"
 #include "sys/files.h"
@@ -52,6 +57,7 @@ int run(int argc, char** argv) {
   std::string recipes = HUTCH_SOURCE_DIR "/images";
   std::string builder = HUTCH_SOURCE_DIR "/scripts/build-image.sh";
   std::string agent = HUTCH_AGENT_PATH;
+  std::string ui_dir = HUTCH_SOURCE_DIR "/web/dashboard/dist";
   const char* cache_env = std::getenv("HUTCH_CACHE_DIR");
   std::string image_cache = cache_env && *cache_env ? cache_env : "/var/cache/hutch";
   app.add_option("--socket", socket_path, "API socket")->capture_default_str();
@@ -68,6 +74,23 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--image-cache", image_cache, "Image build cache (env HUTCH_CACHE_DIR)")
       ->capture_default_str();
+  app.add_option("--ui-dir", ui_dir,
+                 "The web dashboard's built files, served at /ui/ on the TCP listeners "
+                 "(web/dashboard/build.sh builds them)")
+      ->capture_default_str();
+  size_t event_retention = 100000;
+  app.add_option(
+         "--event-retention", event_retention,
+         "Events kept in the database (the oldest beyond are deleted; docs/observability.md)")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{100}, size_t{100000000}));
+  bool no_audit = false;
+  app.add_flag("--no-audit", no_audit,
+               "Keep no audit log (<state>/audit/audit.log): for measuring what it costs");
+  bool no_events = false;
+  app.add_flag("--no-events", no_events,
+               "Publish no events (GET /v1/events stays empty, metrics count nothing): for "
+               "measuring what they cost");
   unsigned ready_timeout = 180;
   app.add_option(
          "--ready-timeout", ready_timeout,
@@ -254,6 +277,32 @@ int run(int argc, char** argv) {
   }
   hutch::box::BoxService service(loop.get_executor(), pool, *store, templates, backend, config);
 
+  // Events, the audit log and metrics (docs/observability.md).
+  hutch::storage::EventStore event_store(store->database(), event_retention);
+  hutch::observe::EventBus events(loop.get_executor(), event_store);
+  hutch::observe::Metrics metrics(events);
+  std::unique_ptr<hutch::observe::AuditLog> audit_log;
+  if (no_audit) {
+    spdlog::warn("--no-audit: nothing done in boxes is recorded");
+  } else {
+    auto opened = hutch::observe::AuditLog::open(state / "audit" / "audit.log", store->database());
+    if (!opened) {
+      spdlog::error("{}", opened.error().describe());
+      return 73;
+    }
+    audit_log = std::move(*opened);
+    // Logged at every start: a copy of this log elsewhere pins the chain.
+    spdlog::info("audit: {} (head: record {}, {})", audit_log->path().string(),
+                 audit_log->headSeq(), audit_log->headHash().empty() ? "-" : audit_log->headHash());
+  }
+  if (no_events) spdlog::warn("--no-events: no events are published");
+  const hutch::box::ActivitySinks activity{no_events ? nullptr : &events, audit_log.get()};
+  service.setActivity(activity);
+  metrics.addCollector([&service, boxes_dir = state / "boxes"] {
+    return hutch::box::boxGauges(service, boxes_dir);
+  });
+  metrics.addCollector(hutch::observe::processMetrics);
+
   // Networking: a walled namespace per VM, hutch-egress for every running box.
   auto secrets = hutch::net::SecretStore::open(state / "secrets");
   if (!secrets) {
@@ -307,12 +356,15 @@ int run(int argc, char** argv) {
       return 69;
     }
     service.setNetwork(network.get());
+    network->setActivity(activity, &metrics);
     spdlog::info("network: walled namespace per box, egress through {} (default policy: {})",
                  egress, default_policy.size() > 40 ? "from a file" : default_policy);
   }
   hutch::api::ApiRouter router;
+  hutch::api::ApiRouter ui_router;
   hutch::storage::KeyStore key_store(store->database());
   hutch::api::KeyService keys(key_store);
+  keys.setActivity(activity.events, activity.audit);
   service.setQuotas([&keys](const std::string& owner) { return keys.quotaOf(owner); });
   hutch::api::HttpServer server(loop.get_executor(), router, &keys);
   server.setScoper(hutch::api::boxScoper(service));
@@ -360,6 +412,7 @@ int run(int argc, char** argv) {
   hutch::api::registerFileRoutes(router, service);
   hutch::api::registerBoxIoRoutes(router, service, ports);
   hutch::api::registerNetworkRoutes(router, service, *secrets);
+  hutch::api::registerObserveRoutes(router, service, events, audit_log.get(), metrics);
   hutch::api::registerKeyRoutes(router, keys,
                                 [&server](const std::string& id) { server.closeSessionsOf(id); });
   // The E2B façade on the TCP listeners (docs/e2b.md), and the lifetimes of its sandboxes.
@@ -372,11 +425,23 @@ int run(int argc, char** argv) {
   hutch::e2b::Facade e2b(loop.get_executor(), service, std::move(e2b_options));
   server.addPlane(e2b.envdPlane());
   server.addPlane(e2b.controlPlane());
+  // The web dashboard's static files at /ui/ (docs/dashboard.md), without a key.
+  hutch::api::registerUiRoutes(ui_router, ui_dir);
+  server.addPlane(hutch::api::uiPlane(ui_router));
+  if (!listen.empty() || !listen_http.empty()) {
+    if (std::filesystem::is_directory(ui_dir, ec)) {
+      spdlog::info("ui: the dashboard from {} at /ui/", ui_dir);
+    } else {
+      spdlog::info("ui: no dashboard in {} (web/dashboard/build.sh builds it); /ui/ answers 404",
+                   ui_dir);
+    }
+  }
   boost::asio::steady_timer expiry_timer(loop);
   std::function<void()> expire_tick = [&] {
     expiry_timer.expires_after(std::chrono::seconds(1));
     expiry_timer.async_wait([&](const boost::system::error_code& ec) {
       if (ec) return;
+      service.scanConsoles();
       boost::asio::co_spawn(loop, service.expireDue(),
                             [&](const std::exception_ptr&) { expire_tick(); });
     });

@@ -26,6 +26,11 @@ struct LogEntry {
   uint64_t bytes_up = 0;             // box -> internet
   uint64_t bytes_down = 0;           // internet -> box
   std::vector<std::string> secrets;  // names of secrets injected into this connection
+  // The request lines ("POST /v1/messages") that secrets were injected into, the first
+  // kMaxLoggedRequests of the connection, each cut at kMaxLoggedRequestLine bytes.
+  std::vector<std::string> requests;
+  static constexpr size_t kMaxLoggedRequests = 32;
+  static constexpr size_t kMaxLoggedRequestLine = 256;
   bool operator==(const LogEntry&) const = default;
 };
 
@@ -40,7 +45,8 @@ inline nlohmann::json toJson(const LogEntry& e) {
           {"reason", e.reason},
           {"bytes_up", e.bytes_up},
           {"bytes_down", e.bytes_down},
-          {"secrets", e.secrets}};
+          {"secrets", e.secrets},
+          {"requests", e.requests}};
 }
 
 }  // namespace hutch::egress

@@ -46,7 +46,7 @@ class PendingRequest : public StreamHandler {
   bool streamFinished() const override { return answer.has_value(); }
 
   std::optional<Result<std::string>> answer;
-  AsyncEvent changed;
+  event::AsyncEvent changed;
 };
 
 int64_t realtimeNs() {

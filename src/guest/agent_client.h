@@ -26,8 +26,8 @@
 #include <unordered_map>
 
 #include "base/result.h"
+#include "event/async_event.h"
 #include "guest/asio.h"
-#include "guest/async_event.h"
 #include "guest/byte_channel.h"
 #include "guest/exec_session.h"
 #include "guest/file_reader.h"
@@ -209,8 +209,8 @@ class AgentClient : public std::enable_shared_from_this<AgentClient> {
   AgentClientOptions options_;
   bool open_ = true;
   std::optional<Error> close_reason_;
-  AsyncEvent changed_;  // connection-level state changed (hello, pong, closed)
-  AsyncEvent output_ready_;
+  event::AsyncEvent changed_;  // connection-level state changed (hello, pong, closed)
+  event::AsyncEvent output_ready_;
 
   HandshakeScanner scanner_;     // until the handshake
   proto::FrameDecoder decoder_;  // after it

@@ -125,6 +125,53 @@ TEST_F(DetachTest, ProcessesOutliveTheConnectionAndAreSignalledById) {
   });
 }
 
+// A process of an exec session whose host vanished (hutchd killed, a box restored from a
+// snapshot) is not killed: it goes on as a detached process, its later output in a log.
+TEST_F(DetachTest, AnExecWhoseHostVanishesGoesOnAsADetachedProcess) {
+  int pid = 0;
+  const std::vector<std::string> argv = {"sh", "-c", "echo before; read x; echo after; sleep 1000"};
+  run([&]() -> asio::awaitable<void> {
+    auto client = co_await connect();
+    CO_ASSERT_TRUE(client);
+    auto request = command(argv);
+    request.pipe_stdin = true;
+    auto session = co_await client->exec(request);
+    CO_ASSERT_TRUE(session) << session.error().describe();
+    pid = (*session)->pid();
+    auto first = co_await (*session)->next();
+    CO_ASSERT_TRUE(first);
+    EXPECT_EQ(first->data, "before\n");
+    // Gone without a word: no signal, no stdin EOF from the host.
+    client->close();
+  });
+  ASSERT_GT(pid, 0);
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(::kill(pid, 0), 0) << "the process died with its host";
+  run([&]() -> asio::awaitable<void> {
+    auto client = co_await connect();
+    CO_ASSERT_TRUE(client);
+    auto list = co_await client->listProcesses(30s);
+    CO_ASSERT_TRUE(list) << list.error().describe();
+    CO_ASSERT_EQ(list->processes.size(), 1u);
+    const proto::ProcessInfo adopted = list->processes[0];
+    EXPECT_EQ(adopted.pid, pid);
+    EXPECT_EQ(adopted.argv, argv);
+    EXPECT_TRUE(adopted.running());
+    EXPECT_EQ(adopted.log, root_ + "/var/log/hutch/exec/" + adopted.id + ".log");
+    // Its stdin was closed when its host went: `read` returned and it went on writing.
+    const auto deadline = std::chrono::steady_clock::now() + kHangGuard;
+    while (readFile(adopted.log) != "after\n" && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(20ms);
+    }
+    EXPECT_EQ(readFile(adopted.log), "after\n");
+    auto signalled = co_await client->signalProcess(adopted.id, SIGTERM, 30s);
+    CO_ASSERT_TRUE(signalled) << signalled.error().describe();
+    auto ended = co_await waitEnded(*client, adopted.id);
+    CO_ASSERT_TRUE(ended);
+    EXPECT_EQ(ended->exit, proto::ExitStatus::signaled(SIGTERM));
+  });
+}
+
 TEST_F(DetachTest, BadRequestsAreRefused) {
   run([&]() -> asio::awaitable<void> {
     auto client = co_await connect();

@@ -56,7 +56,7 @@ class PendingList : public StreamHandler {
   bool streamFinished() const override { return answer.has_value(); }
 
   std::optional<Result<proto::FileList>> answer;
-  AsyncEvent changed;
+  event::AsyncEvent changed;
 
  private:
   void finish(Result<proto::FileList> result) {

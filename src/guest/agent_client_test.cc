@@ -152,7 +152,7 @@ TEST_F(AgentClientTest, TenConcurrentExecs) {
     constexpr int kExecs = 10;
     std::vector<Collected> results(kExecs);
     int finished = 0;
-    AsyncEvent all_done(io_.get_executor());
+    event::AsyncEvent all_done(io_.get_executor());
     for (int i = 0; i < kExecs; ++i) {
       asio::co_spawn(
           io_,

@@ -37,7 +37,25 @@ ExecSession::~ExecSession() {
     // The owner let go of a running process: it dies with its handle.
     client_->send(FrameType::kSignal, stream_, proto::encodeMessage(proto::SignalRequest{SIGKILL}));
   }
+  if (!finished_ && started_) {
+    summary_.error = Error(Errc::kCancelled, "The session was dropped while its process ran");
+    notifyObserver();
+  }
   client_->forget(stream_);
+}
+
+void ExecSession::onFinished(std::function<void(const Summary&)> observer) {
+  if (detached_) return;
+  observer_ = std::move(observer);
+  if (finished_) notifyObserver();
+}
+
+void ExecSession::notifyObserver() {
+  if (!observer_) return;
+  auto observer = std::move(observer_);
+  observer_ = nullptr;
+  summary_.detached = detached_;
+  observer(summary_);
 }
 
 void ExecSession::finishWith(std::optional<Error> error) {
@@ -46,6 +64,10 @@ void ExecSession::finishWith(std::optional<Error> error) {
     start_error_ = std::move(error);
   } else if (error && !error_) {
     error_ = std::move(error);
+  }
+  if (started_) {
+    if (error && !summary_.exit_status) summary_.error = *error;
+    notifyObserver();
   }
   changed_.notify();
 }
@@ -83,6 +105,7 @@ void ExecSession::onStreamFrame(const Frame& frame) {
         return finishWith(Error(Errc::kProtocol, "The agent sent more output than the window"));
       }
       receive_window_ -= frame.payload.size();
+      summary_.bytes_out += frame.payload.size();
       ExecEvent event;
       event.kind =
           frame.type == FrameType::kStdout ? ExecEvent::Kind::kStdout : ExecEvent::Kind::kStderr;
@@ -97,6 +120,7 @@ void ExecSession::onStreamFrame(const Frame& frame) {
       ExecEvent event;
       event.kind = ExecEvent::Kind::kExit;
       event.exit_status = *status;
+      summary_.exit_status = *status;
       events_.push_back(std::move(event));
       return finishWith(std::nullopt);
     }
@@ -171,6 +195,7 @@ asio::awaitable<Result<>> ExecSession::writeStdin(std::string_view bytes) {
         std::min<uint64_t>({bytes.size() - offset, stdin_credit_, kMaxStdinFrame}));
     client_->send(FrameType::kStdin, stream_, bytes.substr(offset, chunk));
     stdin_credit_ -= chunk;
+    summary_.bytes_in += chunk;
     offset += chunk;
   }
   co_return ok();
@@ -190,6 +215,12 @@ Result<> ExecSession::signal(int signo) {
   }
   HUTCH_TRY_VOID(checkUsable());
   client_->send(FrameType::kSignal, stream_, proto::encodeMessage(proto::SignalRequest{signo}));
+  return ok();
+}
+
+Result<> ExecSession::killForTimeout() {
+  HUTCH_TRY_VOID(signal(SIGKILL));
+  summary_.timed_out = true;
   return ok();
 }
 

@@ -8,14 +8,15 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 
 #include "base/result.h"
+#include "event/async_event.h"
 #include "guest/asio.h"
-#include "guest/async_event.h"
 #include "guest/stream_handler.h"
 #include "proto/frame.h"
 #include "proto/messages.h"
@@ -67,11 +68,31 @@ class ExecSession : public StreamHandler {
   // foreground process group).
   Result<> signal(int signo);
 
+  // Kills the process group (SIGKILL) because it ran past its time limit; timedOut() says so
+  // from then on.
+  Result<> killForTimeout();
+  bool timedOut() const { return summary_.timed_out; }
+
   // Sets the terminal's window size (the process gets SIGWINCH). kFailedPrecondition unless the
   // session was started with tty, or once the process has exited.
   Result<> resize(uint16_t rows, uint16_t cols);
 
   bool tty() const { return tty_; }
+
+  // What the session carried, for its observer: bytes written to stdin and received from
+  // stdout and stderr, and how it ended (the exit status, or the error that ended it).
+  struct Summary {
+    uint64_t bytes_in = 0;
+    uint64_t bytes_out = 0;
+    std::optional<proto::ExitStatus> exit_status;
+    std::optional<Error> error;  // no exit status: why (lost connection, abandoned, ...)
+    bool detached = false;
+    bool timed_out = false;  // killed by killForTimeout()
+  };
+  // Called once, when the session finishes (the agent's last frame, a lost connection, or the
+  // session dropped while its process ran); at once if it has finished already. Not for
+  // detached sessions (finished before exec() returns, with no summary to give).
+  void onFinished(std::function<void(const Summary&)> observer);
 
  private:
   friend class AgentClient;
@@ -93,7 +114,7 @@ class ExecSession : public StreamHandler {
   const bool detached_;
   std::string detached_id_;
   std::string log_path_;
-  AsyncEvent changed_;
+  event::AsyncEvent changed_;
 
   bool started_ = false;
   int pid_ = 0;
@@ -108,6 +129,10 @@ class ExecSession : public StreamHandler {
   uint64_t ungranted_ = 0;                           // consumed but not yet granted back
   uint64_t stdin_credit_ = proto::kInitialWindow;    // stdin we may still send
   bool stdin_closed_ = false;
+
+  Summary summary_;
+  std::function<void(const Summary&)> observer_;
+  void notifyObserver();
 };
 
 }  // namespace hutch::guest

@@ -15,8 +15,8 @@
 #include <string>
 
 #include "base/result.h"
+#include "event/async_event.h"
 #include "guest/asio.h"
-#include "guest/async_event.h"
 #include "guest/stream_handler.h"
 #include "proto/files.h"
 #include "proto/frame.h"
@@ -63,7 +63,7 @@ class FileReader : public StreamHandler {
 
   std::shared_ptr<AgentClient> client_;
   const uint32_t stream_;
-  AsyncEvent changed_;
+  event::AsyncEvent changed_;
 
   bool opened_ = false;
   proto::FileInfo info_;

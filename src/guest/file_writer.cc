@@ -114,8 +114,9 @@ asio::awaitable<Result<proto::FileInfo>> FileWriter::finish(std::chrono::millise
     eof_sent_ = true;
     client_->send(FrameType::kEof, stream_, {});
   }
-  const auto deadline = AsyncEvent::Clock::now() + timeout;
-  while (!ended_ && AsyncEvent::Clock::now() < deadline) co_await changed_.waitUntil(deadline);
+  const auto deadline = event::AsyncEvent::Clock::now() + timeout;
+  while (!ended_ && event::AsyncEvent::Clock::now() < deadline)
+    co_await changed_.waitUntil(deadline);
   if (!ended_) {
     abortWith(Error(Errc::kTimeout, "The agent did not finish the write within " +
                                         std::to_string(timeout.count()) + " ms"));

@@ -15,8 +15,8 @@
 #include <string_view>
 
 #include "base/result.h"
+#include "event/async_event.h"
 #include "guest/asio.h"
-#include "guest/async_event.h"
 #include "guest/stream_handler.h"
 #include "proto/files.h"
 #include "proto/frame.h"
@@ -66,7 +66,7 @@ class FileWriter : public StreamHandler {
 
   std::shared_ptr<AgentClient> client_;
   const uint32_t stream_;
-  AsyncEvent changed_;
+  event::AsyncEvent changed_;
 
   bool opened_ = false;
   std::string path_;

@@ -16,8 +16,8 @@
 #include <string_view>
 
 #include "base/result.h"
+#include "event/async_event.h"
 #include "guest/asio.h"
-#include "guest/async_event.h"
 #include "guest/stream_handler.h"
 #include "proto/frame.h"
 
@@ -72,7 +72,7 @@ class TcpStream : public StreamHandler {
 
   std::shared_ptr<AgentClient> client_;
   const uint32_t stream_;
-  AsyncEvent changed_;
+  event::AsyncEvent changed_;
 
   bool connected_ = false;
   bool ended_ = false;          // no more frames will come

@@ -87,15 +87,39 @@ CREATE TABLE api_keys (
 ALTER TABLE boxes ADD COLUMN metadata TEXT NOT NULL DEFAULT '{}';
 ALTER TABLE boxes ADD COLUMN expires_at INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE boxes ADD COLUMN on_expiry TEXT NOT NULL DEFAULT '';)sql",
+    // Saved boxes (E2B's snapshots): owned, named per owner, with the captured box's record.
+    R"sql(
+ALTER TABLE snapshots ADD COLUMN owner_id TEXT NOT NULL DEFAULT '';
+ALTER TABLE snapshots ADD COLUMN source TEXT NOT NULL DEFAULT '';
+ALTER TABLE boxes ADD COLUMN max_exec_ms INTEGER NOT NULL DEFAULT 0;
+CREATE UNIQUE INDEX saved_names ON snapshots (owner_id, name) WHERE kind = 'saved';)sql",
+    // Events (issue 14, storage/event_store.h): ids never reused, so readers resume by id.
+    R"sql(
+CREATE TABLE events (
+  id        INTEGER PRIMARY KEY AUTOINCREMENT,
+  time      INTEGER NOT NULL,
+  type      TEXT NOT NULL,
+  box_id    TEXT NOT NULL DEFAULT '',
+  box_name  TEXT NOT NULL DEFAULT '',
+  owner_id  TEXT NOT NULL DEFAULT '',
+  data      TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX events_by_box ON events (box_id, id);
+-- The audit log's newest record (observe/audit_log.h): its file is checked against it.
+CREATE TABLE audit_head (
+  id   INTEGER PRIMARY KEY CHECK (id = 1),
+  seq  INTEGER NOT NULL,
+  hash TEXT NOT NULL
+);)sql",
 };
 
 constexpr const char* kColumns =
     "id, name, template, cpus, memory_mib, state, reason, accel, pid, created_at, updated_at, "
     "disk_mib, image_dir, boot, disk, uid_index, network_policy, secrets, owner_id, owner_name, "
-    "env, metadata, expires_at, on_expiry";
+    "env, metadata, expires_at, on_expiry, max_exec_ms";
 
 constexpr const char* kSnapshotColumns =
-    "id, kind, box_id, name, template_key, dir, layer, size_bytes, created_at";
+    "id, kind, box_id, name, template_key, dir, layer, size_bytes, created_at, owner_id, source";
 
 Result<box::Snapshot> readSnapshot(const Statement& st) {
   box::Snapshot s;
@@ -108,6 +132,8 @@ Result<box::Snapshot> readSnapshot(const Statement& st) {
   s.layer = st.columnText(6);
   s.size_bytes = static_cast<uint64_t>(st.columnInt(7));
   s.created_at = st.columnInt(8);
+  s.owner_id = st.columnText(9);
+  s.source = st.columnText(10);
   return s;
 }
 
@@ -172,6 +198,7 @@ Result<box::Box> readRow(const Statement& st) {
   }
   b.expires_at = st.columnInt(22);
   HUTCH_TRY(b.on_expiry, box::parseExpiry(st.columnText(23)));
+  b.config.max_exec_ms = static_cast<uint64_t>(st.columnInt(24));
   return b;
 }
 
@@ -199,7 +226,8 @@ void bindRow(Statement& st, const box::Box& b) {
       .bind(21, nlohmann::json(b.env).dump())
       .bind(22, nlohmann::json(b.metadata).dump())
       .bind(23, b.expires_at)
-      .bind(24, box::expiryName(b.on_expiry));
+      .bind(24, box::expiryName(b.on_expiry))
+      .bind(25, static_cast<int64_t>(b.config.max_exec_ms));
 }
 
 }  // namespace
@@ -232,7 +260,7 @@ Result<> BoxStore::migrate() {
 Result<> BoxStore::insert(const box::Box& b) {
   HUTCH_TRY(Statement st,
             db_.prepare(fmt::format(
-                "INSERT INTO boxes ({}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                "INSERT INTO boxes ({}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 kColumns)));
   bindRow(st, b);
   auto r = st.run();
@@ -252,7 +280,7 @@ Result<> BoxStore::update(const box::Box& b) {
           "memory_mib=?5, state=?6, reason=?7, accel=?8, pid=?9, "
           "created_at=?10, updated_at=?11, disk_mib=?12, image_dir=?13, boot=?14, disk=?15, "
           "uid_index=?16, network_policy=?17, secrets=?18, owner_id=?19, owner_name=?20, env=?21, "
-          "metadata=?22, expires_at=?23, on_expiry=?24 WHERE id=?1"));
+          "metadata=?22, expires_at=?23, on_expiry=?24, max_exec_ms=?25 WHERE id=?1"));
   bindRow(st, b);
   HUTCH_TRY_VOID(st.run());
   if (db_.changes() == 0) return fail(Errc::kNotFound, fmt::format("No box with id {}", b.id));
@@ -355,7 +383,7 @@ namespace hutch::storage {
 
 Result<> BoxStore::insertSnapshot(const box::Snapshot& s) {
   HUTCH_TRY(Statement st,
-            db_.prepare(fmt::format("INSERT INTO snapshots ({}) VALUES (?,?,?,?,?,?,?,?,?)",
+            db_.prepare(fmt::format("INSERT INTO snapshots ({}) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                                     kSnapshotColumns)));
   st.bind(1, s.id)
       .bind(2, box::snapshotKindName(s.kind))
@@ -365,8 +393,14 @@ Result<> BoxStore::insertSnapshot(const box::Snapshot& s) {
       .bind(6, s.dir.string())
       .bind(7, s.layer.string())
       .bind(8, static_cast<int64_t>(s.size_bytes))
-      .bind(9, s.created_at);
+      .bind(9, s.created_at)
+      .bind(10, s.owner_id)
+      .bind(11, s.source);
   auto r = st.run();
+  if (!r && r.error().code() == Errc::kAlreadyExists && s.kind == box::SnapshotKind::kSaved) {
+    return fail(Errc::kAlreadyExists,
+                fmt::format("A snapshot named '{}' already exists; choose another name", s.name));
+  }
   if (!r && r.error().code() == Errc::kAlreadyExists) {
     return fail(Errc::kAlreadyExists,
                 fmt::format("The box already has a checkpoint named '{}'; choose another name "
@@ -409,6 +443,31 @@ Result<box::Snapshot> BoxStore::findCheckpoint(const std::string& box_id, const 
     return fail(Errc::kNotFound, fmt::format("The box has no checkpoint '{}' (see 'hutch "
                                              "checkpoint ls BOX')",
                                              name));
+  }
+  return found.front();
+}
+
+Result<std::vector<box::Snapshot>> BoxStore::savedSnapshots(
+    const std::optional<std::string>& owner) {
+  HUTCH_TRY(Statement st,
+            db_.prepare(fmt::format("SELECT {} FROM snapshots WHERE kind='saved' AND "
+                                    "(?1 = 0 OR owner_id = ?2) ORDER BY created_at, rowid",
+                                    kSnapshotColumns)));
+  st.bind(1, int64_t{owner ? 1 : 0}).bind(2, owner.value_or(""));
+  return readSnapshots(st);
+}
+
+Result<box::Snapshot> BoxStore::findSaved(const std::optional<std::string>& owner,
+                                          const std::string& key) {
+  HUTCH_TRY(Statement st,
+            db_.prepare(fmt::format("SELECT {} FROM snapshots WHERE kind='saved' AND "
+                                    "(?1 = 0 OR owner_id = ?2) AND (id = ?3 OR name = ?3) "
+                                    "ORDER BY id = ?3 DESC LIMIT 1",
+                                    kSnapshotColumns)));
+  st.bind(1, int64_t{owner ? 1 : 0}).bind(2, owner.value_or("")).bind(3, key);
+  HUTCH_TRY(auto found, readSnapshots(st));
+  if (found.empty()) {
+    return fail(Errc::kNotFound, fmt::format("No snapshot '{}'", key));
   }
   return found.front();
 }

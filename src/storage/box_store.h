@@ -44,6 +44,10 @@ class BoxStore {
   Result<std::vector<box::Snapshot>> checkpoints(const std::string& box_id);
   // By checkpoint name or snapshot id; kNotFound says how to list them.
   Result<box::Snapshot> findCheckpoint(const std::string& box_id, const std::string& name);
+  // Saved boxes (SnapshotKind::kSaved) of `owner` (an Owner::id; nullopt: everyone's), oldest
+  // first; findSaved by id or name, kNotFound if the owner has none such.
+  Result<std::vector<box::Snapshot>> savedSnapshots(const std::optional<std::string>& owner);
+  Result<box::Snapshot> findSaved(const std::optional<std::string>& owner, const std::string& key);
   // The newest template snapshot made for `key` (templateSnapshotKey), if any.
   Result<std::optional<box::Snapshot>> findTemplateSnapshot(const std::string& key);
 

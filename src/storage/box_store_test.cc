@@ -149,6 +149,9 @@ TEST(BoxStoreTest, MigrationGivesOlderBoxesTheirOwnUidIndex) {
     auto db = Database::open(path.string());
     ASSERT_TRUE(db);
     ASSERT_TRUE(db->exec(
+        "DROP TABLE audit_head; DROP INDEX events_by_box; DROP TABLE events; "
+        "DROP INDEX saved_names; ALTER TABLE snapshots DROP COLUMN owner_id; "
+        "ALTER TABLE snapshots DROP COLUMN source; ALTER TABLE boxes DROP COLUMN max_exec_ms; "
         "ALTER TABLE boxes DROP COLUMN metadata; ALTER TABLE boxes DROP COLUMN expires_at; "
         "ALTER TABLE boxes DROP COLUMN on_expiry; "
         "DROP TABLE api_keys; DROP INDEX boxes_by_owner; "
@@ -200,6 +203,51 @@ TEST(BoxStoreTest, CheckpointsMadeInTheSameSecondListInTheOrderTheyWereMade) {
   std::vector<std::string> names;
   for (const box::Snapshot& snap : *listed) names.push_back(snap.name);
   EXPECT_EQ(names, (std::vector<std::string>{"first", "second", "third"}));
+}
+
+TEST(BoxStoreTest, SavedSnapshotsAreOwnedNamedPerOwnerAndOutliveTheirBox) {
+  auto store = BoxStore::open(":memory:");
+  ASSERT_TRUE(store) << store.error().message();
+  ASSERT_TRUE(store->insert(makeBox("a1b2c3d4e5f6", "alpha")));
+  auto saved = [](const char* id, const char* owner, const char* name) {
+    box::Snapshot snap;
+    snap.id = id;
+    snap.kind = box::SnapshotKind::kSaved;
+    snap.box_id = "a1b2c3d4e5f6";
+    snap.owner_id = owner;
+    snap.name = name;
+    snap.source = R"({"name":"alpha"})";
+    snap.created_at = 100;
+    return snap;
+  };
+  ASSERT_TRUE(store->insertSnapshot(saved("aaaa00000000", "key-a", "mine")));
+  ASSERT_TRUE(store->insertSnapshot(saved("bbbb00000000", "key-b", "mine")));  // another owner's
+  auto taken = store->insertSnapshot(saved("cccc00000000", "key-a", "mine"));
+  ASSERT_FALSE(taken);
+  EXPECT_EQ(taken.error().code(), Errc::kAlreadyExists);
+  EXPECT_NE(taken.error().message().find("snapshot named 'mine'"), std::string::npos);
+  // A checkpoint of the same name is another namespace.
+  box::Snapshot checkpoint = saved("dddd00000000", "", "mine");
+  checkpoint.kind = box::SnapshotKind::kCheckpoint;
+  ASSERT_TRUE(store->insertSnapshot(checkpoint));
+
+  auto a = store->savedSnapshots(std::string("key-a"));
+  ASSERT_TRUE(a);
+  ASSERT_EQ(a->size(), 1u);
+  EXPECT_EQ(a->front(), saved("aaaa00000000", "key-a", "mine"));
+  auto everyone = store->savedSnapshots(std::nullopt);
+  ASSERT_TRUE(everyone);
+  EXPECT_EQ(everyone->size(), 2u);
+  // By id or by name, within the owner.
+  EXPECT_EQ(store->findSaved(std::string("key-b"), "mine")->id, "bbbb00000000");
+  EXPECT_EQ(store->findSaved(std::string("key-b"), "bbbb00000000")->id, "bbbb00000000");
+  auto other = store->findSaved(std::string("key-b"), "aaaa00000000");
+  ASSERT_FALSE(other);
+  EXPECT_EQ(other.error().code(), Errc::kNotFound);
+  EXPECT_FALSE(store->findSaved(std::string("key-a"), "dddd00000000"));  // a checkpoint
+  // Removing the box takes its checkpoints' records (BoxService does that) but not these.
+  ASSERT_TRUE(store->remove("a1b2c3d4e5f6"));
+  EXPECT_EQ(store->savedSnapshots(std::nullopt)->size(), 2u);
 }
 
 TEST(BoxStorePortsTest, InsertListRemoveAndConflicts) {

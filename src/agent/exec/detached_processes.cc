@@ -41,16 +41,15 @@ std::string randomId() {
   return proto::encodeHex(std::string_view(bytes, sizeof bytes));
 }
 
+}  // namespace
+
 int64_t realtimeNs() {
   timespec ts{};
   ::clock_gettime(CLOCK_REALTIME, &ts);
   return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
-}  // namespace
-
-Result<proto::ProcessInfo> DetachedProcesses::start(const SpawnSpec& spec,
-                                                    const proto::ExecRequest& request) {
+Result<std::pair<proto::ProcessInfo, UniqueFd>> DetachedProcesses::newLog() {
   HUTCH_TRY_VOID(makeDirectories(log_dir_));
   proto::ProcessInfo info;
   UniqueFd log;
@@ -62,6 +61,27 @@ Result<proto::ProcessInfo> DetachedProcesses::start(const SpawnSpec& spec,
     if (!log && errno != EEXIST) return fail(sysError("Cannot create " + info.log, errno));
   }
   if (!log) return fail(Errc::kInternal, "Cannot find an unused log file name in " + log_dir_);
+  return std::make_pair(std::move(info), std::move(log));
+}
+
+Result<DetachedProcesses::Adopted> DetachedProcesses::adopt(pid_t pid,
+                                                            const std::vector<std::string>& argv,
+                                                            const std::string& user,
+                                                            int64_t started_ns) {
+  HUTCH_TRY(auto made, newLog());
+  auto& [info, log] = made;
+  info.pid = pid;
+  info.argv = argv;
+  info.user = user;
+  info.started_ns = started_ns;
+  processes_.push_back(info);
+  return Adopted{std::move(info), std::move(log)};
+}
+
+Result<proto::ProcessInfo> DetachedProcesses::start(const SpawnSpec& spec,
+                                                    const proto::ExecRequest& request) {
+  HUTCH_TRY(auto made, newLog());
+  auto& [info, log] = made;
   HUTCH_TRY(info.pid, spawnDetached(spec, log.get()));
   info.argv = request.argv;
   info.user = request.user;

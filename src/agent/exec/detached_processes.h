@@ -13,9 +13,13 @@
 
 #include "agent/exec/spawn_spec.h"
 #include "base/result.h"
+#include "base/unique_fd.h"
 #include "proto/processes.h"
 
 namespace hutch::agent {
+
+// CLOCK_REALTIME in nanoseconds (ProcessInfo::started_ns).
+int64_t realtimeNs();
 
 class DetachedProcesses {
  public:
@@ -30,6 +34,17 @@ class DetachedProcesses {
   // the host asked for (argv and user are recorded as given).
   Result<proto::ProcessInfo> start(const SpawnSpec& spec, const proto::ExecRequest& request);
 
+  // Takes over a process that was started for a session that has ended (the host that asked
+  // for it went away: a new kHello, a restored snapshot): it gets an id and a log file like a
+  // detached one, and is listed and signalled like one. The log's descriptor is returned for
+  // its output.
+  struct Adopted {
+    proto::ProcessInfo info;
+    UniqueFd log;
+  };
+  Result<Adopted> adopt(pid_t pid, const std::vector<std::string>& argv, const std::string& user,
+                        int64_t started_ns);
+
   // The reaper collected pid: true if it was one of ours (its status is recorded).
   bool onExited(pid_t pid, int wait_status);
 
@@ -40,6 +55,8 @@ class DetachedProcesses {
 
  private:
   void forgetOldEnded();
+  // A new id and its log file, created exclusively.
+  Result<std::pair<proto::ProcessInfo, UniqueFd>> newLog();
 
   std::string log_dir_;
   std::vector<proto::ProcessInfo> processes_;  // in the order they started

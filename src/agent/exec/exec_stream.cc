@@ -71,8 +71,13 @@ ExecStream::ReadResult ExecStream::readOutput(Output& out) {
   while (true) {
     const ssize_t n = ::read(out.fd.get(), buffer, want);
     if (n > 0) {
-      sink_.sendFrame(out.type, id_, std::string_view(buffer, static_cast<size_t>(n)));
-      send_window_ -= static_cast<uint64_t>(n);
+      if (orphaned_) {
+        // Best effort: a full disk loses an orphan's output, never blocks the agent.
+        (void)!::write(log_.get(), buffer, static_cast<size_t>(n));
+      } else {
+        sink_.sendFrame(out.type, id_, std::string_view(buffer, static_cast<size_t>(n)));
+        send_window_ -= static_cast<uint64_t>(n);
+      }
       if (exited_) {
         out.drain_limit -= static_cast<size_t>(n);
         if (out.drain_limit == 0) closeOutput(out);
@@ -145,7 +150,7 @@ void ExecStream::closeOutput(Output& out) {
 }
 
 void ExecStream::grantStdin(size_t bytes) {
-  if (bytes == 0 || finished_) return;
+  if (bytes == 0 || finished_ || orphaned_) return;
   stdin_credit_ += bytes;
   sink_.sendFrame(FrameType::kWindow, id_, proto::encodeWindow(static_cast<uint32_t>(bytes)));
 }
@@ -311,8 +316,24 @@ void ExecStream::onExited(int wait_status) {
   maybeFinish();
 }
 
+void ExecStream::orphan(UniqueFd log) {
+  if (finished_) return;
+  orphaned_ = true;
+  log_ = std::move(log);
+  send_window_ = UINT64_MAX;  // no host to wait for: read whatever comes
+  stdin_eof_ = true;
+  closeStdin();
+  if (exited_) drainAfterExit();
+  updateWatches();
+  maybeFinish();
+}
+
 void ExecStream::maybeFinish() {
   if (finished_ || !exited_ || stdout_.fd || stderr_.fd) return;
+  if (orphaned_) {
+    finish();
+    return;
+  }
   proto::ExitStatus status;
   if (WIFSIGNALED(wait_status_)) {
     status = proto::ExitStatus::signaled(WTERMSIG(wait_status_));
@@ -342,7 +363,7 @@ void ExecStream::finish() {
   stdin_offset_ = 0;
   stdin_unbilled_ = 0;
   finished_ = true;
-  sink_.streamFinished(id_);
+  if (!orphaned_) sink_.streamFinished(id_);
 }
 
 }  // namespace hutch::agent

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "agent/event_loop.h"
 #include "agent/exec/spawn.h"
@@ -60,6 +61,23 @@ class ExecStream {
 
   // The reaper collected the process.
   void onExited(int wait_status);
+
+  // The host that started the process is gone (another host said kHello): the process goes on
+  // without a stream. Its stdin gets EOF and its output is appended to `log` as it comes (no
+  // flow control, nothing sent); no frame is sent from now on, and streamFinished() is not
+  // called. finished() becomes true once it has exited and its output is drained.
+  void orphan(UniqueFd log);
+  bool orphaned() const { return orphaned_; }
+  bool exited() const { return exited_; }
+  // What started it, for the record of an orphan (DetachedProcesses::adopt).
+  void describe(std::vector<std::string> argv, std::string user, int64_t started_ns) {
+    argv_ = std::move(argv);
+    user_ = std::move(user);
+    started_ns_ = started_ns;
+  }
+  const std::vector<std::string>& argv() const { return argv_; }
+  const std::string& user() const { return user_; }
+  int64_t startedNs() const { return started_ns_; }
 
  private:
   struct Output {
@@ -111,6 +129,12 @@ class ExecStream {
   bool exited_ = false;
   int wait_status_ = 0;
   bool finished_ = false;
+
+  bool orphaned_ = false;
+  UniqueFd log_;  // an orphan's output goes here
+  std::vector<std::string> argv_;
+  std::string user_;
+  int64_t started_ns_ = 0;
 };
 
 }  // namespace hutch::agent

@@ -27,6 +27,24 @@ Result<uint64_t> parseMemoryMib(const std::string& text) {
   return bad();
 }
 
+Result<uint64_t> parseDurationMs(const std::string& text, std::string_view flag) {
+  size_t i = 0;
+  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
+  const std::string unit = text.substr(i);
+  uint64_t scale = 0;
+  if (unit == "ms") scale = 1;
+  if (unit.empty() || unit == "s") scale = 1000;
+  if (unit == "m") scale = 60'000;
+  if (unit == "h") scale = 3'600'000;
+  if (unit == "d") scale = 86'400'000;
+  if (i == 0 || i > 9 || scale == 0) {
+    return fail(
+        Errc::kInvalidArgument,
+        fmt::format("{} {}: give a duration such as 500ms, 30s, 10m, 2h or 1d", flag, text));
+  }
+  return std::stoull(text.substr(0, i)) * scale;
+}
+
 namespace {
 
 std::vector<std::string> boxRow(const box::Box& b) {
@@ -55,6 +73,11 @@ int cmdRun(const ApiClient& client, const Output& out, const RunOptions& options
   request.config.template_name = options.template_name;
   request.config.cpus = options.cpus;
   request.config.memory_mib = *memory;
+  if (!options.max_exec_time.empty()) {
+    auto limit = parseDurationMs(options.max_exec_time, "--max-exec-time");
+    if (!limit) return reportError(out, limit.error());
+    request.config.max_exec_ms = *limit;
+  }
   if (!options.disk.empty()) {
     auto disk = parseMemoryMib(options.disk);
     if (!disk) {

@@ -23,6 +23,7 @@ struct RunOptions {
   std::vector<std::string> publish;  // -p [ADDR:]HOSTPORT:BOXPORT, published once it runs
   std::string network_policy;        // a preset, a JSON file or '-' (empty: the template's)
   std::vector<std::string> secrets;  // host secrets the box gets placeholders for
+  std::string max_exec_time;         // a duration ("10m"); empty: no limit
   ExecOptions exec;
 };
 
@@ -122,5 +123,26 @@ int cmdKeyRemove(const ApiClient& client, const Output& out, const std::vector<s
 
 // "512", "512M", "512MiB", "2G", "2GiB" -> MiB.
 Result<uint64_t> parseMemoryMib(const std::string& text);
+// "500ms", "30s", "10m", "2h", "1d", or a plain number of seconds -> milliseconds. `flag` names
+// the option in the error.
+Result<uint64_t> parseDurationMs(const std::string& text, std::string_view flag);
+
+// Events and the audit log (observe.cc, docs/observability.md).
+struct EventsOptions {
+  std::string since;  // a duration back ("10m") or unix seconds
+  std::string box;
+  std::vector<std::string> types;
+  bool follow = false;
+};
+struct AuditOptions {
+  std::string since;
+  std::string box;
+};
+// --since: a duration back from now ("10m") or unix seconds -> unix seconds (0: everything).
+Result<int64_t> parseSince(const std::string& text);
+int cmdEvents(const ApiClient& client, const Output& out, const EventsOptions& options);
+int cmdAudit(const ApiClient& client, const Output& out, const AuditOptions& options);
+// Exits 0 when the audit log is intact, 1 when it is not.
+int cmdAuditVerify(const ApiClient& client, const Output& out);
 
 }  // namespace hutch::cli

@@ -253,9 +253,10 @@ Result<int> runExec(const ApiClient& client, const std::string& box, const ExecO
     request.cols = size->cols;
   }
   HUTCH_TRY_VOID(proto::validate(request));
-  HUTCH_TRY(UpgradedStream stream,
-            client.upgrade("/v1/boxes/" + box + "/exec",
-                           nlohmann::json::parse(proto::encodeMessage(request))));
+  nlohmann::json body = nlohmann::json::parse(proto::encodeMessage(request));
+  if (options.timeout_ms != 0) body["timeout_ms"] = options.timeout_ms;
+  const auto started = std::chrono::steady_clock::now();
+  HUTCH_TRY(UpgradedStream stream, client.upgrade("/v1/boxes/" + box + "/exec", body));
 
   // Watched from here on, so that ^C before the upgrade still ends hutch at once.
   HUTCH_TRY(std::unique_ptr<SignalWatch> signals,
@@ -268,6 +269,13 @@ Result<int> runExec(const ApiClient& client, const std::string& box, const ExecO
   raw.reset();  // the terminal is normal again before anything else is printed
   signals.reset();
   if (!outcome.notice.empty()) fmt::print(stderr, "hutch: {}\n", outcome.notice);
+  // hutchd kills a command that runs past its limit with SIGKILL: exit 124, as timeout(1) does.
+  if (options.timeout_ms != 0 && outcome.code && *outcome.code == 128 + SIGKILL &&
+      std::chrono::steady_clock::now() - started >= std::chrono::milliseconds(options.timeout_ms)) {
+    fmt::print(stderr, "hutch: the command ran longer than {} ms and was killed\n",
+               options.timeout_ms);
+    return 124;
+  }
   return std::move(outcome.code);
 }
 

@@ -24,6 +24,7 @@ struct ExecOptions {
   bool interactive = false;  // forward our stdin
   bool tty = false;          // a terminal in the box; needs a terminal on our stdin
   bool login_shell = false;  // run the user's login shell (argv empty): `hutch shell`
+  uint64_t timeout_ms = 0;   // hutchd kills the command after this long (0: no limit)
 };
 
 // -t needs a terminal on stdin: kInvalidArgument ("the input device is not a TTY") otherwise.

@@ -75,21 +75,12 @@ void printPolicy(const json& answer) {
   printTable({"RULE", "DESTINATION"}, rows);
 }
 
-std::string clock(int64_t ms) {
-  std::time_t secs = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  ::localtime_r(&secs, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
-  return fmt::format("{}.{:03d}", buf, static_cast<int>(ms % 1000));
-}
-
 void printEntry(const json& e) {
   std::string dest = e.value("host", "");
   if (dest.empty()) dest = e.value("address", "");
   uint16_t port = e.value("port", uint16_t{0});
   if (port != 0) dest += fmt::format(":{}", port);
-  fmt::print("{}  {:<7} {:<5} {:<40} {:>9} {:>9}  {}\n", clock(e.value("time_ms", int64_t{0})),
+  fmt::print("{}  {:<7} {:<5} {:<40} {:>9} {:>9}  {}\n", clockTime(e.value("time_ms", int64_t{0})),
              e.value("proto", ""), e.value("decision", ""), dest, e.value("bytes_up", uint64_t{0}),
              e.value("bytes_down", uint64_t{0}), e.value("reason", ""));
 }

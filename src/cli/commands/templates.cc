@@ -41,15 +41,16 @@ int cmdTemplateCreate(const ApiClient& client, const Output& out, const std::str
     }
     // The build's output as it comes, then the template (or the error).
     std::optional<Error> failed;
-    auto streamed = client.streamLines("/v1/templates", body, [&](const nlohmann::json& line) {
-      if (line.contains("progress") && line["progress"].is_string()) {
-        if (!out.json) fmt::print(stderr, "  {}\n", line["progress"].get<std::string>());
-      } else if (line.contains("template")) {
-        made = line["template"];
-      } else if (line.contains("error")) {
-        failed = api::errorFromResponse(500, line.dump());
-      }
-    });
+    auto streamed =
+        client.streamLines(verb::post, "/v1/templates", body, [&](const nlohmann::json& line) {
+          if (line.contains("progress") && line["progress"].is_string()) {
+            if (!out.json) fmt::print(stderr, "  {}\n", line["progress"].get<std::string>());
+          } else if (line.contains("template")) {
+            made = line["template"];
+          } else if (line.contains("error")) {
+            failed = api::errorFromResponse(500, line.dump());
+          }
+        });
     if (!streamed) return reportError(out, streamed.error());
     if (failed) return reportError(out, *failed);
     if (made->is_null()) {

@@ -125,6 +125,13 @@ asio::awaitable<void> intercept(std::shared_ptr<Cell> cell, BoxStream& box, Live
     }
     if (!bound.empty()) {
       injectSecrets(req, bound);
+      if (entry.requests.size() < LogEntry::kMaxLoggedRequests) {
+        std::string line = std::string(req.method_string()) + " " + std::string(req.target());
+        if (line.size() > LogEntry::kMaxLoggedRequestLine) {
+          line.resize(LogEntry::kMaxLoggedRequestLine);
+        }
+        entry.requests.push_back(std::move(line));
+      }
       for (const Secret* s : bound) {
         if (std::find(entry.secrets.begin(), entry.secrets.end(), s->name) == entry.secrets.end()) {
           entry.secrets.push_back(s->name);

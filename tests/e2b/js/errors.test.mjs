@@ -57,6 +57,29 @@ test('another owner cannot see or touch the sandbox', async (t) => {
   }
 })
 
+test('another owner cannot see, use or delete a snapshot', async (t) => {
+  if (typeof Sandbox.prototype.createSnapshot !== 'function') {
+    t.skip('this SDK version has no createSnapshot')
+    return
+  }
+  assert.ok(KEY_B, 'E2B_TEST_KEY_B is not set (run.sh makes a second key with hutch key create)')
+  const asB = { apiKey: KEY_B }
+  const mine = await createSandbox({ metadata: { kind: 'snapshot-owner-a' } })
+  const snap = await mine.createSnapshot()
+  try {
+    assert.deepEqual(await Sandbox.listSnapshots(asB).nextItems(), [])
+    await rejectsWith(Sandbox.create(snap.snapshotId, { ...asB, timeoutMs: 60_000 }), sdk.SandboxError,
+      'B creates a sandbox from A\'s snapshot')
+    assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId, asB), false)
+    await rejectsWith(Sandbox.createSnapshot(mine.sandboxId, asB), SandboxNotFound,
+      'B snapshots A\'s sandbox')
+    // hutch's own templates are not E2B's to delete.
+    assert.equal(await Sandbox.deleteSnapshot('base'), false)
+  } finally {
+    assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), true)
+  }
+})
+
 test('the envd plane refuses requests without the sandbox\'s access token', async () => {
   const sbx = await createSandbox({ metadata: { kind: 'token' } })
   const base = process.env.E2B_SANDBOX_URL.replace(/\/$/, '')

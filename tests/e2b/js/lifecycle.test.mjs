@@ -145,34 +145,58 @@ test('fork (where the SDK has it): the child has the parent\'s files, then diver
   assert.equal(await parent.isRunning(), true)
 })
 
-// Not served by hutchd yet (docs/e2b.md, "Not implemented yet"): reported as a todo, run all the
-// same, so that the day it passes shows.
-test('createSnapshot, then Sandbox.create from the snapshot has its files', {
-  todo: 'hutchd does not serve snapshots yet (docs/e2b.md)',
-}, async (t) => {
+// A snapshot is the box saved with its memory (hutch's saved boxes, docs/e2b.md): files, a
+// tmpfs file and a running process are all in a sandbox made from it, after the source is gone.
+test('createSnapshot keeps memory and outlives its sandbox; Sandbox.create starts from it', async (t) => {
   if (typeof Sandbox.prototype.createSnapshot !== 'function') {
     t.skip('this SDK version has no createSnapshot')
     return
   }
   const src = await createSandbox({ metadata: { kind: 'snapshot-src' } })
   await src.files.write('/home/user/snap.txt', 'in the snapshot')
-  const snap = await src.createSnapshot()
+  // Only in memory: a file on tmpfs and a process that runs.
+  await src.commands.run('echo only-in-ram > /dev/shm/ram.txt')
+  await src.commands.run("sh -c 'echo $$ > /dev/shm/sleeper.pid; exec sleep 3600'", { background: true })
+  await waitFor('the sleeper to write its pid',
+    async () => (await src.commands.run('cat /dev/shm/sleeper.pid 2>/dev/null || true')).stdout.trim() !== '')
+  const name = `snap-${RUN_ID}`
+  const snap = await src.createSnapshot({ name })
   assert.equal(typeof snap.snapshotId, 'string')
   assert.ok(snap.snapshotId.length > 0)
+  // SDKs before names (2.14) send no name and get only the id back: the snapshot's name is
+  // then hutch's own, and only its id is used below.
+  const named = snap.names !== undefined
+  if (named) assert.deepEqual(snap.names, [name])
   // The source keeps running after the snapshot.
   assert.equal((await src.commands.run('cat /home/user/snap.txt')).stdout, 'in the snapshot')
+  const listed = await Sandbox.listSnapshots({ sandboxId: src.sandboxId }).nextItems()
+  assert.deepEqual(listed.map((s) => s.snapshotId), [snap.snapshotId])
+  if (named) {
+    const dup = await rejectsWith(src.createSnapshot({ name }), Error, 'a second snapshot of the same name')
+    assert.match(dup.message, /already exists/)
+  }
+  await src.kill()
+
   const restored = await Sandbox.create(snap.snapshotId, { timeoutMs: 300_000, metadata: { run: RUN_ID } })
   track(restored.sandboxId)
+  assert.notEqual(restored.sandboxId, src.sandboxId)
   assert.equal(await restored.files.read('/home/user/snap.txt'), 'in the snapshot')
-  if (typeof Sandbox.listSnapshots === 'function') {
-    const paginator = Sandbox.listSnapshots({ sandboxId: src.sandboxId })
-    const snaps = await paginator.nextItems()
-    assert.ok(snaps.some((s) => s.snapshotId === snap.snapshotId),
-      `listSnapshots lacks ${snap.snapshotId}: ${JSON.stringify(snaps)}`)
-  }
+  assert.equal((await restored.commands.run('cat /dev/shm/ram.txt')).stdout, 'only-in-ram\n')
+  assert.equal((await restored.commands.run('kill -0 "$(cat /dev/shm/sleeper.pid)"')).exitCode, 0)
+  assert.equal((await restored.getInfo()).metadata.run, RUN_ID)
+  // Its name works as well as its id (where the SDK names it); two restored boxes are separate
+  // machines.
+  const byName = await Sandbox.create(named ? name : snap.snapshotId, { timeoutMs: 300_000, metadata: { run: RUN_ID } })
+  track(byName.sandboxId)
+  await byName.files.write('/home/user/snap.txt', 'changed in one')
+  assert.equal(await restored.files.read('/home/user/snap.txt'), 'in the snapshot')
+  await byName.kill()
   await restored.kill()
+
   assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), true)
   assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), false)
+  const after = await Sandbox.listSnapshots({ sandboxId: src.sandboxId }).nextItems()
+  assert.deepEqual(after, [])
 })
 
 test('the 10 s timeout was enforced: the sandbox is gone', async () => {

@@ -143,20 +143,32 @@ def test_fork():
     assert child.files.read("/home/user/fork.txt") == "from the child"
 
 
-@pytest.mark.xfail(strict=True, reason="hutchd does not serve snapshots yet (docs/e2b.md)")
-def test_create_snapshot_then_create_from_it():
+def test_create_snapshot_keeps_memory_and_outlives_its_sandbox():
+    """A snapshot is the box saved with its memory (docs/e2b.md): files, a tmpfs file and a
+    running process are in a sandbox made from it, after the source is gone."""
     if not hasattr(Sandbox, "create_snapshot"):
         pytest.skip("this SDK version has no create_snapshot")
     src = create_sandbox(metadata={"kind": "snapshot-src"})
     src.files.write("/home/user/snap.txt", "in the snapshot")
-    snap = src.create_snapshot()
+    src.commands.run("echo only-in-ram > /dev/shm/ram.txt")
+    src.commands.run("sh -c 'echo $$ > /dev/shm/sleeper.pid; exec sleep 3600'", background=True)
+    wait_for("the sleeper to write its pid",
+             lambda: src.commands.run("cat /dev/shm/sleeper.pid 2>/dev/null || true").stdout.strip())
+    name = f"snap-{RUN_ID}"
+    snap = src.create_snapshot(name)
     assert isinstance(snap.snapshot_id, str) and snap.snapshot_id
+    assert list(snap.names) == [name]
     assert src.commands.run("cat /home/user/snap.txt").stdout == "in the snapshot"
+    snaps = src.list_snapshots().next_items()
+    assert [s.snapshot_id for s in snaps] == [snap.snapshot_id], snaps
+    src.kill()
+
     restored = Sandbox.create(snap.snapshot_id, timeout=300, metadata={"run": RUN_ID})
     track(restored.sandbox_id)
+    assert restored.sandbox_id != src.sandbox_id
     assert restored.files.read("/home/user/snap.txt") == "in the snapshot"
-    snaps = src.list_snapshots().next_items()
-    assert snap.snapshot_id in [s.snapshot_id for s in snaps], snaps
+    assert restored.commands.run("cat /dev/shm/ram.txt").stdout == "only-in-ram\n"
+    assert restored.commands.run('kill -0 "$(cat /dev/shm/sleeper.pid)"').exit_code == 0
     restored.kill()
     assert Sandbox.delete_snapshot(snap.snapshot_id) is True
     assert Sandbox.delete_snapshot(snap.snapshot_id) is False

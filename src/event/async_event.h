@@ -3,12 +3,19 @@
 // lost on purpose (the condition, not the event, carries the state).
 #pragma once
 
+// clang-format off
+#include <utility>  // first: Boost 1.74's asio/awaitable.hpp uses std::exchange unincluded
+// clang-format on
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <chrono>
 #include <list>
 
-#include "guest/asio.h"
-
-namespace hutch::guest {
+namespace hutch::event {
 
 class AsyncEvent {
  public:
@@ -39,4 +46,4 @@ class AsyncEvent {
   std::list<boost::asio::steady_timer*> waiters_;
 };
 
-}  // namespace hutch::guest
+}  // namespace hutch::event
