@@ -83,7 +83,7 @@ awaitable<Reply> startProcess(box::BoxService& service, RequestContext& ctx) {
   if (request->user.empty()) request->user = service.defaultUser();
   auto valid = proto::validate(*request);
   if (!valid) co_return errorResponse(valid.error());
-  auto agent = service.agentFor(param(ctx, "box"), ctx.principal.actor());
+  auto agent = co_await service.agentFor(param(ctx, "box"), ctx.principal.actor());
   if (!agent) co_return errorResponse(agent.error());
   if (auto b = service.get(param(ctx, "box")); b) addBoxEnvironment(*b, *request);
   std::vector<std::string> argv = request->argv;
@@ -99,7 +99,7 @@ awaitable<Reply> startProcess(box::BoxService& service, RequestContext& ctx) {
 }
 
 awaitable<Reply> listProcesses(box::BoxService& service, RequestContext& ctx) {
-  auto agent = service.agentFor(param(ctx, "box"), ctx.principal.actor());
+  auto agent = co_await service.agentFor(param(ctx, "box"), ctx.principal.actor());
   if (!agent) co_return errorResponse(agent.error());
   auto listed = co_await (*agent)->listProcesses(kAgentTimeout);
   if (!listed) co_return errorResponse(listed.error());
@@ -124,7 +124,7 @@ awaitable<Reply> signalProcess(box::BoxService& service, RequestContext& ctx) {
       signo = it->get<int>();
     }
   }
-  auto agent = service.agentFor(param(ctx, "box"), ctx.principal.actor());
+  auto agent = co_await service.agentFor(param(ctx, "box"), ctx.principal.actor());
   if (!agent) co_return errorResponse(agent.error());
   auto sent = co_await (*agent)->signalProcess(param(ctx, "id"), signo, kAgentTimeout);
   if (!sent) co_return errorResponse(sent.error());
@@ -133,7 +133,7 @@ awaitable<Reply> signalProcess(box::BoxService& service, RequestContext& ctx) {
 }
 
 awaitable<Reply> listServices(box::BoxService& service, RequestContext& ctx) {
-  auto agent = service.agentFor(param(ctx, "box"), ctx.principal.actor());
+  auto agent = co_await service.agentFor(param(ctx, "box"), ctx.principal.actor());
   if (!agent) co_return errorResponse(agent.error());
   auto listed = co_await (*agent)->listServices(kAgentTimeout);
   if (!listed) co_return errorResponse(listed.error());

@@ -38,13 +38,14 @@ const std::string& param(const RequestContext& ctx, const char* name) {
 }
 
 // The request as the box should run it: the default user, the box's environment.
-Result<std::shared_ptr<box::BoxAgent>> prepare(box::BoxService& service, const RequestContext& ctx,
-                                               proto::ExecRequest& request) {
+awaitable<Result<std::shared_ptr<box::BoxAgent>>> prepare(box::BoxService& service,
+                                                          const RequestContext& ctx,
+                                                          proto::ExecRequest& request) {
   if (request.user.empty()) request.user = service.defaultUser();
-  HUTCH_TRY_VOID(proto::validate(request));
-  HUTCH_TRY(auto agent, service.agentFor(param(ctx, "box"), ctx.principal.actor()));
+  HUTCH_CO_TRY_VOID(proto::validate(request));
+  HUTCH_CO_TRY(auto agent, co_await service.agentFor(param(ctx, "box"), ctx.principal.actor()));
   if (auto b = service.get(param(ctx, "box")); b) addBoxEnvironment(*b, request);
-  return agent;
+  co_return agent;
 }
 
 // Sends frames to the client, one at a time (the writer side of an exec relay).
@@ -102,7 +103,7 @@ awaitable<Reply> execUpgraded(box::BoxService& service, RequestContext& ctx) {
   auto start = parseExecRequest(ctx.request.body(), "the exec request");
   if (!start) co_return errorResponse(start.error());
   proto::ExecRequest& request = start->exec;
-  auto agent = prepare(service, ctx, request);
+  auto agent = co_await prepare(service, ctx, request);
   if (!agent) co_return errorResponse(agent.error());
 
   std::shared_ptr<Connection> c = ctx.connection;
@@ -185,7 +186,7 @@ bool startFailure(const Error& error) {
 awaitable<Reply> execJson(box::BoxService& service, RequestContext& ctx) {
   auto run = parseExecRun(ctx.request.body());
   if (!run) co_return errorResponse(run.error());
-  auto agent = prepare(service, ctx, run->exec);
+  auto agent = co_await prepare(service, ctx, run->exec);
   if (!agent) co_return errorResponse(agent.error());
   const auto started_at = std::chrono::steady_clock::now();
   ExecOutcome outcome;
@@ -334,7 +335,7 @@ awaitable<Reply> execWebSocket(box::BoxService& service, RequestContext& ctx) {
                                   "(subprotocol hutch.exec.v1); see docs/api.md"));
   }
   // Errors that can be told before the upgrade are ordinary answers.
-  if (auto agent = service.agentFor(param(ctx, "box"), ctx.principal.actor()); !agent) {
+  if (auto agent = co_await service.agentFor(param(ctx, "box"), ctx.principal.actor()); !agent) {
     co_return errorResponse(agent.error());
   }
   std::shared_ptr<Connection> c = ctx.connection;
@@ -363,7 +364,7 @@ awaitable<Reply> execWebSocket(box::BoxService& service, RequestContext& ctx) {
                      : fail(Errc::kInvalidArgument,
                             "The first message must be a text message with the exec request");
   Result<std::shared_ptr<box::BoxAgent>> agent = fail(Errc::kInternal, "not prepared");
-  if (request) agent = prepare(service, ctx, request->exec);
+  if (request) agent = co_await prepare(service, ctx, request->exec);
   if (!request || !agent) {
     const Error& error = !request ? request.error() : agent.error();
     json message = errorMessage(error);

@@ -69,7 +69,7 @@ constexpr std::string_view kFileHint = "read a file with GET /v1/boxes/{box}/fil
 awaitable<Reply> statFile(box::BoxService& service, RequestContext& ctx) {
   auto q = parseFileQuery(ctx.query, {});
   if (!q) co_return errorResponse(q.error());
-  auto agent = service.agentFor(boxParam(ctx), ctx.principal.actor());
+  auto agent = co_await service.agentFor(boxParam(ctx), ctx.principal.actor());
   if (!agent) co_return errorResponse(agent.error());
   // Requests are named before they are passed: GCC 12 destroys a braced temporary handed to a
   // coroutine's by-value parameter twice.
@@ -82,7 +82,7 @@ awaitable<Reply> statFile(box::BoxService& service, RequestContext& ctx) {
 awaitable<Reply> listFiles(box::BoxService& service, RequestContext& ctx) {
   auto q = parseFileQuery(ctx.query, {"depth"});
   if (!q) co_return errorResponse(q.error());
-  auto agent = service.agentFor(boxParam(ctx), ctx.principal.actor());
+  auto agent = co_await service.agentFor(boxParam(ctx), ctx.principal.actor());
   if (!agent) co_return errorResponse(agent.error());
   proto::FileListRequest request{
       .path = q->path, .user = userOr(service, q->user), .depth = q->depth};
@@ -98,7 +98,7 @@ awaitable<Reply> makeDirectory(box::BoxService& service, RequestContext& ctx) {
   auto request = parseMkdir(ctx.request.body());
   if (!request) co_return errorResponse(request.error());
   request->user = userOr(service, request->user);
-  auto agent = service.agentFor(boxParam(ctx), ctx.principal.actor());
+  auto agent = co_await service.agentFor(boxParam(ctx), ctx.principal.actor());
   if (!agent) co_return errorResponse(agent.error());
   auto made = co_await (*agent)->makeDir(std::move(*request));
   if (!made) co_return errorResponse(made.error());
@@ -109,7 +109,7 @@ awaitable<Reply> moveFile(box::BoxService& service, RequestContext& ctx) {
   auto request = parseMove(ctx.request.body());
   if (!request) co_return errorResponse(request.error());
   request->user = userOr(service, request->user);
-  auto agent = service.agentFor(boxParam(ctx), ctx.principal.actor());
+  auto agent = co_await service.agentFor(boxParam(ctx), ctx.principal.actor());
   if (!agent) co_return errorResponse(agent.error());
   auto moved = co_await (*agent)->move(std::move(*request));
   if (!moved) {
@@ -126,7 +126,7 @@ awaitable<Reply> moveFile(box::BoxService& service, RequestContext& ctx) {
 awaitable<Reply> removeFile(box::BoxService& service, RequestContext& ctx) {
   auto q = parseFileQuery(ctx.query, {"recursive"});
   if (!q) co_return errorResponse(q.error());
-  auto agent = service.agentFor(boxParam(ctx), ctx.principal.actor());
+  auto agent = co_await service.agentFor(boxParam(ctx), ctx.principal.actor());
   if (!agent) co_return errorResponse(agent.error());
   proto::FileRemoveRequest request{
       .path = q->path, .user = userOr(service, q->user), .recursive = q->recursive};
@@ -206,7 +206,7 @@ namespace {
 awaitable<Reply> readFile(box::BoxService& service, RequestContext& ctx) {
   auto q = parseFileQuery(ctx.query, {});
   if (!q) co_return errorResponse(q.error());
-  auto agent = service.agentFor(boxParam(ctx), ctx.principal.actor());
+  auto agent = co_await service.agentFor(boxParam(ctx), ctx.principal.actor());
   if (!agent) co_return errorResponse(agent.error());
   proto::FileReadRequest request{.path = q->path, .user = userOr(service, q->user)};
   auto opened = co_await (*agent)->openRead(std::move(request));
@@ -219,7 +219,7 @@ awaitable<Reply> readFile(box::BoxService& service, RequestContext& ctx) {
 awaitable<Reply> writeFile(box::BoxService& service, RequestContext& ctx) {
   auto q = parseFileQuery(ctx.query, {"mode", "owner", "group"});
   if (!q) co_return errorResponse(q.error());
-  auto agent = service.agentFor(boxParam(ctx), ctx.principal.actor());
+  auto agent = co_await service.agentFor(boxParam(ctx), ctx.principal.actor());
   if (!agent) co_return errorResponse(agent.error());
   proto::FileWriteRequest request{.path = q->path,
                                   .user = userOr(service, q->user),
@@ -337,7 +337,7 @@ awaitable<Reply> readArchive(box::BoxService& service, RequestContext& ctx) {
   auto q = parseFileQuery(ctx.query, {});
   if (!q) co_return errorResponse(q.error());
   const std::string user = userOr(service, q->user);
-  auto agent = service.agentFor(boxParam(ctx), ctx.principal.actor());
+  auto agent = co_await service.agentFor(boxParam(ctx), ctx.principal.actor());
   if (!agent) co_return errorResponse(agent.error());
   proto::FileStatRequest stat_request{.path = q->path, .user = user};
   auto info = co_await (*agent)->stat(std::move(stat_request));
@@ -441,7 +441,7 @@ awaitable<Reply> writeArchive(box::BoxService& service, RequestContext& ctx) {
   auto q = parseFileQuery(ctx.query, {});
   if (!q) co_return errorResponse(q.error());
   const std::string user = userOr(service, q->user);
-  auto agent = service.agentFor(boxParam(ctx), ctx.principal.actor());
+  auto agent = co_await service.agentFor(boxParam(ctx), ctx.principal.actor());
   if (!agent) co_return errorResponse(agent.error());
 
   TarFilter filter({.download = false,

@@ -54,10 +54,43 @@ awaitable<Reply> getBox(box::BoxService& service, RequestContext& ctx) {
   co_return jsonResponse(http::status::ok, toJson(*b));
 }
 
+// POST /v1/boxes/{box}/stop[?shutdown=true]: suspend (memory kept), or a clean shutdown.
 awaitable<Reply> stopBox(box::BoxService& service, RequestContext& ctx) {
-  auto b = co_await service.stop(param(ctx, "box"));
+  bool shutdown = false;
+  if (auto it = ctx.query.find("shutdown"); it != ctx.query.end()) {
+    if (it->second != "true" && it->second != "false" && it->second != "1" && it->second != "0") {
+      co_return errorResponse(
+          Error(Errc::kInvalidArgument, "shutdown=" + it->second + " is not true or false"));
+    }
+    shutdown = it->second == "true" || it->second == "1";
+  }
+  // No co_await inside a conditional expression: GCC 12 mangles the temporaries.
+  Result<box::Box> b = fail(Errc::kInternal, "not stopped");
+  if (shutdown) {
+    b = co_await service.stop(param(ctx, "box"));
+  } else {
+    b = co_await service.suspend(param(ctx, "box"));
+  }
   if (!b) co_return errorResponse(b.error());
   co_return jsonResponse(http::status::ok, toJson(*b));
+}
+
+// PUT /v1/boxes/{box}/timeout {"timeout_s": N, "on_timeout"?: "stop"|"suspend"|"remove"}: the
+// box's lifetime ends N seconds from now (0: it has none); on_timeout defaults to what it was,
+// else remove.
+awaitable<Reply> setTimeout(box::BoxService& service, RequestContext& ctx) {
+  auto lifetime = parseLifetime(ctx.request.body());
+  if (!lifetime) co_return errorResponse(lifetime.error());
+  auto b = service.get(param(ctx, "box"));
+  if (!b) co_return errorResponse(b.error());
+  box::Expiry action = lifetime->on_expiry;
+  if (action == box::Expiry::kNone) {
+    action = b->on_expiry == box::Expiry::kNone ? box::Expiry::kRemove : b->on_expiry;
+  }
+  const int64_t at = lifetime->timeout_s == 0 ? 0 : box::unixNow() + lifetime->timeout_s;
+  auto set = service.setLifetime(b->id, at, action);
+  if (!set) co_return errorResponse(set.error());
+  co_return jsonResponse(http::status::ok, toJson(*set));
 }
 
 awaitable<Reply> startBox(box::BoxService& service, RequestContext& ctx) {
@@ -338,6 +371,7 @@ void registerRoutes(ApiRouter& router, box::BoxService& service, box::TemplateSe
   router.add(verb::delete_, "/v1/boxes/{box}", bindService(removeBox, service));
   router.add(verb::post, "/v1/boxes/{box}/start", bindService(startBox, service));
   router.add(verb::post, "/v1/boxes/{box}/stop", bindService(stopBox, service));
+  router.add(verb::put, "/v1/boxes/{box}/timeout", bindService(setTimeout, service));
   router.add(verb::get, "/v1/boxes/{box}/logs", bindService(boxLogs, service));
   router.add(verb::get, "/v1/boxes/{box}/stats", bindService(boxStats, service));
   router.add(verb::post, "/v1/boxes/{box}/fork", bindService(forkBox, service));

@@ -41,6 +41,34 @@ std::vector<std::string> secretNames(const box::Box& b) {
 
 }  // namespace
 
+namespace {
+
+Result<Lifetime> readLifetime(const json& j) {
+  constexpr std::string_view kWhat = "the timeout";
+  Lifetime l;
+  HUTCH_TRY_VOID(readField(j, "timeout_s", l.timeout_s, kWhat));
+  if (l.timeout_s < 0 || l.timeout_s > int64_t{366} * 86400) {
+    return fail(Errc::kInvalidArgument, "timeout_s must be 0 (none) to 31622400 seconds (a year)");
+  }
+  std::string on;
+  HUTCH_TRY_VOID(readField(j, "on_timeout", on, kWhat));
+  if (!on.empty()) {
+    HUTCH_TRY(l.on_expiry, box::parseExpiry(on));
+  }
+  return l;
+}
+
+}  // namespace
+
+Result<Lifetime> parseLifetime(std::string_view body) {
+  HUTCH_TRY(json j, parseObject(body));
+  HUTCH_TRY_VOID(rejectUnknownFields(j, {"timeout_s", "on_timeout"}, "the timeout request"));
+  if (!j.contains("timeout_s")) {
+    return fail(Errc::kInvalidArgument, "Give timeout_s: seconds from now (0: no timeout)");
+  }
+  return readLifetime(j);
+}
+
 json toJson(const box::Box& b) {
   return json{{"id", b.id},
               {"name", b.name},
@@ -49,6 +77,9 @@ json toJson(const box::Box& b) {
               {"memory_mib", b.config.memory_mib},
               {"disk_mib", b.config.disk_mib},
               {"max_exec_ms", b.config.max_exec_ms},
+              {"idle_pause_ms", b.config.idle_pause_ms},
+              {"expires_at", b.expires_at},
+              {"on_timeout", box::expiryName(b.on_expiry)},
               {"state", box::stateName(b.state)},
               {"reason", b.reason},
               {"accel", b.accel},
@@ -73,6 +104,11 @@ Result<box::Box> boxFromJson(const json& j) {
   HUTCH_TRY_VOID(readField(j, "memory_mib", b.config.memory_mib, kWhat));
   HUTCH_TRY_VOID(readField(j, "disk_mib", b.config.disk_mib, kWhat));
   HUTCH_TRY_VOID(readField(j, "max_exec_ms", b.config.max_exec_ms, kWhat));
+  HUTCH_TRY_VOID(readField(j, "idle_pause_ms", b.config.idle_pause_ms, kWhat));
+  HUTCH_TRY_VOID(readField(j, "expires_at", b.expires_at, kWhat));
+  std::string on_timeout;
+  HUTCH_TRY_VOID(readField(j, "on_timeout", on_timeout, kWhat));
+  HUTCH_TRY(b.on_expiry, box::parseExpiry(on_timeout));
   HUTCH_TRY_VOID(readField(j, "state", state, kWhat));
   HUTCH_TRY_VOID(readField(j, "reason", b.reason, kWhat));
   HUTCH_TRY_VOID(readField(j, "accel", b.accel, kWhat));
@@ -95,6 +131,7 @@ json toJson(const CreateBoxRequest& r) {
          {"memory_mib", r.config.memory_mib}};
   if (r.config.disk_mib != 0) j["disk_mib"] = r.config.disk_mib;
   if (r.config.max_exec_ms != 0) j["max_exec_ms"] = r.config.max_exec_ms;
+  if (r.config.idle_pause_ms >= 0) j["idle_pause_ms"] = r.config.idle_pause_ms;
   if (!r.name.empty()) j["name"] = r.name;
   if (!r.network_policy.empty()) {
     json policy = json::parse(r.network_policy, nullptr, false);
@@ -108,10 +145,11 @@ json toJson(const CreateBoxRequest& r) {
 Result<CreateBoxRequest> parseCreateBox(std::string_view body) {
   HUTCH_TRY(json j, parseObject(body));
   constexpr std::string_view kWhat = "the create request";
-  HUTCH_TRY_VOID(rejectUnknownFields(j,
-                                     {"name", "template", "cpus", "memory_mib", "disk_mib",
-                                      "max_exec_ms", "network_policy", "secrets", "env"},
-                                     kWhat));
+  HUTCH_TRY_VOID(rejectUnknownFields(
+      j,
+      {"name", "template", "cpus", "memory_mib", "disk_mib", "max_exec_ms", "idle_pause_ms",
+       "timeout_s", "on_timeout", "network_policy", "secrets", "env"},
+      kWhat));
   CreateBoxRequest r;
   int64_t cpus = r.config.cpus;
   int64_t memory = static_cast<int64_t>(r.config.memory_mib);
@@ -127,6 +165,21 @@ Result<CreateBoxRequest> parseCreateBox(std::string_view body) {
     return fail(Errc::kInvalidArgument, "max_exec_ms must be 0 (no limit) or more milliseconds");
   }
   r.config.max_exec_ms = static_cast<uint64_t>(max_exec);
+  int64_t idle = -1;
+  HUTCH_TRY_VOID(readField(j, "idle_pause_ms", idle, kWhat));
+  if (idle < -1) {
+    return fail(Errc::kInvalidArgument,
+                "idle_pause_ms must be -1 (the daemon's default), 0 (never) or more milliseconds");
+  }
+  r.config.idle_pause_ms = idle;
+  HUTCH_TRY(Lifetime lifetime, readLifetime(j));
+  if (lifetime.timeout_s != 0) {
+    r.expires_at = box::unixNow() + lifetime.timeout_s;
+    r.on_expiry =
+        lifetime.on_expiry == box::Expiry::kNone ? box::Expiry::kRemove : lifetime.on_expiry;
+  } else if (lifetime.on_expiry != box::Expiry::kNone) {
+    return fail(Errc::kInvalidArgument, "on_timeout needs timeout_s");
+  }
   if (auto policy = j.find("network_policy"); policy != j.end() && !policy->is_null()) {
     if (policy->is_string()) {
       r.network_policy = policy->get<std::string>();

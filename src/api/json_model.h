@@ -27,6 +27,15 @@ Result<box::Box> boxFromJson(const json& j);
 json toJson(const CreateBoxRequest& request);
 Result<CreateBoxRequest> parseCreateBox(std::string_view body);
 
+// A box's lifetime as the API takes it: {"timeout_s": N, "on_timeout"?: "stop"|"suspend"|
+// "remove"} (PUT /v1/boxes/{box}/timeout; also fields of a create request). timeout_s 0 means
+// none; on_expiry kNone when on_timeout is absent.
+struct Lifetime {
+  int64_t timeout_s = 0;
+  box::Expiry on_expiry = box::Expiry::kNone;
+};
+Result<Lifetime> parseLifetime(std::string_view body);
+
 // POST /v1/boxes/{box}/fork: {"count": N, "names": [...]} (both optional).
 Result<box::ForkSpec> parseFork(std::string_view body);
 // POST /v1/boxes/{box}/checkpoints: {"name": "..."} (optional).

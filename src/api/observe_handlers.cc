@@ -125,8 +125,7 @@ awaitable<Reply> events(box::BoxService& service, observe::EventBus& bus, Reques
     if (!batch) {
       // The store could not be read: say so in the stream's own way, then end it.
       json error = errorJson(batch.error());
-      std::string text =
-          event_stream ? "event: error\ndata: " + error.dump() + "\n\n" : line(error);
+      std::string text = event_stream ? "event: error\ndata: " + line(error) + "\n" : line(error);
       co_await out.write(text);
       break;
     }

@@ -10,12 +10,14 @@
 namespace hutch::box {
 
 namespace {
-constexpr std::array<std::pair<BoxState, std::string_view>, 5> kStateNames{{
+constexpr std::array<std::pair<BoxState, std::string_view>, 7> kStateNames{{
     {BoxState::kCreating, "creating"},
     {BoxState::kRunning, "running"},
     {BoxState::kStopping, "stopping"},
     {BoxState::kStopped, "stopped"},
     {BoxState::kFailed, "failed"},
+    {BoxState::kPaused, "paused"},
+    {BoxState::kSuspended, "suspended"},
 }};
 }  // namespace
 
@@ -52,30 +54,41 @@ std::string_view expiryName(Expiry expiry) {
     case Expiry::kNone: return "";
     case Expiry::kRemove: return "remove";
     case Expiry::kStop: return "stop";
+    case Expiry::kSuspend: return "suspend";
   }
   return "";
 }
 
 Result<Expiry> parseExpiry(std::string_view text) {
-  for (Expiry e : {Expiry::kNone, Expiry::kRemove, Expiry::kStop}) {
+  for (Expiry e : {Expiry::kNone, Expiry::kRemove, Expiry::kStop, Expiry::kSuspend}) {
     if (expiryName(e) == text) return e;
   }
   return fail(Errc::kInvalidArgument,
-              fmt::format("Unknown expiry action '{}' (use remove or stop)", text));
+              fmt::format("Unknown expiry action '{}' (use stop, suspend or remove)", text));
 }
 
 Result<> checkTransition(BoxState from, BoxState to) {
   bool legal = false;
   switch (to) {
     case BoxState::kCreating:
-      legal = from == BoxState::kStopped || from == BoxState::kFailed;
+      legal =
+          from == BoxState::kStopped || from == BoxState::kFailed || from == BoxState::kSuspended;
       break;
-    case BoxState::kRunning: legal = from == BoxState::kCreating; break;
-    case BoxState::kStopping: legal = from == BoxState::kRunning; break;
+    case BoxState::kRunning:
+      legal = from == BoxState::kCreating || from == BoxState::kPaused;
+      break;
+    case BoxState::kStopping:
+      legal = from == BoxState::kRunning || from == BoxState::kPaused;
+      break;
     case BoxState::kStopped:
-      legal = from == BoxState::kStopping || from == BoxState::kCreating;
+      legal = from == BoxState::kStopping || from == BoxState::kCreating ||
+              from == BoxState::kSuspended;  // a suspended box shut down: its memory dropped
       break;
-    case BoxState::kFailed: legal = from != BoxState::kStopped; break;
+    case BoxState::kPaused: legal = from == BoxState::kRunning; break;
+    case BoxState::kSuspended: legal = from == BoxState::kStopping; break;
+    case BoxState::kFailed:
+      legal = from != BoxState::kStopped && from != BoxState::kSuspended;
+      break;
   }
   if (legal) return ok();
   return fail(Errc::kFailedPrecondition,

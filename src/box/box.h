@@ -12,9 +12,11 @@
 
 namespace hutch::box {
 
-// creating -> running -> stopping -> stopped; any -> failed (with a reason);
-// stopped/failed -> creating (start). Removal is allowed from every state (rm -f if running).
-enum class BoxState { kCreating, kRunning, kStopping, kStopped, kFailed };
+// creating -> running -> stopping -> stopped (shut down) or suspended (memory kept on disk);
+// running <-> paused (vCPUs stopped, QEMU kept: idle pause); paused -> stopping; any live state
+// -> failed (with a reason); stopped/suspended/failed -> creating (start). Removal is allowed
+// from every state (rm -f if live). docs/snapshots.md "Suspend and idle pause".
+enum class BoxState { kCreating, kRunning, kStopping, kStopped, kFailed, kPaused, kSuspended };
 
 std::string_view stateName(BoxState state);
 Result<BoxState> parseState(std::string_view text);
@@ -30,6 +32,9 @@ struct BoxConfig {
   // The longest any command in the box may run before it is killed (detached processes are not
   // limited); 0: no limit. hutch run --max-exec-time.
   uint64_t max_exec_ms = 0;
+  // How long the box may do no work before it is paused (idle pause); -1: the daemon's default
+  // (hutchd --idle-pause), 0: never. hutch run --idle-pause.
+  int64_t idle_pause_ms = -1;
 
   Result<> validate() const;
   bool operator==(const BoxConfig&) const = default;
@@ -60,13 +65,15 @@ using BoxEnv = std::map<std::string, std::string>;
 // Key-value labels a client attaches to a box (E2B's sandbox metadata); hutch only stores them.
 using BoxMetadata = std::map<std::string, std::string>;
 
-// What happens to a box when its lifetime (Box::expires_at) ends: E2B's sandbox timeout.
+// What happens to a box when its lifetime (Box::expires_at) ends: E2B's sandbox timeout,
+// hutch run --timeout --on-timeout.
 enum class Expiry {
-  kNone,    // no lifetime
-  kRemove,  // removed, disk and all (E2B's default: the sandbox is killed)
-  kStop,    // stopped with its disk kept (E2B's auto-pause), started again on connect
+  kNone,     // no lifetime
+  kRemove,   // removed, disk and all (E2B's default: the sandbox is killed)
+  kStop,     // shut down, disk kept
+  kSuspend,  // suspended, memory and disk kept (E2B's auto-pause), resumed on connect or start
 };
-std::string_view expiryName(Expiry expiry);  // "", "remove", "stop"
+std::string_view expiryName(Expiry expiry);  // "", "remove", "stop", "suspend"
 Result<Expiry> parseExpiry(std::string_view text);
 
 // What a create request asks for.
@@ -107,7 +114,7 @@ struct Box {
   std::string disk = "disk.qcow2";
   int64_t pid = 0;         // VMM process id while running
   int64_t created_at = 0;  // unix seconds
-  int64_t updated_at = 0;
+  int64_t updated_at = 0;  // when it entered its state (setState)
   // The box's own uid and gid on the host are derived from this (jail::boxIds); unique among
   // boxes, taken at its first boot, freed with the box. -1: none yet.
   int64_t uid_index = -1;

@@ -35,7 +35,7 @@ struct ExecRecord {
   json request;  // exec_id, argv, user, cwd, env names, tty
   Clock::time_point started;
   std::shared_ptr<asio::steady_timer> timer;
-  std::function<void()> touch;
+  BoxAgent::Hooks hooks;
 
   void audit(const std::string& type, json data) const {
     if (!sinks.audit) return;
@@ -63,17 +63,16 @@ json actorJson(const observe::Actor& actor) {
 }  // namespace
 
 BoxAgent::BoxAgent(Box box, std::shared_ptr<guest::AgentClient> client, observe::Actor actor,
-                   ActivitySinks sinks, std::chrono::milliseconds max_exec_time,
-                   std::function<void()> touch)
+                   ActivitySinks sinks, std::chrono::milliseconds max_exec_time, Hooks hooks)
     : box_(std::move(box)),
       client_(std::move(client)),
       actor_(std::move(actor)),
       sinks_(sinks),
       max_exec_time_(max_exec_time),
-      touch_(std::move(touch)) {}
+      hooks_(std::move(hooks)) {}
 
 void BoxAgent::audit(std::string type, json data) {
-  if (touch_) touch_();
+  touch();
   if (!sinks_.audit) return;
   observe::AuditEntry entry{.type = std::move(type),
                             .actor = actor_,
@@ -99,7 +98,7 @@ asio::awaitable<Result<std::shared_ptr<guest::ExecSession>>> BoxAgent::exec(
   record->sinks = sinks_;
   record->actor = actor_;
   record->subject = observe::subjectOf(box_);
-  record->touch = touch_;
+  record->hooks = hooks_;
   record->request = json{{"exec_id", randomId()},
                          {"argv", request.argv},
                          {"user", request.user},
@@ -109,7 +108,7 @@ asio::awaitable<Result<std::shared_ptr<guest::ExecSession>>> BoxAgent::exec(
                          {"login_shell", request.login_shell},
                          {"detach", request.detach}};
   const bool detach = request.detach;
-  if (touch_) touch_();
+  touch();
   auto session = co_await client_->exec(std::move(request));
   if (!session) {
     json data = record->request;
@@ -128,6 +127,7 @@ asio::awaitable<Result<std::shared_ptr<guest::ExecSession>>> BoxAgent::exec(
     record->publish("exec.started", std::move(data));
   }
   if (detach) co_return session;
+  if (hooks_.sessions) hooks_.sessions(1);
 
   std::chrono::milliseconds limit = limits.timeout;
   if (max_exec_time_.count() > 0 && (limit.count() == 0 || max_exec_time_ < limit)) {
@@ -170,7 +170,8 @@ asio::awaitable<Result<std::shared_ptr<guest::ExecSession>>> BoxAgent::exec(
       data.erase(k);
     }
     record->publish("exec.ended", std::move(data));
-    if (record->touch) record->touch();
+    if (record->hooks.sessions) record->hooks.sessions(-1);
+    if (record->hooks.touch) record->hooks.touch();
   });
   co_return session;
 }
@@ -238,13 +239,13 @@ asio::awaitable<Result<std::shared_ptr<guest::FileWatch>>> BoxAgent::watch(
 
 asio::awaitable<Result<std::shared_ptr<guest::TcpStream>>> BoxAgent::connect(
     uint16_t port, std::string address, std::chrono::milliseconds timeout) {
-  if (touch_) touch_();
+  touch();
   co_return co_await client_->connect(port, std::move(address), timeout);
 }
 
 asio::awaitable<Result<proto::ProcessList>> BoxAgent::listProcesses(
     std::chrono::milliseconds timeout) {
-  if (touch_) touch_();
+  touch();
   co_return co_await client_->listProcesses(timeout);
 }
 
@@ -260,7 +261,7 @@ asio::awaitable<Result<>> BoxAgent::signalProcess(std::string id, int signo,
 
 asio::awaitable<Result<proto::ServiceList>> BoxAgent::listServices(
     std::chrono::milliseconds timeout) {
-  if (touch_) touch_();
+  touch();
   co_return co_await client_->listServices(timeout);
 }
 

@@ -39,10 +39,14 @@ struct ExecLimits {
 
 class BoxAgent {
  public:
-  // `touch` is called at the start and end of everything done in the box (its idle clock).
+  // What the box's idle clock learns from what is done through the agent.
+  struct Hooks {
+    std::function<void()> touch;        // at the start and end of everything
+    std::function<void(int)> sessions;  // +1 when an exec session opens, -1 when it ends
+  };
+
   BoxAgent(Box box, std::shared_ptr<guest::AgentClient> client, observe::Actor actor,
-           ActivitySinks sinks, std::chrono::milliseconds max_exec_time,
-           std::function<void()> touch);
+           ActivitySinks sinks, std::chrono::milliseconds max_exec_time, Hooks hooks);
 
   const Box& box() const { return box_; }
   const observe::Actor& actor() const { return actor_; }
@@ -83,7 +87,10 @@ class BoxAgent {
   observe::Actor actor_;
   ActivitySinks sinks_;
   std::chrono::milliseconds max_exec_time_;
-  std::function<void()> touch_;
+  Hooks hooks_;
+  void touch() const {
+    if (hooks_.touch) hooks_.touch();
+  }
 };
 
 }  // namespace hutch::box

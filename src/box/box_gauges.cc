@@ -25,8 +25,9 @@ std::vector<observe::GaugeFamily> boxGauges(BoxService& service,
       "hutch_warm_pool_boxes", "Restored VMs waiting in the warm pool, by template", false, {}};
   std::map<std::pair<std::string, std::string>, double> counts;
   // Every state appears, at 0 when no box is in it, so that a series does not vanish.
-  for (BoxState state : {BoxState::kCreating, BoxState::kRunning, BoxState::kStopping,
-                         BoxState::kStopped, BoxState::kFailed}) {
+  for (BoxState state :
+       {BoxState::kCreating, BoxState::kRunning, BoxState::kStopping, BoxState::kStopped,
+        BoxState::kFailed, BoxState::kPaused, BoxState::kSuspended}) {
     counts[{std::string(stateName(state)), "base"}] = 0;
   }
   if (auto all = service.list(); all) {
@@ -34,7 +35,7 @@ std::vector<observe::GaugeFamily> boxGauges(BoxService& service,
       counts[{std::string(stateName(b.state)), b.config.template_name}] += 1;
       std::map<std::string, std::string> labels{{"box", b.id}, {"name", b.name}};
       disk.samples.push_back({labels, static_cast<double>(allocatedBytes(boxes_dir / b.id))});
-      if (b.state != BoxState::kRunning) continue;
+      if (b.state != BoxState::kRunning && b.state != BoxState::kPaused) continue;
       if (auto used = service.usage(b.id); used) {
         cpu.samples.push_back({labels, static_cast<double>(used->cpu_ns) / 1e9});
         memory.samples.push_back({labels, static_cast<double>(used->memory_bytes)});

@@ -60,6 +60,13 @@ Result<Box> savedSource(const Snapshot& saved) {
 }  // namespace
 
 asio::awaitable<Result<Snapshot>> BoxService::save(const std::string& key, std::string name) {
+  HUTCH_CO_TRY(std::string resuspend, co_await readyForCapture(key));
+  auto saved = co_await saveBox(key, std::move(name));
+  co_await afterCapture(key, resuspend);
+  co_return saved;
+}
+
+asio::awaitable<Result<Snapshot>> BoxService::saveBox(const std::string& key, std::string name) {
   HUTCH_CO_TRY(auto found, runningBox(key, "a snapshot"));
   auto [box, runtime] = std::move(found);
   if (!box.secrets.empty()) {

@@ -11,6 +11,7 @@
 #include <charconv>
 #include <chrono>
 #include <fstream>
+#include <limits>
 
 #include "box/network_service.h"
 #include "event/offload.h"
@@ -44,6 +45,7 @@ Result<> BoxService::setState(Box& box, BoxState state, std::string reason) {
   if (state != BoxState::kRunning && state != BoxState::kStopping) box.pid = 0;
   HUTCH_TRY_VOID(store_.update(box));
   if (observer_) observer_->boxStateChanged(box);
+  state_changed_.notify();
   if (state == BoxState::kFailed && was != BoxState::kFailed) {
     publish("box.failed", box, {{"reason", box.reason}, {"was", stateName(was)}});
   }
@@ -221,6 +223,7 @@ asio::awaitable<Result<Box>> BoxService::createBox(BoxSpec spec) {
     co_return fail(inserted.error());
   }
   if (pooled) held_uid_indices_.erase(static_cast<uint32_t>(pooled->uid_index));
+  if (box.expires_at != 0) next_expiry_ = 0;  // expireDue looks again
   spdlog::info("box={} name={} creating from template {}", box.id, box.name, tmpl.name);
 
   std::filesystem::path dir = boxDir(box.id);
@@ -275,9 +278,11 @@ asio::awaitable<Result<Box>> BoxService::createBox(BoxSpec spec) {
 
 asio::awaitable<Result<Box>> BoxService::startBox(const std::string& key) {
   HUTCH_CO_TRY(Box box, store_.find(key));
-  if (box.state != BoxState::kStopped && box.state != BoxState::kFailed) {
+  if (box.state != BoxState::kStopped && box.state != BoxState::kFailed &&
+      box.state != BoxState::kSuspended) {
     co_return fail(Errc::kFailedPrecondition,
-                   fmt::format("Box {} is {}; only a stopped or failed box can be started",
+                   fmt::format("Box {} is {}; only a stopped, suspended or failed box can be "
+                               "started",
                                box.name, stateName(box.state)));
   }
   if (!std::filesystem::exists(boxDir(box.id) / box.disk)) {
@@ -288,6 +293,7 @@ asio::awaitable<Result<Box>> BoxService::startBox(const std::string& key) {
   }
   HUTCH_CO_TRY_VOID(checkQuota(
       box.owner, {.cpus = box.config.cpus, .memory_mib = box.config.memory_mib}, "start"));
+  if (box.state == BoxState::kSuspended) co_return co_await resumeSuspended(std::move(box));
   HUTCH_CO_TRY_VOID(setState(box, BoxState::kCreating));
   spdlog::info("box={} starting", box.id);
   box.boot = "cold boot from its disk";
@@ -427,6 +433,10 @@ asio::awaitable<Result<>> BoxService::boot(Box& box, std::shared_ptr<Runtime> ru
   if (!restored) pruneDiskFiles(box, box.disk);
   if (launched) {
     runtime->vm = std::move(launched);  // restored already, paused (the warm pool)
+  } else if (from && from->keep_disk) {
+    // A suspended box: its own disk as it was (QEMU flushed it when it saved the state).
+    spec.incoming_state = from->state;
+    spec.ram = vmm::GuestRam::kPrivate;
   } else if (from) {
     // A fresh overlay on the frozen layer: whatever the box's disk held before is replaced.
     pruneDiskFiles(box, "");
@@ -561,7 +571,7 @@ Result<> BoxService::checkQuota(const Owner& owner, const Demand& more,
     ++used.boxes;
     used.disk_mib += diskMibOf(b.config, b.image_dir);
     if (b.state == BoxState::kCreating || b.state == BoxState::kRunning ||
-        b.state == BoxState::kStopping) {
+        b.state == BoxState::kStopping || b.state == BoxState::kPaused) {
       used.cpus += b.config.cpus;
       used.memory_mib += b.config.memory_mib;
     }
@@ -604,6 +614,16 @@ Result<> BoxService::checkQuota(const Owner& owner, const Demand& more,
 
 asio::awaitable<Result<Box>> BoxService::stopBox(const std::string& key) {
   HUTCH_CO_TRY(Box box, store_.find(key));
+  if (box.state == BoxState::kSuspended) {
+    // Shutting a suspended box down: its saved memory goes, its disk stays.
+    HUTCH_CO_TRY_VOID(dropSuspend(box.id));
+    HUTCH_CO_TRY_VOID(setState(box, BoxState::kStopped));
+    co_return box;
+  }
+  if (box.state == BoxState::kPaused) {
+    HUTCH_CO_TRY_VOID(co_await wake(box.id));
+    HUTCH_CO_TRY(box, store_.find(box.id));
+  }
   auto it = runtimes_.find(box.id);
   if (box.state != BoxState::kRunning || it == runtimes_.end()) {
     co_return fail(
@@ -646,7 +666,7 @@ asio::awaitable<Result<>> BoxService::removeBox(const std::string& key, bool for
   HUTCH_CO_TRY(Box box, store_.find(key));
   state = stateName(box.state);
   bool live = box.state == BoxState::kRunning || box.state == BoxState::kCreating ||
-              box.state == BoxState::kStopping;
+              box.state == BoxState::kStopping || box.state == BoxState::kPaused;
   if (live && !force) {
     co_return fail(Errc::kFailedPrecondition,
                    fmt::format("Box {} is {}; stop it first or force removal with "
@@ -674,7 +694,9 @@ asio::awaitable<Result<>> BoxService::removeBox(const std::string& key, bool for
   };
   auto deleted = co_await event::offload(pool_, std::move(delete_dir));
   HUTCH_CO_TRY_VOID(deleted);
-  // Its checkpoints go with it; layers that forks stand on stay (collectGarbage).
+  // Its checkpoints and suspended state go with it; layers that forks stand on stay
+  // (collectGarbage).
+  HUTCH_CO_TRY_VOID(dropSuspend(box.id));
   HUTCH_CO_TRY(std::vector<Snapshot> checkpoints, store_.checkpoints(box.id));
   for (const Snapshot& snap : checkpoints) {
     HUTCH_CO_TRY_VOID(store_.removeSnapshot(snap.id));
@@ -692,30 +714,48 @@ asio::awaitable<Result<>> BoxService::removeBox(const std::string& key, bool for
   co_return ok();
 }
 
-Result<std::shared_ptr<BoxAgent>> BoxService::agentFor(const std::string& key,
-                                                       const observe::Actor& actor) {
-  HUTCH_TRY(Box box, store_.find(key));
+asio::awaitable<Result<std::shared_ptr<BoxAgent>>> BoxService::agentFor(
+    const std::string& key, const observe::Actor& actor) {
+  HUTCH_CO_TRY(Box box, store_.find(key));
+  // Idle pause is invisible: what is done in a paused box (or one suspended for being idle)
+  // wakes it first.
+  if (box.state == BoxState::kPaused || box.state == BoxState::kSuspended) {
+    HUTCH_CO_TRY_VOID(co_await wake(box.id));
+    HUTCH_CO_TRY(box, store_.find(box.id));
+  }
   auto it = runtimes_.find(box.id);
   if (box.state != BoxState::kRunning || it == runtimes_.end() || !it->second->agent ||
       !it->second->agent->isOpen()) {
-    return fail(
-        Errc::kFailedPrecondition,
-        fmt::format("Box {} is {}; exec needs a running box{}", box.name, stateName(box.state),
-                    box.state == BoxState::kFailed ? " (" + box.reason + ")" : ""));
+    std::string hint;
+    if (box.state == BoxState::kFailed) hint = " (" + box.reason + ")";
+    if (box.state == BoxState::kSuspended || box.state == BoxState::kStopped) {
+      hint = fmt::format("; start it first (hutch start {})", box.name);
+    }
+    co_return fail(Errc::kFailedPrecondition,
+                   fmt::format("Box {} is {}; exec needs a running box{}", box.name,
+                               stateName(box.state), hint));
   }
   std::weak_ptr<Runtime> runtime = it->second;
-  auto touch = [runtime] {
-    if (auto r = runtime.lock()) r->last_activity = std::chrono::steady_clock::now();
-  };
+  it->second->last_activity = std::chrono::steady_clock::now();
+  BoxAgent::Hooks hooks{.touch =
+                            [runtime] {
+                              if (auto r = runtime.lock())
+                                r->last_activity = std::chrono::steady_clock::now();
+                            },
+                        .sessions =
+                            [runtime](int delta) {
+                              if (auto r = runtime.lock()) r->active_sessions += delta;
+                            }};
   auto max_exec = std::chrono::milliseconds(box.config.max_exec_ms);
-  return std::make_shared<BoxAgent>(std::move(box), it->second->agent, actor, activity_, max_exec,
-                                    std::move(touch));
+  co_return std::make_shared<BoxAgent>(std::move(box), it->second->agent, actor, activity_,
+                                       max_exec, std::move(hooks));
 }
 
 Result<vmm::ResourceUsage> BoxService::usage(const std::string& key) {
   HUTCH_TRY(Box box, store_.find(key));
   auto it = runtimes_.find(box.id);
-  if (box.state != BoxState::kRunning || it == runtimes_.end() || !it->second->vm) {
+  if ((box.state != BoxState::kRunning && box.state != BoxState::kPaused) ||
+      it == runtimes_.end() || !it->second->vm) {
     return fail(Errc::kFailedPrecondition,
                 fmt::format("Box {} is {}; only a running box uses resources", box.name,
                             stateName(box.state)));
@@ -739,20 +779,38 @@ asio::awaitable<Result<>> BoxService::recoverAfterRestart() {
     if (runtimes_.contains(box.id)) continue;
     recoverInterruptedCapture(box);
     bool live = box.state == BoxState::kRunning || box.state == BoxState::kCreating ||
-                box.state == BoxState::kStopping;
-    if (rebooted && live) {
+                box.state == BoxState::kStopping || box.state == BoxState::kPaused;
+    // A recorded suspended state is complete (it is recorded after it is written): a box caught
+    // suspending or resuming, or on a host that rebooted, is suspended with it.
+    const bool has_suspend = store_.findSuspend(box.id).has_value();
+    auto record = [&](BoxState state, std::string_view why) -> Result<> {
       // Not a transition the state machine allows in normal operation: recorded directly.
-      box.state = BoxState::kStopped;
+      box.state = state;
       box.reason.clear();
       box.pid = 0;
       box.updated_at = unixNow();
-      HUTCH_CO_TRY_VOID(store_.update(box));
-      spdlog::info("box={} stopped (the host rebooted)", box.id);
+      HUTCH_TRY_VOID(store_.update(box));
+      spdlog::info("box={} {} ({})", box.id, stateName(state), why);
+      return ok();
+    };
+    if (rebooted && live) {
+      HUTCH_CO_TRY_VOID(
+          record(has_suspend ? BoxState::kSuspended : BoxState::kStopped, "the host rebooted"));
       continue;
     }
-    if (box.state == BoxState::kRunning) {
+    if (has_suspend && (box.state == BoxState::kStopping || box.state == BoxState::kCreating)) {
+      // hutchd died after the state was saved (suspending) or before the resume finished.
+      if (auto vm = co_await backend_.adopt(boxDir(box.id)); vm) co_await (*vm)->kill();
+      HUTCH_CO_TRY_VOID(record(BoxState::kSuspended, "hutchd restarted while it was " +
+                                                         std::string(stateName(box.state))));
+      continue;
+    }
+    if (box.state == BoxState::kRunning || box.state == BoxState::kPaused) {
       auto adopted = co_await adopt(box);
       if (adopted) {
+        // settle() resumed a paused VM; a suspend that did not finish is forgotten.
+        if (has_suspend) (void)dropSuspend(box.id);
+        if (box.state == BoxState::kPaused) HUTCH_CO_TRY_VOID(setState(box, BoxState::kRunning));
         spdlog::info("box={} adopted the running VM (pid {})", box.id, box.pid);
         continue;
       }
@@ -816,7 +874,6 @@ Result<Box> BoxService::setPolicy(const std::string& key, const std::string& tex
                 "Give a policy: a preset (none, allow-all, debian-mirrors) or a JSON document");
   }
   HUTCH_TRY(box.network_policy, network_->policyFor(text, box.image_dir));
-  box.updated_at = unixNow();
   HUTCH_TRY_VOID(store_.update(box));
   HUTCH_TRY_VOID(network_->updatePolicy(box));
   spdlog::info("box={} network policy changed", box.id);
@@ -838,28 +895,48 @@ Result<Box> BoxService::setLifetime(const std::string& key, int64_t expires_at, 
   HUTCH_TRY(Box box, store_.find(key));
   box.expires_at = expires_at;
   box.on_expiry = expires_at != 0 ? on_expiry : Expiry::kNone;
-  box.updated_at = unixNow();
   HUTCH_TRY_VOID(store_.update(box));
+  next_expiry_ = 0;  // expireDue looks again
   return box;
 }
 
 asio::awaitable<void> BoxService::expireDue() {
+  const int64_t now = unixNow();
+  // The next lifetime to end is kept, so that most seconds read nothing from SQLite.
+  if (next_expiry_ > now) co_return;
   auto boxes = store_.list();
   if (!boxes) co_return;
-  const int64_t now = unixNow();
+  next_expiry_ = std::numeric_limits<int64_t>::max();
   for (const Box& b : *boxes) {
-    if (b.expires_at == 0 || b.expires_at > now || b.on_expiry == Expiry::kNone) continue;
-    if (b.on_expiry == Expiry::kStop && b.state != BoxState::kRunning) continue;
-    if (b.state == BoxState::kCreating || b.state == BoxState::kStopping) continue;
-    spdlog::info("box={} its lifetime ended {} s ago: {}", b.id, now - b.expires_at,
-                 b.on_expiry == Expiry::kStop ? "stopping it (disk kept)" : "removing it");
+    if (b.expires_at == 0 || b.on_expiry == Expiry::kNone) continue;
+    if (b.expires_at > now) {
+      next_expiry_ = std::min(next_expiry_, b.expires_at);
+      continue;
+    }
+    if (b.state == BoxState::kCreating || b.state == BoxState::kStopping) {
+      next_expiry_ = now + 1;  // look again once the operation is over
+      continue;
+    }
+    const bool live = b.state == BoxState::kRunning || b.state == BoxState::kPaused;
+    if (b.on_expiry != Expiry::kRemove && !live) continue;
+    spdlog::info("box={} its lifetime ended {} s ago: {} it", b.id, now - b.expires_at,
+                 expiryName(b.on_expiry));
     publish("box.expired", b, {{"action", expiryName(b.on_expiry)}});
-    if (b.on_expiry == Expiry::kStop) {
-      // Stopped once: a later start gives it a new lifetime or none.
+    if (b.on_expiry == Expiry::kStop || b.on_expiry == Expiry::kSuspend) {
+      // Once: a later start gives it a new lifetime or none.
       (void)setLifetime(b.id, 0, Expiry::kNone);
-      auto stopped = co_await stop(b.id);
-      if (!stopped)
-        spdlog::warn("box={} could not be stopped: {}", b.id, stopped.error().describe());
+      // No co_await inside a conditional expression: GCC 12 mangles the temporaries.
+      Result<Box> done = fail(Errc::kInternal, "not done");
+      if (b.on_expiry == Expiry::kStop) {
+        done = co_await stop(b.id);
+      } else {
+        done = co_await suspend(b.id, "expiry");
+      }
+      if (!done) {
+        spdlog::warn("box={} could not be {}: {}", b.id,
+                     b.on_expiry == Expiry::kStop ? "stopped" : "suspended",
+                     done.error().describe());
+      }
     } else {
       auto removed = co_await remove(b.id, true);
       if (!removed)

@@ -50,6 +50,13 @@ struct ServiceConfig {
   bool use_snapshots = true;  // false: every create boots cold (hutchd --no-snapshots)
   std::chrono::seconds ready_timeout{180};  // a template's ready check before its snapshot
   unsigned pool_size = 0;  // restored, paused boxes kept ready per template snapshot
+  // Idle pause (docs/snapshots.md "Suspend and idle pause"): a box that does no work for
+  // idle_pause is paused (a box's own idle_pause_ms overrides it; zero: never), and a box
+  // paused for idle_suspend more is suspended (zero: never).
+  std::chrono::milliseconds idle_pause{0};
+  std::chrono::milliseconds idle_suspend{0};
+  // Guest CPU time (of all its vCPUs) below this share of one CPU over an idle check is no work.
+  double idle_cpu_share = 0.02;
 };
 
 class NetworkService;
@@ -61,6 +68,8 @@ class BoxObserver {
   virtual ~BoxObserver() = default;
   virtual void boxStateChanged(const Box& box) = 0;
   virtual void boxRemoved(const std::string& box_id) = 0;
+  // Connections open into the box from outside (published ports): work, for idle pause.
+  virtual size_t openConnections(const std::string& box_id) const = 0;
 };
 
 class BoxService {
@@ -77,15 +86,37 @@ class BoxService {
   Result<std::vector<Box>> list(const storage::OwnerFilter& owner = std::nullopt);
   // By id, unique id prefix or name, among the boxes `owner` sees.
   Result<Box> get(const std::string& key, const storage::OwnerFilter& owner = std::nullopt);
-  // Boots a stopped or failed box again from its own disk: every file is where it was left.
+  // Boots a stopped or failed box again from its own disk (every file is where it was left);
+  // resumes a suspended one (every process as it was; a cold boot when its state cannot be
+  // loaded here, box.boot says why).
   asio::awaitable<Result<Box>> start(const std::string& key);
   // Clean shutdown: the agent syncs and powers off; QEMU is killed if it does not exit in time.
   asio::awaitable<Result<Box>> stop(const std::string& key);
+  // Suspend (box_suspend.cc): the box's memory and devices saved next to its disk, its QEMU
+  // gone. `by` ("request", "idle", "expiry") is recorded: a box suspended for being idle is
+  // resumed by the next thing done in it (agentFor); one suspended on request needs start().
+  asio::awaitable<Result<Box>> suspend(const std::string& key, std::string_view by = "request");
+  // How a box was suspended ("request", "idle", "expiry"); "" when it is not.
+  std::string suspendedBy(const std::string& box_id);
+  // Idle pause: the vCPUs stop, QEMU stays (no CPU used); wake() continues it.
+  asio::awaitable<Result<Box>> pause(const std::string& key);
+  // A paused box runs again; a box suspended for being idle is resumed. Others are untouched.
+  asio::awaitable<Result<>> wake(const std::string& key);
+  // Pauses boxes that did no work for their idle period and suspends boxes paused long enough.
+  asio::awaitable<void> idleCheck();
+  // What hutchd does every second: scanConsoles(), expireDue(), idleCheck().
+  asio::awaitable<void> tick() {
+    scanConsoles();
+    co_await expireDue();
+    co_await idleCheck();
+  }
   // Removes the box's VM (force needed if it is running), its directory and its record.
   asio::awaitable<Result<>> remove(const std::string& key, bool force);
   // How `actor` acts inside a running box (box_agent.h: every exec and file operation through it
-  // is reported); kFailedPrecondition if the box is not running.
-  Result<std::shared_ptr<BoxAgent>> agentFor(const std::string& key, const observe::Actor& actor);
+  // is reported). A paused box, or one suspended for being idle, is woken first;
+  // kFailedPrecondition if the box is not running otherwise.
+  asio::awaitable<Result<std::shared_ptr<BoxAgent>>> agentFor(const std::string& key,
+                                                              const observe::Actor& actor);
   Result<std::filesystem::path> consoleLog(const std::string& key);
   // What a running box's VMM uses of the host (its cgroup): memory, CPU time, tasks.
   Result<vmm::ResourceUsage> usage(const std::string& key);
@@ -98,13 +129,13 @@ class BoxService {
   // Changes a box's egress policy (`text`: a preset or JSON), live if it runs.
   Result<Box> setPolicy(const std::string& key, const std::string& text,
                         const observe::Actor& actor);
-  // Sets when the box's lifetime ends (unix seconds; 0: never) and what happens then.
+  // Sets when the box's lifetime ends (unix seconds; 0: never) and what happens then. It does
+  // not change updated_at, which says since when the box is in its state.
   Result<Box> setLifetime(const std::string& key, int64_t expires_at, Expiry on_expiry);
-  // Does what each box whose lifetime has ended asks for (remove it, or stop a running one);
-  // hutchd calls it every second.
+  // Does what each box whose lifetime has ended asks for (remove, stop or suspend it).
   asio::awaitable<void> expireDue();
   // Reads what running boxes' consoles printed since the last call and publishes the guest
-  // kernel's OOM kills (box.oom_kill); hutchd calls it every second.
+  // kernel's OOM kills (box.oom_kill).
   void scanConsoles();
   // One observer (or none); it must outlive the service or be reset to nullptr first.
   void setObserver(BoxObserver* observer) { observer_ = observer; }
@@ -167,6 +198,13 @@ class BoxService {
     std::string exit_reason;
     std::chrono::steady_clock::time_point last_activity;  // exec, files, connections (BoxAgent)
     uint64_t console_offset = 0;  // how far scanConsoles() has read console.log
+    std::chrono::steady_clock::time_point paused_at;
+    int active_sessions = 0;  // exec sessions open through BoxAgent (idle pause)
+    // The guest's own CPU time at the last idle check (from its /proc/stat), in clock ticks.
+    uint64_t guest_busy_ticks = 0;
+    uint64_t guest_total_ticks = 0;
+    bool sampling = false;  // an idle check is reading /proc/stat
+    std::chrono::steady_clock::time_point last_sample;
   };
 
   // Where a restore comes from.
@@ -188,6 +226,7 @@ class BoxService {
     uint64_t disk_bytes = 0;                // the layer's virtual size
     std::string label;                      // for the box's boot note and logs
     std::shared_ptr<PendingState> pending;  // set: `state` is still being written
+    bool keep_disk = false;  // a suspended box: its own disk, no new overlay on `layer`
   };
   struct Capture {
     std::filesystem::path state;
@@ -297,6 +336,19 @@ class BoxService {
   asio::awaitable<Result<std::vector<Box>>> forkBox(const std::string& key, ForkSpec spec);
   asio::awaitable<Result<Snapshot>> checkpointBox(const std::string& key, std::string name);
   asio::awaitable<Result<Box>> rollbackBox(const std::string& key, const std::string& name);
+  asio::awaitable<Result<Snapshot>> saveBox(const std::string& key, std::string name);
+  asio::awaitable<Result<Box>> suspendBox(const std::string& key, std::string_view by);
+  // Before a capture (fork, checkpoint, save): a paused box is woken, a suspended one resumed;
+  // returns how to suspend it again afterwards ("" : leave it running).
+  asio::awaitable<Result<std::string>> readyForCapture(const std::string& key);
+  asio::awaitable<void> afterCapture(const std::string& key, const std::string& by);
+  // Resumes a suspended box from its state, or boots it cold when that cannot be loaded.
+  asio::awaitable<Result<Box>> resumeSuspended(Box box);
+  // Forgets a box's suspended state (record and files).
+  Result<> dropSuspend(const std::string& box_id);
+  // One idle check of a running box: whether it did work since the last one.
+  asio::awaitable<void> sampleIdle(std::string box_id, std::shared_ptr<Runtime> runtime);
+  std::chrono::milliseconds idlePauseOf(const Box& box) const;
   // What an operation adds to an owner's use; checkQuota fails with kResourceExhausted naming
   // the first limit it would pass.
   struct Demand {
@@ -328,6 +380,8 @@ class BoxService {
   int creating_ = 0;                                 // create() calls under way
   BoxObserver* observer_ = nullptr;
   ActivitySinks activity_;
+  int64_t next_expiry_ = 0;                 // unix seconds of the next lifetime to end; 0: unknown
+  event::AsyncEvent state_changed_{loop_};  // setState() notifies it
   NetworkService* network_ = nullptr;
   QuotaLookup quotas_;
   // Boxes of forks under way whose children are not recorded yet, by owner id: counted by

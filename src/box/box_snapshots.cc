@@ -573,10 +573,31 @@ int64_t msSince(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
+asio::awaitable<Result<std::string>> BoxService::readyForCapture(const std::string& key) {
+  HUTCH_CO_TRY(Box box, store_.find(key));
+  if (box.state == BoxState::kPaused) HUTCH_CO_TRY_VOID(co_await wake(box.id));
+  if (box.state != BoxState::kSuspended) co_return std::string();
+  // A suspended box is resumed for the capture and suspended again after it, as it was.
+  std::string by = suspendedBy(box.id);
+  HUTCH_CO_TRY_VOID(co_await start(box.id));
+  co_return by.empty() ? std::string("request") : by;
+}
+
+asio::awaitable<void> BoxService::afterCapture(const std::string& key, const std::string& by) {
+  if (by.empty()) co_return;
+  auto suspended = co_await suspend(key, by);
+  if (!suspended) {
+    spdlog::warn("box={} stays running: it cannot be suspended again after the capture: {}", key,
+                 suspended.error().describe());
+  }
+}
+
 asio::awaitable<Result<std::vector<Box>>> BoxService::fork(const std::string& key, ForkSpec spec) {
   const auto t0 = std::chrono::steady_clock::now();
   auto parent = store_.find(key);
+  HUTCH_CO_TRY(std::string resuspend, co_await readyForCapture(key));
   auto children = co_await forkBox(key, std::move(spec));
+  co_await afterCapture(key, resuspend);
   if (!children) {
     publishFailure("fork", parent ? observe::subjectOf(*parent) : observe::Subject{},
                    children.error());
@@ -599,7 +620,9 @@ asio::awaitable<Result<std::vector<Box>>> BoxService::fork(const std::string& ke
 
 asio::awaitable<Result<Snapshot>> BoxService::checkpoint(const std::string& key, std::string name) {
   const auto t0 = std::chrono::steady_clock::now();
+  HUTCH_CO_TRY(std::string resuspend, co_await readyForCapture(key));
   auto taken = co_await checkpointBox(key, std::move(name));
+  co_await afterCapture(key, resuspend);
   auto box = store_.find(key);
   if (!taken) {
     publishFailure("checkpoint", box ? observe::subjectOf(*box) : observe::Subject{},
@@ -851,6 +874,7 @@ asio::awaitable<Result<Box>> BoxService::rollbackBox(const std::string& key,
     HUTCH_CO_TRY_VOID(checkQuota(
         box.owner, {.cpus = box.config.cpus, .memory_mib = box.config.memory_mib}, "rollback"));
   }
+  if (box.state == BoxState::kSuspended) HUTCH_CO_TRY_VOID(dropSuspend(box.id));
   if (auto it = runtimes_.find(box.id); it != runtimes_.end()) {
     std::shared_ptr<Runtime> runtime = it->second;
     if (runtime->busy) {

@@ -6,19 +6,23 @@ namespace hutch::box {
 namespace {
 
 constexpr BoxState kAll[] = {BoxState::kCreating, BoxState::kRunning, BoxState::kStopping,
-                             BoxState::kStopped, BoxState::kFailed};
+                             BoxState::kStopped,  BoxState::kFailed,  BoxState::kPaused,
+                             BoxState::kSuspended};
 
 TEST(BoxStateTest, LegalTransitions) {
-  // The full table: rows are `from`, columns are `to` in kAll's order.
-  const bool legal[5][5] = {
-      /* creating */ {false, true, false, true, true},
-      /* running  */ {false, false, true, false, true},
-      /* stopping */ {false, false, false, true, true},
-      /* stopped  */ {true, false, false, false, false},
-      /* failed   */ {true, false, false, false, true},
+  // The full table: rows are `from`, columns are `to` in kAll's order (creating, running,
+  // stopping, stopped, failed, paused, suspended).
+  const bool legal[7][7] = {
+      /* creating  */ {false, true, false, true, true, false, false},
+      /* running   */ {false, false, true, false, true, true, false},
+      /* stopping  */ {false, false, false, true, true, false, true},
+      /* stopped   */ {true, false, false, false, false, false, false},
+      /* failed    */ {true, false, false, false, true, false, false},
+      /* paused    */ {false, true, true, false, true, false, false},
+      /* suspended */ {true, false, false, true, false, false, false},
   };
-  for (int f = 0; f < 5; ++f) {
-    for (int t = 0; t < 5; ++t) {
+  for (int f = 0; f < 7; ++f) {
+    for (int t = 0; t < 7; ++t) {
       auto r = checkTransition(kAll[f], kAll[t]);
       EXPECT_EQ(r.has_value(), legal[f][t]) << stateName(kAll[f]) << " -> " << stateName(kAll[t]);
       if (!r) {
@@ -30,7 +34,16 @@ TEST(BoxStateTest, LegalTransitions) {
 
 TEST(BoxStateTest, NamesRoundTrip) {
   for (BoxState s : kAll) EXPECT_EQ(*parseState(stateName(s)), s);
-  EXPECT_FALSE(parseState("paused"));
+  EXPECT_FALSE(parseState("exploded"));
+}
+
+TEST(ExpiryTest, NamesRoundTrip) {
+  for (auto e : {Expiry::kNone, Expiry::kRemove, Expiry::kStop, Expiry::kSuspend}) {
+    EXPECT_EQ(*parseExpiry(expiryName(e)), e);
+  }
+  auto bad = parseExpiry("explode");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message().find("stop, suspend or remove"), std::string::npos);
 }
 
 TEST(BoxConfigTest, RejectsOutOfRangeValues) {

@@ -133,9 +133,10 @@ class PortForwards::Listener : public std::enable_shared_from_this<PortForwards:
   asio::awaitable<void> serve(std::shared_ptr<Relay> relay) {
     auto self = shared_from_this();
     // Whoever connects to a published port is not known to hutch: the box's owner acts.
-    auto agent = service_.agentFor(
-        forward_.box_id,
-        {.key_id = "", .key_name = fmt::format("port {}", hostEndpoint(forward_))});
+    // Named, not a braced temporary inside co_await: GCC 12 destroys those twice.
+    const observe::Actor actor{.key_id = "",
+                               .key_name = fmt::format("port {}", hostEndpoint(forward_))};
+    auto agent = co_await service_.agentFor(forward_.box_id, actor);
     if (!agent) {
       spdlog::debug("box={} port {}: {}", forward_.box_id, hostEndpoint(forward_),
                     agent.error().describe());
@@ -381,7 +382,7 @@ void PortForwards::openRunning() {
   auto boxes = store_.list();
   if (!boxes) return;
   for (const Box& b : *boxes) {
-    if (b.state == BoxState::kRunning) openFor(b.id);
+    if (listensFor(b)) openFor(b.id);
   }
 }
 
@@ -391,12 +392,28 @@ void PortForwards::closeAll() {
   errors_.clear();
 }
 
+bool PortForwards::listensFor(const Box& box) const {
+  // A paused box, or one suspended for being idle, is woken by a connection (agentFor).
+  return box.state == BoxState::kRunning || box.state == BoxState::kPaused ||
+         (box.state == BoxState::kSuspended && service_.suspendedBy(box.id) == "idle");
+}
+
 void PortForwards::boxStateChanged(const Box& box) {
-  if (box.state == BoxState::kRunning) {
+  if (listensFor(box)) {
     openFor(box.id);
-  } else {
+  } else if (box.state != BoxState::kCreating && box.state != BoxState::kStopping) {
+    // Passing through creating or stopping changes nothing: a connection that is waking the box
+    // (an idle one being resumed) must not be cut, nor one of a box being suspended for idleness.
     closeFor(box.id);
   }
+}
+
+size_t PortForwards::openConnections(const std::string& box_id) const {
+  size_t open = 0;
+  for (const auto& [key, listener] : listeners_) {
+    if (listener->forward().box_id == box_id) open += listener->connections();
+  }
+  return open;
 }
 
 void PortForwards::boxRemoved(const std::string& box_id) {

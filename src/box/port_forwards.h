@@ -53,6 +53,7 @@ class PortForwards : public BoxObserver {
   // BoxObserver
   void boxStateChanged(const Box& box) override;
   void boxRemoved(const std::string& box_id) override;
+  size_t openConnections(const std::string& box_id) const override;
 
   class Listener;
 
@@ -60,6 +61,7 @@ class PortForwards : public BoxObserver {
   using Key = std::pair<std::string, uint16_t>;  // host address, host port
   static Key keyOf(const PortForward& f) { return {f.host_address, f.host_port}; }
 
+  bool listensFor(const Box& box) const;
   void openFor(const std::string& box_id);
   void closeFor(const std::string& box_id);
   PortStatus statusOf(const PortForward& forward) const;

@@ -14,11 +14,12 @@ namespace hutch::box {
 
 namespace {
 
-constexpr std::array<std::pair<SnapshotKind, std::string_view>, 4> kKindNames{{
+constexpr std::array<std::pair<SnapshotKind, std::string_view>, 5> kKindNames{{
     {SnapshotKind::kTemplate, "template"},
     {SnapshotKind::kCheckpoint, "checkpoint"},
     {SnapshotKind::kFork, "fork"},
     {SnapshotKind::kSaved, "saved"},
+    {SnapshotKind::kSuspend, "suspend"},
 }};
 
 uint64_t readBigEndian(const unsigned char* p, size_t n) {

@@ -23,7 +23,9 @@ namespace hutch::box {
 
 // kSaved: a running box captured like a checkpoint, but kept after the box is removed and owned
 // by the box's owner; new boxes start from it (BoxService::createFromSaved). E2B's snapshots.
-enum class SnapshotKind { kTemplate, kCheckpoint, kFork, kSaved };
+// kSuspend: a suspended box's memory and devices (its disk is its own, not frozen); one per
+// box, dropped when it resumes (box_suspend.cc).
+enum class SnapshotKind { kTemplate, kCheckpoint, kFork, kSaved, kSuspend };
 std::string_view snapshotKindName(SnapshotKind kind);
 Result<SnapshotKind> parseSnapshotKind(std::string_view text);
 

@@ -125,7 +125,8 @@ boost::asio::awaitable<Result<nlohmann::json>> TemplateService::createFromBox(st
                                name));
   }
   HUTCH_CO_TRY(Box box, boxes_.find(box_key));
-  if (box.state != BoxState::kStopped) {
+  // A suspended box's disk is consistent too: QEMU flushed it when it saved the state.
+  if (box.state != BoxState::kStopped && box.state != BoxState::kSuspended) {
     co_return fail(Errc::kFailedPrecondition,
                    fmt::format("Box {} is {}; stop it first so its disk is consistent", box.name,
                                stateName(box.state)));

@@ -50,6 +50,13 @@ int main(int argc, char** argv) {
       ->add_option("--secret", run.secrets,
                    "A host secret the box gets a placeholder for (repeatable; hutch secret set)")
       ->allow_extra_args(false);
+  run_cmd->add_option("--timeout", run.timeout,
+                      "The box's lifetime (30m, 2h): when it ends the box is removed, or "
+                      "--on-timeout says");
+  run_cmd->add_option("--on-timeout", run.on_timeout, "stop, suspend or remove (default)");
+  run_cmd->add_option("--idle-pause", run.idle_pause,
+                      "Pause the box after this long without work (5m; 0: never; default: "
+                      "hutchd's --idle-pause)");
   run_cmd->add_option("--max-exec-time", run.max_exec_time,
                       "Kill any command in the box that runs longer (30s, 10m, 2h; detached "
                       "processes are not limited)");
@@ -148,12 +155,26 @@ int main(int argc, char** argv) {
   image_load->add_option("file", image_file, "The archive")->required();
 
   std::vector<std::string> start_boxes;
-  auto* start_cmd = app.add_subcommand("start", "Boot stopped or failed boxes from their disks");
+  auto* start_cmd = app.add_subcommand(
+      "start", "Resume suspended boxes; boot stopped or failed ones from their disks");
   start_cmd->add_option("box", start_boxes, "Box names or ids")->required();
 
   std::vector<std::string> stop_boxes;
-  auto* stop_cmd = app.add_subcommand("stop", "Shut boxes down cleanly");
+  bool stop_shutdown = false;
+  auto* stop_cmd = app.add_subcommand(
+      "stop", "Suspend boxes: memory and processes kept on disk, nothing else used");
+  stop_cmd->add_flag("--shutdown", stop_shutdown,
+                     "Power the guest off cleanly instead (processes end; the disk is kept)");
   stop_cmd->add_option("box", stop_boxes, "Box names or ids")->required();
+
+  std::string timeout_box;
+  std::string timeout_value;
+  std::string timeout_action;
+  auto* timeout_cmd = app.add_subcommand(
+      "timeout", "Set when a box's lifetime ends, from now: 'timeout BOX 30m' ('0': never)");
+  timeout_cmd->add_option("--on-timeout", timeout_action, "stop, suspend or remove");
+  timeout_cmd->add_option("box", timeout_box, "Box name or id")->required();
+  timeout_cmd->add_option("duration", timeout_value, "30s, 10m, 2h, 1d; 0 for none")->required();
 
   std::vector<std::string> rm_boxes;
   bool force = false;
@@ -369,7 +390,10 @@ int main(int argc, char** argv) {
   if (image_load->parsed()) return cmdImageLoad(client, out, image_box, image_file);
   if (stats_cmd->parsed()) return cmdStats(client, out, stats_boxes);
   if (start_cmd->parsed()) return cmdStart(client, out, start_boxes);
-  if (stop_cmd->parsed()) return cmdStop(client, out, stop_boxes);
+  if (stop_cmd->parsed()) return cmdStop(client, out, stop_boxes, stop_shutdown);
+  if (timeout_cmd->parsed()) {
+    return cmdTimeout(client, out, timeout_box, timeout_value, timeout_action);
+  }
   if (rm_cmd->parsed()) return cmdRemove(client, out, rm_boxes, force);
   if (template_ls->parsed()) return cmdTemplateList(client, out);
   if (template_build->parsed()) return cmdTemplateCreate(client, out, template_name, "");

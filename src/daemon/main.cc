@@ -98,6 +98,18 @@ int run(int argc, char** argv) {
          "a check still running then is killed and the box boots cold")
       ->capture_default_str()
       ->check(CLI::Range(1U, 86400U));
+  unsigned idle_pause = 300;
+  app.add_option("--idle-pause", idle_pause,
+                 "Seconds a box may do no work before it is paused (no CPU; the next exec, file "
+                 "operation or connection resumes it); 0: never. A box's own --idle-pause wins")
+      ->capture_default_str()
+      ->check(CLI::Range(0U, 31622400U));
+  unsigned idle_suspend = 3600;
+  app.add_option("--idle-suspend", idle_suspend,
+                 "Seconds a box may stay paused before it is suspended to disk (its memory freed; "
+                 "resumed the same way); 0: never")
+      ->capture_default_str()
+      ->check(CLI::Range(0U, 31622400U));
   unsigned pool_size = 1;
   app.add_option("--pool-size", pool_size,
                  "Restored, paused boxes kept ready per template and size (0: none; see "
@@ -261,6 +273,8 @@ int run(int argc, char** argv) {
   config.layers_dir = state / "layers";
   config.use_snapshots = !no_snapshots;
   config.pool_size = pool_size;
+  config.idle_pause = std::chrono::seconds(idle_pause);
+  config.idle_suspend = std::chrono::seconds(idle_suspend);
   config.ready_timeout = std::chrono::seconds(ready_timeout);
   auto qemu_version = hutch::vmm::qemu::qemuVersion(backend.binary());
   if (!qemu_version) {
@@ -441,8 +455,7 @@ int run(int argc, char** argv) {
     expiry_timer.expires_after(std::chrono::seconds(1));
     expiry_timer.async_wait([&](const boost::system::error_code& ec) {
       if (ec) return;
-      service.scanConsoles();
-      boost::asio::co_spawn(loop, service.expireDue(),
+      boost::asio::co_spawn(loop, service.tick(),
                             [&](const std::exception_ptr&) { expire_tick(); });
     });
   };

@@ -77,7 +77,7 @@ awaitable<Reply> createFromSnapshot(box::BoxService& service, const FacadeOption
   box_spec.owner = ctx.principal.owner();
   if (spec.timeout_s > 0) {
     box_spec.expires_at = box::unixNow() + spec.timeout_s;
-    box_spec.on_expiry = spec.auto_pause ? box::Expiry::kStop : box::Expiry::kRemove;
+    box_spec.on_expiry = spec.auto_pause ? box::Expiry::kSuspend : box::Expiry::kRemove;
   }
   auto created = co_await service.createFromSaved(saved, std::move(box_spec));
   if (!created) co_return controlError(created.error());
@@ -102,7 +102,7 @@ awaitable<Reply> createSandbox(box::BoxService& service, const FacadeOptions& op
   box_spec.owner = ctx.principal.owner();
   if (spec->timeout_s > 0) {
     box_spec.expires_at = box::unixNow() + spec->timeout_s;
-    box_spec.on_expiry = spec->auto_pause ? box::Expiry::kStop : box::Expiry::kRemove;
+    box_spec.on_expiry = spec->auto_pause ? box::Expiry::kSuspend : box::Expiry::kRemove;
   }
   auto policy = policyFor(*spec);
   if (!policy) co_return controlError(policy.error());
@@ -206,7 +206,8 @@ awaitable<Reply> connectSandbox(box::BoxService& service, const FacadeOptions& o
   auto b = service.get(boxOf(ctx));
   if (!b) co_return controlError(b.error());
   http::status status = http::status::ok;
-  if (b->state == box::BoxState::kStopped || b->state == box::BoxState::kFailed) {
+  if (b->state == box::BoxState::kStopped || b->state == box::BoxState::kFailed ||
+      b->state == box::BoxState::kSuspended) {
     auto started = co_await service.start(b->id);
     if (!started) co_return controlError(started.error());
     b = std::move(started);
@@ -224,11 +225,12 @@ awaitable<Reply> connectSandbox(box::BoxService& service, const FacadeOptions& o
 awaitable<Reply> pauseSandbox(box::BoxService& service, RequestContext& ctx) {
   auto b = service.get(boxOf(ctx));
   if (!b) co_return controlError(b.error());
-  if (b->state != box::BoxState::kRunning) {
+  if (b->state != box::BoxState::kRunning && b->state != box::BoxState::kPaused) {
     co_return controlError(
         Error(Errc::kAlreadyExists, fmt::format("The sandbox {} is already paused", b->id)));
   }
-  auto stopped = co_await service.stop(b->id);
+  // E2B's pause keeps memory and processes: hutch's suspend.
+  auto stopped = co_await service.suspend(b->id);
   if (!stopped) co_return controlError(stopped.error());
   co_return noContent();
 }
@@ -295,7 +297,7 @@ awaitable<Reply> createSnapshot(box::BoxService& service, RequestContext& ctx) {
   }
   auto b = service.get(boxOf(ctx));
   if (!b) co_return controlError(b.error());
-  if (b->state != box::BoxState::kRunning) {
+  if (b->state != box::BoxState::kRunning && b->state != box::BoxState::kPaused) {
     co_return controlError(Error(
         Errc::kFailedPrecondition,
         fmt::format("The sandbox {} is not running; connect to it (resume) before snapshotting",

@@ -49,17 +49,17 @@ struct FsCall {
   std::string path;
 };
 
-Result<FsCall> fsCall(box::BoxService& service, const RequestContext& ctx,
-                      const char* path_field = "path") {
-  HUTCH_TRY(json message, parseMessage(ctx.request.body()));
+awaitable<Result<FsCall>> fsCall(box::BoxService& service, const RequestContext& ctx,
+                                 const char* path_field = "path") {
+  HUTCH_CO_TRY(json message, parseMessage(ctx.request.body()));
   std::string path;
   if (path_field != nullptr) {
-    HUTCH_TRY(path, pathField(message, path_field));
+    HUTCH_CO_TRY(path, pathField(message, path_field));
   }
-  HUTCH_TRY(std::string user, userOf(ctx));
-  auto agent = service.agentFor(boxOf(ctx), ctx.principal.actor());
-  if (!agent) return fail(notRunning(agent.error(), boxOf(ctx)));
-  return FsCall{*agent, std::move(user), std::move(message), std::move(path)};
+  HUTCH_CO_TRY(std::string user, userOf(ctx));
+  auto agent = co_await service.agentFor(boxOf(ctx), ctx.principal.actor());
+  if (!agent) co_return fail(notRunning(agent.error(), boxOf(ctx)));
+  co_return FsCall{*agent, std::move(user), std::move(message), std::move(path)};
 }
 
 Result<std::string> pathField(const json& message, const char* name) {
@@ -72,7 +72,7 @@ Result<std::string> pathField(const json& message, const char* name) {
 }  // namespace
 
 awaitable<Reply> fsStat(box::BoxService& service, RequestContext& ctx) {
-  auto call = fsCall(service, ctx);
+  auto call = co_await fsCall(service, ctx);
   if (!call) co_return rpcError(call.error());
   const std::string& path = call->path;
   // Requests are named, never temporaries inside co_await: GCC 12 destroys those twice.
@@ -83,7 +83,7 @@ awaitable<Reply> fsStat(box::BoxService& service, RequestContext& ctx) {
 }
 
 awaitable<Reply> fsListDir(box::BoxService& service, RequestContext& ctx) {
-  auto call = fsCall(service, ctx);
+  auto call = co_await fsCall(service, ctx);
   if (!call) co_return rpcError(call.error());
   const std::string& path = call->path;
   int64_t depth = 1;
@@ -103,7 +103,7 @@ awaitable<Reply> fsListDir(box::BoxService& service, RequestContext& ctx) {
 }
 
 awaitable<Reply> fsMakeDir(box::BoxService& service, RequestContext& ctx) {
-  auto call = fsCall(service, ctx);
+  auto call = co_await fsCall(service, ctx);
   if (!call) co_return rpcError(call.error());
   const std::string& path = call->path;
   proto::FileMkdirRequest request{.path = path, .user = call->user};
@@ -117,7 +117,7 @@ awaitable<Reply> fsMakeDir(box::BoxService& service, RequestContext& ctx) {
 }
 
 awaitable<Reply> fsMove(box::BoxService& service, RequestContext& ctx) {
-  auto call = fsCall(service, ctx, nullptr);
+  auto call = co_await fsCall(service, ctx, nullptr);
   if (!call) co_return rpcError(call.error());
   auto from = pathField(call->message, "source");
   if (!from) co_return rpcError(from.error());
@@ -130,7 +130,7 @@ awaitable<Reply> fsMove(box::BoxService& service, RequestContext& ctx) {
 }
 
 awaitable<Reply> fsRemove(box::BoxService& service, RequestContext& ctx) {
-  auto call = fsCall(service, ctx);
+  auto call = co_await fsCall(service, ctx);
   if (!call) co_return rpcError(call.error());
   const std::string& path = call->path;
   proto::FileRemoveRequest request{.path = path, .user = call->user, .recursive = true};
@@ -170,7 +170,7 @@ awaitable<Reply> fsWatchDir(box::BoxService& service, RequestContext& ctx) {
   if (!request) co_return rpcError(request.error());
   auto user = userOf(ctx);
   if (!user) co_return rpcError(user.error());
-  auto agent = service.agentFor(boxOf(ctx), ctx.principal.actor());
+  auto agent = co_await service.agentFor(boxOf(ctx), ctx.principal.actor());
   if (!agent) co_return rpcError(notRunning(agent.error(), boxOf(ctx)));
   proto::WatchRequest watch_request{
       .path = request->first, .user = *user, .recursive = request->second};
@@ -264,7 +264,7 @@ awaitable<void> collectWatcher(std::shared_ptr<Watcher> watcher) {
 
 awaitable<Reply> fsCreateWatcher(box::BoxService& service, std::shared_ptr<State> state,
                                  RequestContext& ctx) {
-  auto call = fsCall(service, ctx);
+  auto call = co_await fsCall(service, ctx);
   if (!call) co_return rpcError(call.error());
   auto request = watchRequest(call->message);
   if (!request) co_return rpcError(request.error());
@@ -332,7 +332,7 @@ awaitable<Reply> filesGet(box::BoxService& service, RequestContext& ctx) {
   }
   auto user = fileUser(ctx);
   if (!user) co_return envdError(user.error());
-  auto agent = service.agentFor(boxOf(ctx), ctx.principal.actor());
+  auto agent = co_await service.agentFor(boxOf(ctx), ctx.principal.actor());
   if (!agent) co_return envdError(notRunning(agent.error(), boxOf(ctx)));
   proto::FileReadRequest request{.path = path->second, .user = *user};
   auto opened = co_await (*agent)->openRead(std::move(request));
@@ -381,7 +381,7 @@ json writtenJson(const proto::FileInfo& info) {
 awaitable<Reply> filesPost(box::BoxService& service, RequestContext& ctx) {
   auto user = fileUser(ctx);
   if (!user) co_return envdError(user.error());
-  auto agent = service.agentFor(boxOf(ctx), ctx.principal.actor());
+  auto agent = co_await service.agentFor(boxOf(ctx), ctx.principal.actor());
   if (!agent) co_return envdError(notRunning(agent.error(), boxOf(ctx)));
   std::optional<std::string> query_path;
   if (auto p = ctx.query.find("path"); p != ctx.query.end() && !p->second.empty()) {
@@ -467,7 +467,7 @@ awaitable<Reply> filesPost(box::BoxService& service, RequestContext& ctx) {
 }
 
 awaitable<Reply> health(box::BoxService& service, RequestContext& ctx) {
-  auto agent = service.agentFor(boxOf(ctx), ctx.principal.actor());
+  auto agent = co_await service.agentFor(boxOf(ctx), ctx.principal.actor());
   if (!agent) co_return envdError(notRunning(agent.error(), boxOf(ctx)));
   co_return noContent();
 }

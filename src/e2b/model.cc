@@ -257,8 +257,11 @@ std::string rfc3339Nanos(int64_t unix_nanos) {
 }
 
 std::string sandboxState(const box::Box& b) {
-  return b.state == box::BoxState::kRunning || b.state == box::BoxState::kCreating ? "running"
-                                                                                   : "paused";
+  // An idle-paused box is running as far as E2B is concerned: the next call wakes it.
+  return b.state == box::BoxState::kRunning || b.state == box::BoxState::kCreating ||
+                 b.state == box::BoxState::kPaused
+             ? "running"
+             : "paused";
 }
 
 std::string templateIdOf(const box::Box& b) {

@@ -209,7 +209,7 @@ awaitable<Reply> processStart(box::BoxService& service, std::shared_ptr<State> s
   auto user = userOf(ctx);
   if (!user) co_return rpcError(user.error());
   const std::string& box = boxOf(ctx);
-  auto agent = service.agentFor(box, ctx.principal.actor());
+  auto agent = co_await service.agentFor(box, ctx.principal.actor());
   if (!agent) co_return rpcError(notRunning(agent.error(), box));
 
   proto::ExecRequest request;

@@ -282,7 +282,7 @@ Result<AuditVerdict> AuditLog::verify() const {
                     fmt::format("at record {} hutchd found the log cut short or replaced: it "
                                 "expected to continue from record {} ({})",
                                 r->seq, r->entry.data["expected"].value("seq", int64_t{0}),
-                                r->entry.data.dump()));
+                                canonical(r->entry.data)));
     }
     prev = r->hash;
     seq = r->seq;

@@ -77,7 +77,9 @@ int64_t EventBus::publish(std::string type, const Subject& subject, json data) {
   event.box_id = subject.box_id;
   event.box_name = subject.box_name;
   event.owner_id = subject.owner_id;
-  event.data = data.dump();
+  // Names, paths and messages come from clients and boxes: bytes that are not UTF-8 are replaced,
+  // never a reason to fail.
+  event.data = data.dump(-1, ' ', false, json::error_handler_t::replace);
   if (auto id = store_.insert(event); id) {
     event.id = *id;
   } else {

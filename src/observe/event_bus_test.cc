@@ -76,6 +76,14 @@ TEST_F(EventBusTest, PublishStoresTheEventAndHandsItToListenersAndMatchingSubscr
   EXPECT_TRUE(toJson((*stored)[2])["box"].is_null());
 }
 
+TEST_F(EventBusTest, DataThatIsNotUtf8IsStoredWithReplacements) {
+  EXPECT_EQ(bus_->publish("operation.failed", {}, {{"error", std::string("bad \xff name")}}), 1);
+  auto stored = bus_->read({});
+  ASSERT_TRUE(stored);
+  ASSERT_EQ(stored->size(), 1u);
+  EXPECT_EQ(nlohmann::json::parse((*stored)[0].data)["error"], "bad \xef\xbf\xbd name");
+}
+
 TEST_F(EventBusTest, ASubscriptionThatFallsBehindDropsItsQueueInsteadOfGrowing) {
   auto slow = bus_->subscribe({}, 4);
   for (int i = 0; i < 10; ++i) bus_->publish("box.started", {"b1", "one", ""});

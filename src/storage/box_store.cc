@@ -92,6 +92,7 @@ ALTER TABLE boxes ADD COLUMN on_expiry TEXT NOT NULL DEFAULT '';)sql",
 ALTER TABLE snapshots ADD COLUMN owner_id TEXT NOT NULL DEFAULT '';
 ALTER TABLE snapshots ADD COLUMN source TEXT NOT NULL DEFAULT '';
 ALTER TABLE boxes ADD COLUMN max_exec_ms INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE boxes ADD COLUMN idle_pause_ms INTEGER NOT NULL DEFAULT -1;
 CREATE UNIQUE INDEX saved_names ON snapshots (owner_id, name) WHERE kind = 'saved';)sql",
     // Events (issue 14, storage/event_store.h): ids never reused, so readers resume by id.
     R"sql(
@@ -116,7 +117,7 @@ CREATE TABLE audit_head (
 constexpr const char* kColumns =
     "id, name, template, cpus, memory_mib, state, reason, accel, pid, created_at, updated_at, "
     "disk_mib, image_dir, boot, disk, uid_index, network_policy, secrets, owner_id, owner_name, "
-    "env, metadata, expires_at, on_expiry, max_exec_ms";
+    "env, metadata, expires_at, on_expiry, max_exec_ms, idle_pause_ms";
 
 constexpr const char* kSnapshotColumns =
     "id, kind, box_id, name, template_key, dir, layer, size_bytes, created_at, owner_id, source";
@@ -199,6 +200,7 @@ Result<box::Box> readRow(const Statement& st) {
   b.expires_at = st.columnInt(22);
   HUTCH_TRY(b.on_expiry, box::parseExpiry(st.columnText(23)));
   b.config.max_exec_ms = static_cast<uint64_t>(st.columnInt(24));
+  b.config.idle_pause_ms = st.columnInt(25);
   return b;
 }
 
@@ -227,7 +229,8 @@ void bindRow(Statement& st, const box::Box& b) {
       .bind(22, nlohmann::json(b.metadata).dump())
       .bind(23, b.expires_at)
       .bind(24, box::expiryName(b.on_expiry))
-      .bind(25, static_cast<int64_t>(b.config.max_exec_ms));
+      .bind(25, static_cast<int64_t>(b.config.max_exec_ms))
+      .bind(26, b.config.idle_pause_ms);
 }
 
 }  // namespace
@@ -258,10 +261,11 @@ Result<> BoxStore::migrate() {
 }
 
 Result<> BoxStore::insert(const box::Box& b) {
-  HUTCH_TRY(Statement st,
-            db_.prepare(fmt::format(
-                "INSERT INTO boxes ({}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                kColumns)));
+  HUTCH_TRY(
+      Statement st,
+      db_.prepare(fmt::format(
+          "INSERT INTO boxes ({}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+          kColumns)));
   bindRow(st, b);
   auto r = st.run();
   if (!r && r.error().code() == Errc::kAlreadyExists) {
@@ -280,7 +284,8 @@ Result<> BoxStore::update(const box::Box& b) {
           "memory_mib=?5, state=?6, reason=?7, accel=?8, pid=?9, "
           "created_at=?10, updated_at=?11, disk_mib=?12, image_dir=?13, boot=?14, disk=?15, "
           "uid_index=?16, network_policy=?17, secrets=?18, owner_id=?19, owner_name=?20, env=?21, "
-          "metadata=?22, expires_at=?23, on_expiry=?24, max_exec_ms=?25 WHERE id=?1"));
+          "metadata=?22, expires_at=?23, on_expiry=?24, max_exec_ms=?25, idle_pause_ms=?26 "
+          "WHERE id=?1"));
   bindRow(st, b);
   HUTCH_TRY_VOID(st.run());
   if (db_.changes() == 0) return fail(Errc::kNotFound, fmt::format("No box with id {}", b.id));
@@ -468,6 +473,19 @@ Result<box::Snapshot> BoxStore::findSaved(const std::optional<std::string>& owne
   HUTCH_TRY(auto found, readSnapshots(st));
   if (found.empty()) {
     return fail(Errc::kNotFound, fmt::format("No snapshot '{}'", key));
+  }
+  return found.front();
+}
+
+Result<box::Snapshot> BoxStore::findSuspend(const std::string& box_id) {
+  HUTCH_TRY(Statement st,
+            db_.prepare(fmt::format("SELECT {} FROM snapshots WHERE kind='suspend' AND box_id=?1 "
+                                    "ORDER BY created_at DESC, rowid DESC LIMIT 1",
+                                    kSnapshotColumns)));
+  st.bind(1, box_id);
+  HUTCH_TRY(auto found, readSnapshots(st));
+  if (found.empty()) {
+    return fail(Errc::kNotFound, fmt::format("Box {} has no suspended state", box_id));
   }
   return found.front();
 }

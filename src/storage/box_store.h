@@ -48,6 +48,8 @@ class BoxStore {
   // first; findSaved by id or name, kNotFound if the owner has none such.
   Result<std::vector<box::Snapshot>> savedSnapshots(const std::optional<std::string>& owner);
   Result<box::Snapshot> findSaved(const std::optional<std::string>& owner, const std::string& key);
+  // The suspended state of a box (SnapshotKind::kSuspend); kNotFound if it has none.
+  Result<box::Snapshot> findSuspend(const std::string& box_id);
   // The newest template snapshot made for `key` (templateSnapshotKey), if any.
   Result<std::optional<box::Snapshot>> findTemplateSnapshot(const std::string& key);
 

@@ -152,6 +152,7 @@ TEST(BoxStoreTest, MigrationGivesOlderBoxesTheirOwnUidIndex) {
         "DROP TABLE audit_head; DROP INDEX events_by_box; DROP TABLE events; "
         "DROP INDEX saved_names; ALTER TABLE snapshots DROP COLUMN owner_id; "
         "ALTER TABLE snapshots DROP COLUMN source; ALTER TABLE boxes DROP COLUMN max_exec_ms; "
+        "ALTER TABLE boxes DROP COLUMN idle_pause_ms; "
         "ALTER TABLE boxes DROP COLUMN metadata; ALTER TABLE boxes DROP COLUMN expires_at; "
         "ALTER TABLE boxes DROP COLUMN on_expiry; "
         "DROP TABLE api_keys; DROP INDEX boxes_by_owner; "

@@ -147,7 +147,7 @@ def box(unix) -> dict:
 @pytest.fixture(scope="session")
 def stopped_box(unix) -> dict:
     b = create_box(unix, unique("api-stopped"))
-    r = unix.post(f"/v1/boxes/{b['name']}/stop")
+    r = unix.post(f"/v1/boxes/{b['name']}/stop", params={"shutdown": "true"})
     assert r.status_code == 200, r.text
     yield r.json()
     remove_box(unix, b["name"])

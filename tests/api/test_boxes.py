@@ -93,14 +93,30 @@ def test_lifecycle_stop_start_remove(unix, tcp_or_unix_lifecycle):
     b = create_box(api, unique("api-life"), cpus=1, memory_mib=256)
     try:
         assert b["state"] == "running" and b["cpus"] == 1 and b["memory_mib"] == 256
+        # stop suspends (memory kept); start resumes; stop?shutdown=true powers off.
         r = api.post(f"/v1/boxes/{b['name']}/stop")
-        assert r.status_code == 200 and r.json()["state"] == "stopped"
+        assert r.status_code == 200 and r.json()["state"] == "suspended"
         r = api.post(f"/v1/boxes/{b['name']}/stop")
         assert r.status_code == 409
         r = api.get(f"/v1/boxes/{b['name']}/stats")
         assert r.status_code == 409
         r = api.post(f"/v1/boxes/{b['name']}/start")
         assert r.status_code == 200 and r.json()["state"] == "running"
+        assert r.json()["boot"] == "resumed from its suspended state"
+        r = api.post(f"/v1/boxes/{b['name']}/stop", params={"shutdown": "true"})
+        assert r.status_code == 200 and r.json()["state"] == "stopped"
+        r = api.post(f"/v1/boxes/{b['name']}/stop", params={"shutdown": "maybe"})
+        assert r.status_code == 400
+        r = api.post(f"/v1/boxes/{b['name']}/start")
+        assert r.status_code == 200 and r.json()["boot"] == "cold boot from its disk"
+        r = api.put(f"/v1/boxes/{b['name']}/timeout", json={"timeout_s": 3600,
+                                                             "on_timeout": "suspend"})
+        assert r.status_code == 200 and r.json()["on_timeout"] == "suspend"
+        assert r.json()["expires_at"] > 0
+        r = api.put(f"/v1/boxes/{b['name']}/timeout", json={"timeout_s": 0})
+        assert r.status_code == 200 and r.json()["expires_at"] == 0
+        r = api.put(f"/v1/boxes/{b['name']}/timeout", json={"timeout_s": -1})
+        assert r.status_code == 400
         r = api.delete(f"/v1/boxes/{b['name']}", params={"force": "true"})
         # docs/api.md says {"removed": "..."}: the name as given (hutchd today) or the id.
         assert r.status_code == 200 and r.json()["removed"] in (b["name"], b["id"])

@@ -48,7 +48,7 @@ TEST_F(BoxLifecycleTest, RunExecStopRemove) {
   EXPECT_EQ(dup.exit_code, 73);
   EXPECT_NE(dup.err.find("already exists"), std::string::npos) << dup.err;
 
-  auto stop = d().hutch({"stop", "life"});
+  auto stop = d().hutch({"stop", "--shutdown", "life"});
   ASSERT_EQ(stop.exit_code, 0) << stop.err;
   EXPECT_EQ(d().inspect("life")["state"], "stopped");
   EXPECT_FALSE(processAlive(qemu));

@@ -360,7 +360,7 @@ TEST_F(CpTest, UnknownOrStoppedBoxIsRefused) {
   EXPECT_EQ(cp({"no-such-box:/etc/hostname", local_.string()}).exit_code, 66);
 
   ASSERT_EQ(daemon_->hutch({"run", "--name", "idle"}).exit_code, 0);
-  ASSERT_EQ(daemon_->hutch({"stop", "idle"}).exit_code, 0);
+  ASSERT_EQ(daemon_->hutch({"stop", "--shutdown", "idle"}).exit_code, 0);
   auto in = cp({(local_ / "f").string(), "idle:/tmp/"});
   EXPECT_EQ(in.exit_code, 65);
   EXPECT_NE(in.err.find("Box idle is stopped"), std::string::npos) << in.err;

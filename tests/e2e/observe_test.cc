@@ -38,7 +38,7 @@ TEST(ObserveTest, EventsAndTheAuditLogShowWhatHappenedAndSurviveARestart) {
       {"exec", "-e", "SECRET_TOKEN=hunter2", "watched", "--", "sh", "-c", "echo out; exit 4"});
   ASSERT_EQ(exec.exit_code, 4) << exec.err;
   ASSERT_EQ(d.hutch({"checkpoint", "--name", "one", "watched"}).exit_code, 0);
-  ASSERT_EQ(d.hutch({"stop", "watched"}).exit_code, 0);
+  ASSERT_EQ(d.hutch({"stop", "--shutdown", "watched"}).exit_code, 0);
 
   auto listed = d.hutch({"events", "--box", "watched", "--json"});
   ASSERT_EQ(listed.exit_code, 0) << listed.err;
@@ -162,7 +162,13 @@ TEST(ObserveTest, ARunawayBoxIsStoppedAndRemovedWhileItSaturatesItself) {
     ASSERT_EQ(d.hutch({"exec", "-d", "-u", "root", "runaway", "--", "sh", "-c", load}).exit_code,
               0);
   }
-  auto stopped = d.hutch({"stop", "runaway"});
+  // Suspended while it saturates itself (its memory saved with the loops in it)...
+  auto suspended = d.hutch({"stop", "runaway"});
+  EXPECT_EQ(suspended.exit_code, 0) << suspended.err;
+  EXPECT_EQ(d.inspect("runaway")["state"], "suspended");
+  ASSERT_EQ(d.hutch({"start", "runaway"}).exit_code, 0);
+  // ...and shut down.
+  auto stopped = d.hutch({"stop", "--shutdown", "runaway"});
   EXPECT_EQ(stopped.exit_code, 0) << stopped.err;
   EXPECT_EQ(d.inspect("runaway")["state"], "stopped");
   ASSERT_EQ(d.hutch({"start", "runaway"}).exit_code, 0);

@@ -53,7 +53,7 @@ TEST_F(PersistenceTest, StopStartKeepsFilesAndInstalledPackages) {
   ASSERT_EQ(install.exit_code, 0) << install.err;
   ASSERT_EQ(d().hutch({"exec", "home", "--", "hutch-hello"}).out, "hello from a package\n");
 
-  ASSERT_EQ(d().hutch({"stop", "home"}).exit_code, 0);
+  ASSERT_EQ(d().hutch({"stop", "--shutdown", "home"}).exit_code, 0);
   EXPECT_EQ(d().inspect("home")["state"], "stopped");
   auto start = d().hutch({"start", "home"});
   ASSERT_EQ(start.exit_code, 0) << start.err;
@@ -138,7 +138,8 @@ TEST_F(PersistenceTest, ImpossibleStartsAreRefused) {
   ASSERT_EQ(d().hutch({"run", "--name", "busy"}).exit_code, 0);
   auto again = d().hutch({"start", "busy"});
   EXPECT_EQ(again.exit_code, 65);
-  EXPECT_NE(again.err.find("only a stopped or failed box"), std::string::npos) << again.err;
+  EXPECT_NE(again.err.find("only a stopped, suspended or failed box"), std::string::npos)
+      << again.err;
   EXPECT_EQ(d().inspect("busy")["state"], "running");
   EXPECT_EQ(d().hutch({"start", "nope"}).exit_code, 66);
   auto small = d().hutch({"run", "--name", "tiny", "--disk", "600M"});

@@ -190,7 +190,7 @@ TEST_F(SnapshotTest, BadRequestsAreRefusedClearly) {
   EXPECT_EQ(taken.exit_code, 73) << taken.err;
   auto bad_name = d().hutch({"checkpoint", "box", "--name", "no/slash"});
   EXPECT_EQ(bad_name.exit_code, 64) << bad_name.err;
-  ASSERT_EQ(d().hutch({"stop", "box"}).exit_code, 0);
+  ASSERT_EQ(d().hutch({"stop", "--shutdown", "box"}).exit_code, 0);
   auto stopped = d().hutch({"fork", "box"});
   EXPECT_EQ(stopped.exit_code, 65) << stopped.err;
   EXPECT_NE(stopped.err.find("needs a running box"), std::string::npos) << stopped.err;

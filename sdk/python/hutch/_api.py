@@ -135,8 +135,8 @@ def create_box(template: str | None = None, cpus: int | None = None,
     return Call("POST", "/v1/boxes", lambda d: from_json(BoxInfo, d), json=body)
 
 
-def box_action(box: str, action: str) -> Call[BoxInfo]:
-    return Call("POST", f"{_box(box)}/{action}", lambda d: from_json(BoxInfo, d))
+def box_action(box: str, action: str, params: dict | None = None) -> Call[BoxInfo]:
+    return Call("POST", f"{_box(box)}/{action}", lambda d: from_json(BoxInfo, d), params=params)
 
 
 def remove_box(box: str, force: bool = False) -> Call[None]:

@@ -58,7 +58,8 @@ class BoxInfo:
     cpus: int = 0
     memory_mib: int = 0
     disk_mib: int = 0
-    #: ``creating``, ``running``, ``stopping``, ``stopped`` or ``failed``.
+    #: ``creating``, ``running``, ``paused`` (idle; woken by the next call), ``stopping``,
+    #: ``suspended`` (memory kept on disk), ``stopped`` or ``failed``.
     state: str = ""
     reason: str = ""
     accel: str = ""

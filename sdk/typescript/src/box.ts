@@ -394,12 +394,20 @@ export class Box {
     );
   }
 
-  /** Stops the box after a clean guest shutdown. */
-  async stop(): Promise<this> {
-    return this.update(await this.transport.json({ method: "POST", path: `${this.path}/stop` }, boxInfoFromJson));
+  /**
+   * Suspends the box: its memory and processes are kept on disk and start() resumes them. With
+   * shutdown the guest powers off cleanly instead (the disk is kept).
+   */
+  async stop(options: { shutdown?: boolean } = {}): Promise<this> {
+    return this.update(
+      await this.transport.json(
+        { method: "POST", path: `${this.path}/stop`, query: { shutdown: options.shutdown ? "true" : undefined } },
+        boxInfoFromJson,
+      ),
+    );
   }
 
-  /** Boots a stopped (or failed) box from its own disk. */
+  /** Resumes a suspended box (every process as it was); boots a stopped (or failed) one from its own disk. */
   async start(): Promise<this> {
     return this.update(await this.transport.json({ method: "POST", path: `${this.path}/start` }, boxInfoFromJson));
   }

@@ -18,7 +18,8 @@ import {
   strings,
 } from "./wire.js";
 
-export type BoxState = "creating" | "running" | "stopping" | "stopped" | "failed";
+/** paused: idle, woken by the next call; suspended: memory kept on disk (stop), resumed by start. */
+export type BoxState = "creating" | "running" | "paused" | "stopping" | "suspended" | "stopped" | "failed";
 
 export interface BoxInfo {
   id: string;

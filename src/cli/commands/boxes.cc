@@ -78,6 +78,11 @@ int cmdRun(const ApiClient& client, const Output& out, const RunOptions& options
     if (!limit) return reportError(out, limit.error());
     request.config.max_exec_ms = *limit;
   }
+  if (!options.idle_pause.empty()) {
+    auto idle = parseDurationMs(options.idle_pause, "--idle-pause");
+    if (!idle) return reportError(out, idle.error());
+    request.config.idle_pause_ms = static_cast<int64_t>(*idle);
+  }
   if (!options.disk.empty()) {
     auto disk = parseMemoryMib(options.disk);
     if (!disk) {
@@ -114,6 +119,14 @@ int cmdRun(const ApiClient& client, const Output& out, const RunOptions& options
     auto policy = policyArgument(options.network_policy);
     if (!policy) return reportError(out, policy.error());
     body["network_policy"] = *policy;
+  }
+  if (!options.timeout.empty()) {
+    auto timeout = parseDurationMs(options.timeout, "--timeout");
+    if (!timeout) return reportError(out, timeout.error());
+    body["timeout_s"] = (*timeout + 999) / 1000;
+    if (!options.on_timeout.empty()) body["on_timeout"] = options.on_timeout;
+  } else if (!options.on_timeout.empty()) {
+    return reportError(out, Error(Errc::kInvalidArgument, "--on-timeout needs --timeout"));
   }
   auto created = client.call(verb::post, "/v1/boxes", body);
   if (!created) return reportError(out, created.error());
@@ -203,11 +216,12 @@ namespace {
 
 // POST /v1/boxes/{box}/<verb> for each box; prints names (or the API's objects with --json).
 int boxAction(const ApiClient& client, const Output& out, const std::vector<std::string>& boxes,
-              const std::string& verb) {
+              const std::string& verb, const std::string& query = {}) {
   int code = 0;
   nlohmann::json done = nlohmann::json::array();
   for (const auto& name : boxes) {
-    auto res = client.call(boost::beast::http::verb::post, "/v1/boxes/" + name + "/" + verb);
+    auto res =
+        client.call(boost::beast::http::verb::post, "/v1/boxes/" + name + "/" + verb + query);
     if (!res) {
       code = reportError(out, res.error());
       continue;
@@ -228,8 +242,31 @@ int cmdStart(const ApiClient& client, const Output& out, const std::vector<std::
   return boxAction(client, out, boxes, "start");
 }
 
-int cmdStop(const ApiClient& client, const Output& out, const std::vector<std::string>& boxes) {
-  return boxAction(client, out, boxes, "stop");
+int cmdStop(const ApiClient& client, const Output& out, const std::vector<std::string>& boxes,
+            bool shutdown) {
+  return boxAction(client, out, boxes, "stop", shutdown ? "?shutdown=true" : "");
+}
+
+int cmdTimeout(const ApiClient& client, const Output& out, const std::string& box,
+               const std::string& duration, const std::string& on_timeout) {
+  nlohmann::json body{{"timeout_s", 0}};
+  if (duration != "0" && duration != "none") {
+    auto ms = parseDurationMs(duration, "timeout");
+    if (!ms) return reportError(out, ms.error());
+    body["timeout_s"] = (*ms + 999) / 1000;
+  }
+  if (!on_timeout.empty()) body["on_timeout"] = on_timeout;
+  auto set = client.call(verb::put, "/v1/boxes/" + box + "/timeout", body);
+  if (!set) return reportError(out, set.error());
+  if (out.json) {
+    printJson(*set);
+  } else if (set->value("expires_at", int64_t{0}) == 0) {
+    fmt::print("{}: no timeout\n", box);
+  } else {
+    fmt::print("{}: {} at {}\n", box, set->value("on_timeout", ""),
+               clockTime(set->value("expires_at", int64_t{0}) * 1000));
+  }
+  return 0;
 }
 
 int cmdRemove(const ApiClient& client, const Output& out, const std::vector<std::string>& boxes,

@@ -24,6 +24,9 @@ struct RunOptions {
   std::string network_policy;        // a preset, a JSON file or '-' (empty: the template's)
   std::vector<std::string> secrets;  // host secrets the box gets placeholders for
   std::string max_exec_time;         // a duration ("10m"); empty: no limit
+  std::string idle_pause;            // a duration ("5m", "0": never); empty: hutchd's default
+  std::string timeout;               // the box's lifetime ("30m"); empty: none
+  std::string on_timeout;            // stop, suspend or remove (default remove)
   ExecOptions exec;
 };
 
@@ -39,7 +42,12 @@ int cmdList(const ApiClient& client, const Output& out);
 int cmdInspect(const ApiClient& client, const Output& out, const std::vector<std::string>& boxes);
 int cmdLogs(const ApiClient& client, const Output& out, const std::string& box);
 int cmdStart(const ApiClient& client, const Output& out, const std::vector<std::string>& boxes);
-int cmdStop(const ApiClient& client, const Output& out, const std::vector<std::string>& boxes);
+// Suspends (memory kept), or with shutdown powers the guest off.
+int cmdStop(const ApiClient& client, const Output& out, const std::vector<std::string>& boxes,
+            bool shutdown);
+// Sets when the box's lifetime ends ("0" or "none": never) and what happens then.
+int cmdTimeout(const ApiClient& client, const Output& out, const std::string& box,
+               const std::string& duration, const std::string& on_timeout);
 int cmdRemove(const ApiClient& client, const Output& out, const std::vector<std::string>& boxes,
               bool force);
 int cmdTemplateList(const ApiClient& client, const Output& out);

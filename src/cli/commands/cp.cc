@@ -68,7 +68,8 @@ Result<std::pair<UniqueFd, UniqueFd>> makePipe() {
 Result<> checkBox(const ApiClient& client, const std::string& box) {
   HUTCH_TRY(nlohmann::json answer, client.call(verb::get, "/v1/boxes/" + box));
   HUTCH_TRY(box::Box b, api::boxFromJson(answer));
-  if (b.state != box::BoxState::kRunning) {
+  // A paused box is woken by the copy's exec.
+  if (b.state != box::BoxState::kRunning && b.state != box::BoxState::kPaused) {
     return fail(Errc::kFailedPrecondition,
                 fmt::format("Box {} is {}; cp needs a running box", box, box::stateName(b.state)));
   }

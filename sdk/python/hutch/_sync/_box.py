@@ -118,13 +118,16 @@ class Box:
         return self.info
 
     def start(self) -> BoxInfo:
-        """Boots a stopped (or failed) box from its own disk."""
+        """Resumes a suspended box (every process as it was); boots a stopped (or failed) one
+        from its own disk."""
         self.info = self.client._call(_api.box_action(self.id, "start"))
         return self.info
 
-    def stop(self) -> BoxInfo:
-        """Stops the box after a clean guest shutdown."""
-        self.info = self.client._call(_api.box_action(self.id, "stop"))
+    def stop(self, shutdown: bool = False) -> BoxInfo:
+        """Suspends the box: its memory and processes are kept on disk and ``start`` resumes
+        them. With ``shutdown`` the guest powers off cleanly instead (the disk is kept)."""
+        params = {"shutdown": "true"} if shutdown else None
+        self.info = self.client._call(_api.box_action(self.id, "stop", params))
         return self.info
 
     def remove(self, force: bool = False) -> None:

@@ -29,12 +29,24 @@ def test_create_with_everything(boxes, client):
 
 def test_stop_start_keeps_files(box):
     box.exec(["sh", "-c", "echo kept > /home/hutch/f"])
-    assert box.stop().state == "stopped"
+    assert box.stop(shutdown=True).state == "stopped"
     with pytest.raises(hutch.FailedPreconditionError):
         box.exec(["true"])
     assert box.start().state == "running"
     assert box.exec(["cat", "/home/hutch/f"]).stdout == "kept\n"
     assert box.refresh().state == "running"
+
+
+def test_stop_suspends_and_start_resumes_processes(box):
+    box.exec(["sh", "-c", "echo in-memory > /dev/shm/m"])
+    pid = box.exec(["sh", "-c", "sleep 1000 >/dev/null 2>&1 & echo $!"]).stdout.strip()
+    assert box.stop().state == "suspended"
+    with pytest.raises(hutch.FailedPreconditionError):
+        box.exec(["true"])
+    info = box.start()
+    assert info.state == "running" and info.boot == "resumed from its suspended state"
+    assert box.exec(["cat", "/dev/shm/m"]).stdout == "in-memory\n"
+    assert box.exec(["kill", "-0", pid]).exit_code == 0
 
 
 def test_remove_needs_force_while_running(box, client):

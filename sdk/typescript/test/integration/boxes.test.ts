@@ -49,13 +49,29 @@ test("stop and start: files survive, the state follows", async () => {
   const c = admin();
   await withBox(c, async (box) => {
     await box.exec("echo persisted > /home/hutch/p.txt && sync");
-    await box.stop();
+    await box.stop({ shutdown: true });
     assert.equal(box.state, "stopped");
     assert.equal(box.info.pid, 0);
     await assert.rejects(box.exec(["true"]), FailedPreconditionError);
     await box.start();
     assert.equal(box.state, "running");
     assert.equal((await box.exec(["cat", "/home/hutch/p.txt"])).stdout, "persisted\n");
+  });
+});
+
+test("stop suspends, start resumes: a process and memory survive", async () => {
+  const c = admin();
+  await withBox(c, async (box) => {
+    await box.exec("echo in-memory > /dev/shm/m");
+    const pid = (await box.exec("sleep 1000 >/dev/null 2>&1 & echo $!")).stdout.trim();
+    await box.stop();
+    assert.equal(box.state, "suspended");
+    await assert.rejects(box.exec(["true"]), FailedPreconditionError);
+    await box.start();
+    assert.equal(box.state, "running");
+    assert.equal(box.info.boot, "resumed from its suspended state");
+    assert.equal((await box.exec(["cat", "/dev/shm/m"])).stdout, "in-memory\n");
+    assert.equal((await box.exec(["kill", "-0", pid])).exitCode, 0);
   });
 });
 
