@@ -104,10 +104,13 @@ test('isRunning is true, then kill, then false; kill again is false', async () =
   await rejectsWith(Sandbox.getInfo(sbx.sandboxId), SandboxNotFound, 'getInfo of a killed sandbox')
 })
 
-test('pause, then Sandbox.connect resumes it with its files', async () => {
+// E2B's pause keeps the sandbox's memory: files, a tmpfs file and a running process come back.
+test('pause, then Sandbox.connect resumes it with its files, memory and processes', async () => {
   const p = await createSandbox({ metadata: { kind: 'pause' } })
   await p.files.write('/home/user/kept.txt', 'survives pause')
   await p.commands.run('echo from-disk > /home/user/kept2.txt && sync')
+  await p.commands.run('echo only-in-ram > /dev/shm/ram.txt')
+  const sleeper = await p.commands.run('sleep 3600', { background: true })
   const paused = await p.pause()
   assert.equal(paused, true)
   const info = await Sandbox.getInfo(p.sandboxId)
@@ -121,6 +124,8 @@ test('pause, then Sandbox.connect resumes it with its files', async () => {
   assert.equal((await resumed.getInfo()).state, 'running')
   assert.equal(await resumed.files.read('/home/user/kept.txt'), 'survives pause')
   assert.equal((await resumed.commands.run('cat /home/user/kept2.txt')).stdout, 'from-disk\n')
+  assert.equal((await resumed.commands.run('cat /dev/shm/ram.txt')).stdout, 'only-in-ram\n')
+  assert.equal((await resumed.commands.run(`kill -0 ${sleeper.pid}`)).exitCode, 0)
   // The object made before the pause works again too (same id, same URLs).
   assert.equal((await p.commands.run('echo again')).stdout, 'again\n')
 })

@@ -107,10 +107,13 @@ def test_kill_then_not_running():
         Sandbox.get_info(sbx.sandbox_id)
 
 
-def test_pause_then_connect_resumes_with_files():
+def test_pause_then_connect_resumes_with_files_memory_and_processes():
+    # E2B's pause keeps the sandbox's memory: a tmpfs file and a running process come back.
     p = create_sandbox(metadata={"kind": "pause"})
     p.files.write("/home/user/kept.txt", "survives pause")
     p.commands.run("echo from-disk > /home/user/kept2.txt && sync")
+    p.commands.run("echo only-in-ram > /dev/shm/ram.txt")
+    sleeper = p.commands.run("sleep 3600", background=True)
     paused = p.pause()
     if paused is not None:  # e2b >= 2.27 answers a bool; older versions nothing
         assert paused is True
@@ -123,6 +126,8 @@ def test_pause_then_connect_resumes_with_files():
     assert resumed.get_info().state == SandboxState.RUNNING
     assert resumed.files.read("/home/user/kept.txt") == "survives pause"
     assert resumed.commands.run("cat /home/user/kept2.txt").stdout == "from-disk\n"
+    assert resumed.commands.run("cat /dev/shm/ram.txt").stdout == "only-in-ram\n"
+    assert resumed.commands.run(f"kill -0 {sleeper.pid}").exit_code == 0
     assert p.commands.run("echo again").stdout == "again\n"
 
 
