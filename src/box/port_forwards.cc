@@ -291,7 +291,7 @@ Result<PortStatus> PortForwards::add(const std::string& box_key, PortForward for
   // Bound first: a port in use is an error now, and then nothing is recorded.
   HUTCH_TRY(tcp::acceptor acceptor, bindHost(loop_, forward));
   HUTCH_TRY_VOID(store_.insertPort(forward));
-  if (box.state == BoxState::kRunning) {
+  if (listensFor(box)) {
     auto listener = std::make_shared<Listener>(std::move(acceptor), forward, service_);
     listeners_[keyOf(forward)] = listener;
     errors_.erase(keyOf(forward));
@@ -299,6 +299,7 @@ Result<PortStatus> PortForwards::add(const std::string& box_key, PortForward for
   }
   spdlog::info("box={} publishes {} -> box port {}", box.id, hostEndpoint(forward),
                forward.box_port);
+  report("port.published", box, forward);
   return statusOf(forward);
 }
 
@@ -333,6 +334,7 @@ Result<> PortForwards::remove(const std::string& box_key, uint16_t host_port,
     }
     errors_.erase(keyOf(f));
     spdlog::info("box={} no longer publishes {}", box.id, hostEndpoint(f));
+    report("port.unpublished", box, f);
   }
   return ok();
 }
@@ -390,6 +392,14 @@ void PortForwards::closeAll() {
   for (auto& [key, listener] : listeners_) listener->close();
   listeners_.clear();
   errors_.clear();
+}
+
+void PortForwards::report(const char* type, const Box& box, const PortForward& f) const {
+  if (auto* events = service_.activity().events) {
+    events->publish(
+        type, observe::subjectOf(box),
+        {{"host_port", f.host_port}, {"box_port", f.box_port}, {"address", f.host_address}});
+  }
 }
 
 bool PortForwards::listensFor(const Box& box) const {

@@ -62,6 +62,8 @@ class PortForwards : public BoxObserver {
   static Key keyOf(const PortForward& f) { return {f.host_address, f.host_port}; }
 
   bool listensFor(const Box& box) const;
+  // port.published / port.unpublished (docs/observability.md).
+  void report(const char* type, const Box& box, const PortForward& f) const;
   void openFor(const std::string& box_id);
   void closeFor(const std::string& box_id);
   PortStatus statusOf(const PortForward& forward) const;

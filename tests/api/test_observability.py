@@ -59,8 +59,8 @@ def scrape(client: httpx.Client) -> dict[tuple[str, tuple], float]:
     return samples
 
 
-def value(samples, name, **labels) -> float:
-    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+def value(samples, metric, **labels) -> float:
+    return samples.get((metric, tuple(sorted(labels.items()))), 0.0)
 
 
 def test_a_box_and_its_commands_are_events_in_order(unix, box):

@@ -153,7 +153,8 @@ def test_streams_and_binary_media_types(spec):
 
 JSON = {"Content-Type": "application/json"}
 BOX = {"id": "3f2a9c01d4e5", "name": "dev", "template": "base", "cpus": 1, "memory_mib": 512,
-       "disk_mib": 0, "state": "running", "reason": "", "accel": "kvm", "pid": 12345,
+       "disk_mib": 0, "max_exec_ms": 0, "idle_pause_ms": -1, "expires_at": 0, "on_timeout": "",
+       "state": "running", "reason": "", "accel": "kvm", "pid": 12345,
        "boot": "cold boot: no snapshot", "secrets": [], "created_at": 1764400000,
        "updated_at": 1764400004}
 

@@ -7,8 +7,10 @@
 
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "harness.h"
+#include "tcp_client.h"
 
 namespace hutch::e2e {
 namespace {
@@ -38,14 +40,17 @@ TEST(ObserveTest, EventsAndTheAuditLogShowWhatHappenedAndSurviveARestart) {
       {"exec", "-e", "SECRET_TOKEN=hunter2", "watched", "--", "sh", "-c", "echo out; exit 4"});
   ASSERT_EQ(exec.exit_code, 4) << exec.err;
   ASSERT_EQ(d.hutch({"checkpoint", "--name", "one", "watched"}).exit_code, 0);
+  const std::string port = std::to_string(freePort());
+  ASSERT_EQ(d.hutch({"port", "watched", port + ":80"}).exit_code, 0);
+  ASSERT_EQ(d.hutch({"port", "rm", "watched", port}).exit_code, 0);
   ASSERT_EQ(d.hutch({"stop", "--shutdown", "watched"}).exit_code, 0);
 
   auto listed = d.hutch({"events", "--box", "watched", "--json"});
   ASSERT_EQ(listed.exit_code, 0) << listed.err;
   auto events = lines(listed.out);
   auto seen = types(events);
-  for (const char* type :
-       {"box.created", "exec.started", "exec.ended", "box.checkpointed", "box.stopped"}) {
+  for (const char* type : {"box.created", "exec.started", "exec.ended", "box.checkpointed",
+                           "port.published", "port.unpublished", "box.stopped"}) {
     EXPECT_NE(std::find(seen.begin(), seen.end(), type), seen.end())
         << type << " in " << listed.out;
   }
@@ -117,6 +122,25 @@ TEST(ObserveTest, AuditVerifyFindsARemovedRecordAndARestartKeepsTheBreakVisible)
   EXPECT_EQ(json_verdict["broken"]["line"], 3) << json_verdict.dump();
   EXPECT_NE(json_verdict["broken"]["reason"].get<std::string>().find("expected to continue"),
             std::string::npos);
+}
+
+TEST(ObserveTest, TheGuestKernelsOomKillsAreEvents) {
+  Daemon d;
+  ASSERT_EQ(d.hutch({"run", "--name", "small", "--memory", "256M"}).exit_code, 0);
+  // Touches ever more memory (bytes are written, not just reserved) until the guest's kernel
+  // kills it.
+  auto hog = d.hutch(
+      {"exec", "small", "--", "python3", "-c", "a = []\nwhile True: a.append(b'x' * (16 << 20))"});
+  EXPECT_EQ(hog.exit_code, 137) << hog.err;
+  std::vector<json> kills;
+  for (int i = 0; i < 100 && kills.empty(); ++i) {
+    kills = lines(d.hutch({"events", "--box", "small", "--type", "box.oom_kill", "--json"}).out);
+    if (kills.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  ASSERT_FALSE(kills.empty()) << "no box.oom_kill event; console:\n"
+                              << d.hutch({"logs", "small"}).out;
+  EXPECT_EQ(kills[0]["data"]["process"], "python3");
+  EXPECT_GT(kills[0]["data"]["pid"].get<int>(), 1);
 }
 
 TEST(ObserveTest, CommandsThatRunTooLongAreKilled) {
