@@ -179,7 +179,7 @@ def test_validator_accepts_what_the_server_sends(v):
     lambda b: b.pop("boot"),                       # a field the spec requires is missing
     lambda b: b.update(ports=[]),                  # a field the spec does not have
     lambda b: b.update(cpus="1"),                  # a wrong type
-    lambda b: b.update(state="paused"),            # a value outside the enum
+    lambda b: b.update(state="exploded"),          # a value outside the enum
     lambda b: b.update(id="XYZ"),                  # a bad id
 ])
 def test_validator_refuses_a_drifted_box(v, change):
