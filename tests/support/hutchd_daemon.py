@@ -84,12 +84,14 @@ def _default_build():
 class HutchDaemon:
     """A hutchd started for a test run; a context manager that stops it."""
 
-    def __init__(self, directory, build=None, image=None, extra_args=None):
+    def __init__(self, directory, build=None, image=None, extra_args=None, uid_slot=0):
         self.dir = pathlib.Path(directory).resolve()
         self.build = pathlib.Path(build) if build else _default_build()
         self.image = pathlib.Path(image) if image else _default_image()
         extra = os.environ.get("HUTCHD_EXTRA_ARGS", "").split()
         self.extra_args = list(extra_args or []) + extra
+        # Daemons of one process each take their own slot (a range of 65536 box uids).
+        self.uid_slot = uid_slot
         self.process = None
 
     # The fields tests use.
@@ -112,7 +114,7 @@ class HutchDaemon:
         self.log = str(self.dir / "hutchd.log")
         # Concurrent daemons on one host must not hand out the same box uids (the C++ e2e
         # harness uses 0x7C01xxxx; this one 0x6C01xxxx).
-        uid_base = 0x6C010000 + (os.getpid() % 512) * 65536
+        uid_base = 0x6C010000 + ((os.getpid() + self.uid_slot * 7) % 512) * 65536
         argv = [str(hutchd), "--socket", self.socket, "--state-dir", str(state),
                 "--listen", "127.0.0.1:0", "--listen-http", "127.0.0.1:0",
                 "--uid-base", str(uid_base), "--log-level", "debug"]
