@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# Builds kube-apiserver, kube-scheduler, kube-controller-manager and kubectl from Debian's own
+# archive: the `kubernetes` *source* package (Kubernetes 1.20.2), compiled with Debian's Go
+# (golang-go) as debian/rules does. Prints the directory of the binaries on its last line.
+# control-plane.sh runs it; run it alone to build ahead of time.
+#
+# The binaries are cached under ${HUTCH_CACHE_DIR:-/var/cache/hutch}/k8s/<key>, where the key
+# hashes the source package version, the golang-go version and this file; a second build is
+# a directory lookup. Nothing fetched here is committed: the source is unpacked under the cache.
+#
+# The deb-src entry is derived at run time from the host's own apt sources (deb822 files in
+# /etc/apt/sources.list.d and one-line /etc/apt/sources.list), written to a private apt
+# directory under the cache: the system's apt configuration is not changed.
+set -euo pipefail
+
+HUTCH_CACHE_DIR=${HUTCH_CACHE_DIR:-/var/cache/hutch}
+K8S_CACHE=$HUTCH_CACHE_DIR/k8s
+SCRIPT=$(readlink -f "${BASH_SOURCE[0]}")
+# What is built, and with what. The Debian tree is Kubernetes 1.20.2 (see docs/capacity.md).
+WHAT=(cmd/kube-apiserver cmd/kube-scheduler cmd/kube-controller-manager cmd/kubectl)
+SRC_PKG=kubernetes
+GO_PKG=golang-go
+BUILD_PKGS=(golang-go rsync jq dpkg-dev make)
+
+say() { printf 'control-plane: %s\n' "$*" >&2; }
+die() { say "error: $*"; exit 1; }
+
+need_root() { [ "$(id -u)" -eq 0 ] || die "must run as root to install packages (try: sudo $0 $*)"; }
+
+# Installs Debian packages that are missing (the project's scripts install what they use).
+apt_install() {
+  local missing=() p
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  need_root
+  say "installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y -q --no-install-recommends "${missing[@]}" >&2 ||
+    { apt-get update -q >&2 && apt-get install -y -q --no-install-recommends "${missing[@]}" >&2; }
+}
+
+# The candidate version of a binary package in the host's apt index (no network).
+candidate() {
+  local v
+  v=$(apt-cache policy "$1" 2>/dev/null | awk '/Candidate:/ {print $2}')
+  if [ -z "$v" ] || [ "$v" = "(none)" ]; then
+    need_root
+    apt-get update -q >&2
+    v=$(apt-cache policy "$1" 2>/dev/null | awk '/Candidate:/ {print $2}')
+  fi
+  [ -n "$v" ] && [ "$v" != "(none)" ] || die "apt knows no package '$1': is this Debian 12 with its main archive in the apt sources?"
+  printf '%s\n' "$v"
+}
+
+# The version of the `kubernetes` source package, read from the binary package built from it
+# (kubernetes-client), so that the cache key needs no network.
+source_version() {
+  local v
+  v=$(candidate kubernetes-client)
+  local src
+  src=$(apt-cache show "kubernetes-client=$v" | awk -F': ' '/^Source:/ {print $2; exit}')
+  if [[ $src =~ \((.*)\) ]]; then v=${BASH_REMATCH[1]}; fi
+  printf '%s\n' "$v"
+}
+
+cache_key() {
+  local srcv gov sh
+  srcv=$(source_version)
+  gov=$(candidate "$GO_PKG")
+  sh=$(sha256sum "$SCRIPT" | cut -c1-16)
+  printf '%s\n' "$(printf '%s\n' "$SRC_PKG=$srcv" "$GO_PKG=$gov" "script=$sh" "${WHAT[*]}" |
+    sha256sum | cut -c1-20)"
+}
+
+# Writes deb-src entries for the host's Debian suites into $1/sources.list.d, derived from the
+# host's own apt configuration (same URIs, suites, components and keyrings).
+derive_deb_src() {
+  local out=$1/sources.list.d codename f
+  codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+  [ -n "$codename" ] || die "cannot tell the Debian codename from /etc/os-release"
+  mkdir -p "$out"
+  : >"$out/deb-src.sources"
+  # deb822 files: copy each enabled stanza of Types deb whose suites are this release's.
+  for f in /etc/apt/sources.list.d/*.sources; do
+    [ -e "$f" ] || continue
+    awk -v cn="$codename" '
+      function flush() {
+        if (n && types ~ /(^|[ \t])deb([ \t]|$)/ && suites ~ cn && enabled !~ /^[ \t]*no/) {
+          print "Types: deb-src"
+          for (i = 1; i <= n; i++) if (lines[i] !~ /^Types:/) print lines[i]
+          print ""
+        }
+        n = 0; types = ""; suites = ""; enabled = ""
+      }
+      /^#/ { next }
+      /^[ \t]*$/ { flush(); next }
+      { lines[++n] = $0 }
+      /^Types:/ { types = substr($0, 7) }
+      /^Suites:/ { suites = substr($0, 8) }
+      /^Enabled:/ { enabled = substr($0, 9) }
+      END { flush() }
+    ' "$f" >>"$out/deb-src.sources"
+  done
+  # One-line format: deb [opts] URI suite components...
+  for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+    [ -e "$f" ] || continue
+    awk -v cn="$codename" '$1 == "deb" && $0 ~ cn { $1 = "deb-src"; print }' "$f" \
+      >>"$out/deb-src.list"
+  done
+  grep -q . "$out"/deb-src.* || die "found no Debian '$codename' entry in /etc/apt to derive a deb-src entry from"
+}
+
+# Fetches and unpacks the source package into $2 with a private apt state under $1.
+fetch_source() {
+  local aptdir=$1 dest=$2 version=$3
+  derive_deb_src "$aptdir"
+  mkdir -p "$aptdir/lists/partial" "$aptdir/cache/archives/partial" "$dest"
+  local opts=(-o "Dir::Etc::SourceList=/dev/null" -o "Dir::Etc::SourceParts=$aptdir/sources.list.d"
+    -o "Dir::State::Lists=$aptdir/lists" -o "Dir::Cache=$aptdir/cache"
+    -o "APT::Sandbox::User=root" -o "Debug::NoLocking=1")
+  say "fetching the Sources index for the derived deb-src entries"
+  apt-get "${opts[@]}" update -q >&2
+  say "fetching source package $SRC_PKG=$version"
+  (cd "$dest" && apt-get "${opts[@]}" source -q "$SRC_PKG=$version" >&2)
+}
+
+cmd_build() {
+  local key dir
+  key=$(cache_key)
+  dir=$K8S_CACHE/$key
+  if [ -x "$dir/bin/kube-apiserver" ] && [ -f "$dir/BUILT" ]; then
+    say "cached: $dir (key $key)"
+    printf '%s\n' "$dir/bin"
+    return 0
+  fi
+  apt_install "${BUILD_PKGS[@]}"
+  local srcv gov
+  srcv=$(source_version)
+  gov=$(candidate "$GO_PKG")
+  # Debian's Go, not whatever else is on PATH: the goroot of the installed golang-go.
+  local goroot
+  goroot=$(readlink -f /usr/lib/go) || die "golang-go is installed but /usr/lib/go is missing"
+  [ -x "$goroot/bin/go" ] || die "no go binary in $goroot/bin"
+  local work=$K8S_CACHE/build-$key
+  rm -rf "$work"
+  mkdir -p "$work"
+  local t0=$SECONDS
+  fetch_source "$work/apt" "$work/src" "$srcv"
+  local tree
+  tree=$(find "$work/src" -mindepth 1 -maxdepth 1 -type d -name "$SRC_PKG-*" | head -n 1)
+  [ -n "$tree" ] || die "apt-get source unpacked no $SRC_PKG-* directory in $work/src"
+  local t1=$SECONDS
+  say "building ${WHAT[*]} with $($goroot/bin/go version) in $tree (nice 10, 2 jobs)"
+  (
+    cd "$tree"
+    # As debian/rules builds it: Debian's Go first on PATH, static binaries (no cgo).
+    export PATH=$goroot/bin:$PATH GOROOT=$goroot GOPROXY=off GOFLAGS=-mod=vendor GO111MODULE=on
+    export CGO_ENABLED=0
+    export GOCACHE=$work/gocache GOPATH=$work/gopath GOTOOLCHAIN=local GOMAXPROCS=2
+    export KUBE_BUILD_PLATFORMS=linux/amd64 KUBE_VERBOSE=${KUBE_VERBOSE:-1}
+    nice -n 10 make WHAT="${WHAT[*]}" >&2
+  )
+  local t2=$SECONDS
+  mkdir -p "$dir/bin.tmp"
+  local w
+  for w in "${WHAT[@]}"; do
+    cp "$tree/_output/bin/$(basename "$w")" "$dir/bin.tmp/" ||
+      die "the build made no $(basename "$w") in $tree/_output/bin"
+  done
+  rm -rf "$dir/bin"
+  mv "$dir/bin.tmp" "$dir/bin"
+  printf 'source=%s=%s\ngo=%s=%s (%s)\nscript=%s\nfetch_s=%d\nbuild_s=%d\n' \
+    "$SRC_PKG" "$srcv" "$GO_PKG" "$gov" "$($goroot/bin/go version)" \
+    "$(sha256sum "$SCRIPT" | cut -c1-16)" $((t1 - t0)) $((t2 - t1)) >"$dir/BUILT"
+  say "built in $((t2 - t1)) s (fetch $((t1 - t0)) s); cached in $dir"
+  # The source tree and Go's caches are only inputs: drop them (the binaries are kept).
+  [ -n "${HUTCH_K8S_KEEP_BUILD:-}" ] || rm -rf "$work"
+  printf '%s\n' "$dir/bin"
+}
+
+cmd_build "$@"
