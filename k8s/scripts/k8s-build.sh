@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver, kube-scheduler, kube-controller-manager and kubectl from Debian's own
-# archive: the `kubernetes` *source* package (Kubernetes 1.20.2), compiled with Debian's Go
-# (golang-go) as debian/rules does. Prints the directory of the binaries on its last line.
-# control-plane.sh runs it; run it alone to build ahead of time.
+# Builds kube-apiserver, kube-scheduler and kube-controller-manager from Debian's own archive:
+# the `kubernetes` *source* package (Kubernetes 1.20.2), compiled with Debian's Go (golang-go) as
+# debian/rules does; kubectl is Debian's own `kubernetes-client` binary package of the same
+# source version, unpacked beside them (not installed: it would clash with another kubectl).
+# Prints the directory of the binaries on its last line. control-plane.sh runs it; run it alone
+# to build ahead of time.
 #
 # The binaries are cached under ${HUTCH_CACHE_DIR:-/var/cache/hutch}/k8s/<key>, where the key
 # hashes the source package version, the golang-go version and this file; a second build is
-# a directory lookup. Nothing fetched here is committed: the source is unpacked under the cache.
+# a directory lookup. The unpacked source tree, with Kubernetes' own Go build cache inside it
+# (_output/local/go/cache), is kept under k8s/tree/<source version>_<Go version>: a rebuild
+# after a change of this file recompiles only what changed (Go's cache is keyed by content).
+# HUTCH_K8S_DROP_TREE=1 deletes it after a build. Nothing fetched here is committed.
 #
 # The deb-src entry is derived at run time from the host's own apt sources (deb822 files in
 # /etc/apt/sources.list.d and one-line /etc/apt/sources.list), written to a private apt
@@ -17,7 +22,7 @@ HUTCH_CACHE_DIR=${HUTCH_CACHE_DIR:-/var/cache/hutch}
 K8S_CACHE=$HUTCH_CACHE_DIR/k8s
 SCRIPT=$(readlink -f "${BASH_SOURCE[0]}")
 # What is built, and with what. The Debian tree is Kubernetes 1.20.2 (see docs/capacity.md).
-WHAT=(cmd/kube-apiserver cmd/kube-scheduler cmd/kube-controller-manager cmd/kubectl)
+WHAT=(cmd/kube-apiserver cmd/kube-scheduler cmd/kube-controller-manager)
 SRC_PKG=kubernetes
 GO_PKG=golang-go
 BUILD_PKGS=(golang-go rsync jq dpkg-dev make)
@@ -143,40 +148,50 @@ cmd_build() {
   local goroot
   goroot=$(readlink -f /usr/lib/go) || die "golang-go is installed but /usr/lib/go is missing"
   [ -x "$goroot/bin/go" ] || die "no go binary in $goroot/bin"
-  local work=$K8S_CACHE/build-$key
-  rm -rf "$work"
-  mkdir -p "$work"
+  local tree_root=$K8S_CACHE/tree/$(printf '%s_%s' "$srcv" "$gov" | tr -c 'A-Za-z0-9.+_-' _)
   local t0=$SECONDS
-  fetch_source "$work/apt" "$work/src" "$srcv"
+  if [ ! -f "$tree_root/FETCHED" ]; then
+    rm -rf "$tree_root"
+    fetch_source "$tree_root/apt" "$tree_root/src" "$srcv"
+    touch "$tree_root/FETCHED"
+  fi
   local tree
-  tree=$(find "$work/src" -mindepth 1 -maxdepth 1 -type d -name "$SRC_PKG-*" | head -n 1)
-  [ -n "$tree" ] || die "apt-get source unpacked no $SRC_PKG-* directory in $work/src"
+  tree=$(find "$tree_root/src" -mindepth 1 -maxdepth 1 -type d -name "$SRC_PKG-*" | head -n 1)
+  [ -n "$tree" ] || die "apt-get source unpacked no $SRC_PKG-* directory in $tree_root/src"
   local t1=$SECONDS
   say "building ${WHAT[*]} with $($goroot/bin/go version) in $tree (nice 10, 2 jobs)"
   (
     cd "$tree"
-    # As debian/rules builds it: Debian's Go first on PATH, static binaries (no cgo).
+    # As debian/rules builds it: Debian's Go first on PATH, static binaries (no cgo). The Go
+    # build cache is the tree's own (hack/lib/golang.sh sets GOCACHE under _output).
     export PATH=$goroot/bin:$PATH GOROOT=$goroot GOPROXY=off GOFLAGS=-mod=vendor GO111MODULE=on
-    export CGO_ENABLED=0
-    export GOCACHE=$work/gocache GOPATH=$work/gopath GOTOOLCHAIN=local GOMAXPROCS=2
+    export CGO_ENABLED=0 GOTOOLCHAIN=local GOMAXPROCS=2 HOME=$tree_root
     export KUBE_BUILD_PLATFORMS=linux/amd64 KUBE_VERBOSE=${KUBE_VERBOSE:-1}
     nice -n 10 make WHAT="${WHAT[*]}" >&2
   )
   local t2=$SECONDS
+  rm -rf "$dir/bin.tmp"
   mkdir -p "$dir/bin.tmp"
   local w
   for w in "${WHAT[@]}"; do
     cp "$tree/_output/bin/$(basename "$w")" "$dir/bin.tmp/" ||
       die "the build made no $(basename "$w") in $tree/_output/bin"
   done
-  rm -rf "$dir/bin"
+  # kubectl: Debian's binary package built from the same source version.
+  local deb=$tree_root/deb
+  rm -rf "$deb"
+  mkdir -p "$deb"
+  (cd "$deb" && apt-get download -q "kubernetes-client=$srcv" >&2) ||
+    die "cannot download Debian's kubernetes-client $srcv (run apt-get update as root and retry)"
+  dpkg-deb -x "$deb"/kubernetes-client_*.deb "$deb/x"
+  cp "$deb/x/usr/bin/kubectl" "$dir/bin.tmp/kubectl" || die "kubernetes-client $srcv has no usr/bin/kubectl"
+  rm -rf "$deb" "$dir/bin"
   mv "$dir/bin.tmp" "$dir/bin"
   printf 'source=%s=%s\ngo=%s=%s (%s)\nscript=%s\nfetch_s=%d\nbuild_s=%d\n' \
     "$SRC_PKG" "$srcv" "$GO_PKG" "$gov" "$($goroot/bin/go version)" \
     "$(sha256sum "$SCRIPT" | cut -c1-16)" $((t1 - t0)) $((t2 - t1)) >"$dir/BUILT"
   say "built in $((t2 - t1)) s (fetch $((t1 - t0)) s); cached in $dir"
-  # The source tree and Go's caches are only inputs: drop them (the binaries are kept).
-  [ -n "${HUTCH_K8S_KEEP_BUILD:-}" ] || rm -rf "$work"
+  [ -z "${HUTCH_K8S_DROP_TREE:-}" ] || rm -rf "$tree_root"
   printf '%s\n' "$dir/bin"
 }
 

@@ -19,6 +19,9 @@ const (
 	LabelBox      = "hutch.dev/box"
 	LabelTemplate = "hutch.dev/template"
 	LabelNode     = "hutch.dev/node"
+	// LabelNodeName on a Box names the node its pod was bound to: node agents watch only
+	// their own Boxes (as KubeVirt's virt-handler selects its VMIs by node label).
+	LabelNodeName = "hutch.dev/node-name"
 	// LabelTemplatePrefix + name = "ready" on a node that holds the template (locality hint).
 	LabelTemplatePrefix = "tmpl.hutch.dev/"
 	// AnnotationEndpoint is where a node agent serves the gateway and its peers.

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"time"
 
 	"hutch.dev/k8s/internal/gateway"
 	"hutch.dev/k8s/internal/kube"
@@ -17,6 +18,7 @@ func main() {
 	listen := flag.String("listen", "127.0.0.1:8080", "ADDR:PORT to serve hutch's API on")
 	keysFile := flag.String("keys", "", "File of 'KEY NAMESPACE' lines: who may call, and whose boxes they see")
 	tokenFile := flag.String("node-token-file", "", "File with the token the node agents expect")
+	wait := flag.Duration("wait", 10*time.Minute, "How long a create, start or stop waits for the box before answering 504")
 	flag.Parse()
 	if *keysFile == "" || *tokenFile == "" {
 		log.Fatal("hutch-gateway: --keys and --node-token-file are required")
@@ -38,6 +40,7 @@ func main() {
 		log.Fatal(err)
 	}
 	g := gateway.New(c, keys, strings.TrimSpace(string(tok)))
+	g.Wait = *wait
 	log.Printf("hutch-gateway: serving on %s", *listen)
 	log.Fatal(http.ListenAndServe(*listen, g))
 }

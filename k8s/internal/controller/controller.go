@@ -273,6 +273,12 @@ func (ctl *Controller) reconcile(ctx context.Context, key string) (time.Duration
 	}
 	switch b.Status.Phase {
 	case "", v1.PhasePending:
+		if b.Labels[v1.LabelNodeName] != pod.Spec.NodeName {
+			// The node agent watches Boxes by this label: set it before the status says Scheduled.
+			if err := ctl.c.PatchBox(ctx, b.Namespace, b.Name, map[string]any{"metadata": map[string]any{"labels": map[string]string{v1.LabelNodeName: pod.Spec.NodeName}}}); err != nil {
+				return 0, err
+			}
+		}
 		return 0, ctl.setStatus(ctx, b, map[string]any{"phase": v1.PhaseScheduled, "nodeName": pod.Spec.NodeName, "podName": pod.Name, "message": ""})
 	case v1.PhaseLost:
 		if strings.HasPrefix(b.Status.Message, "Node ") && b.Status.NodeName == pod.Spec.NodeName && nodeReady(node) && !hutchdDown(node) {

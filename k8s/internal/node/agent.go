@@ -83,13 +83,16 @@ func New(cfg Config, c *kube.Clients) (*Agent, error) {
 	if cfg.NodeName == "" || cfg.Socket == "" {
 		return nil, fmt.Errorf("a node name and hutchd's socket are required")
 	}
-	dyn := dynamicinformer.NewDynamicSharedInformerFactory(c.Dynamic, 10*time.Minute)
+	dyn := dynamicinformer.NewFilteredDynamicSharedInformerFactory(c.Dynamic, 10*time.Minute, metav1.NamespaceAll, func(o *metav1.ListOptions) {
+		o.LabelSelector = v1.LabelNodeName + "=" + cfg.NodeName
+	})
+	tmplInf := dynamicinformer.NewDynamicSharedInformerFactory(c.Dynamic, 10*time.Minute)
 	podInf := informers.NewSharedInformerFactoryWithOptions(c.Core, 10*time.Minute, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", cfg.NodeName).String()
 		o.LabelSelector = v1.LabelBox
 	}))
 	a := &Agent{cfg: cfg, c: c, hd: hutchd.New(cfg.Socket), store: chunks.NewStore(),
-		boxes: dyn.ForResource(v1.BoxGVR).Informer(), tmpls: dyn.ForResource(v1.BoxTemplateGVR).Informer(),
+		boxes: dyn.ForResource(v1.BoxGVR).Informer(), tmpls: tmplInf.ForResource(v1.BoxTemplateGVR).Informer(),
 		pods:  podInf.Core().V1().Pods().Lister(),
 		queue: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
 		busy:  map[string]bool{}, healthy: true}
@@ -110,7 +113,7 @@ func New(cfg Config, c *kube.Clients) (*Agent, error) {
 	a.tmpls.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(o any) { a.queue.Add("template/" + o.(*unstructured.Unstructured).GetName()) },
 		UpdateFunc: func(_, o any) { a.queue.Add("template/" + o.(*unstructured.Unstructured).GetName()) }})
 	a.synced = []cache.InformerSynced{a.boxes.HasSynced, a.tmpls.HasSynced, podInf.Core().V1().Pods().Informer().HasSynced}
-	a.start = func(stop <-chan struct{}) { dyn.Start(stop); podInf.Start(stop) }
+	a.start = func(stop <-chan struct{}) { dyn.Start(stop); tmplInf.Start(stop); podInf.Start(stop) }
 	return a, nil
 }
 
@@ -478,6 +481,16 @@ func (a *Agent) reconcileBox(ctx context.Context, key string) (time.Duration, er
 		return 0, err
 	}
 	if b == nil {
+		if pod != nil && pod.Spec.NodeName == a.cfg.NodeName && pod.DeletionTimestamp != nil {
+			// The Box is gone (its garbage collector deletes the pod): nothing runs, so finish
+			// the deletion as the kubelet would, which frees the node's resources.
+			zero := int64(0)
+			err := a.c.Core.CoreV1().Pods(ns).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero, Preconditions: &metav1.Preconditions{UID: &pod.UID}})
+			if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+				err = nil
+			}
+			return 0, err
+		}
 		return 0, nil
 	}
 	if pod != nil && pod.Spec.NodeName != a.cfg.NodeName {
