@@ -31,7 +31,7 @@ func main() {
 	flag.Int64Var(&o.LostAfterSeconds, "lost-after", o.LostAfterSeconds, "Seconds a box pod stays on an unreachable node before eviction")
 	flag.Parse()
 	o.ForkAffinityWeight, o.TemplateAffinityWeight = int32(fw), int32(tw)
-	c, err := kube.Connect(*kubeconfig, float32(*qps), "hutch-controller")
+	c, err := kube.Connect(*kubeconfig, float32(*qps), "hutch-controller", true)
 	if err != nil {
 		log.Fatal(err)
 	}

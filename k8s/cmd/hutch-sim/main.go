@@ -13,7 +13,6 @@ import (
 	"log"
 	"math"
 	"math/rand"
-	"os"
 	"sort"
 	"sync"
 	"time"
@@ -23,6 +22,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
 
 	v1 "hutch.dev/k8s/api/v1alpha1"
 	"hutch.dev/k8s/internal/kube"
@@ -34,11 +35,11 @@ type size struct {
 
 type cfg struct {
 	nodes, boxes, forks, fillMax int
-	nodeCPUs, nodeMemMiB           int64
-	ns, prefix                     string
-	seed                           int64
-	timeout                        time.Duration
-	sizes                          []size
+	nodeCPUs, nodeMemMiB         int64
+	ns, prefix                   string
+	seed                         int64
+	timeout                      time.Duration
+	sizes                        []size
 }
 
 type wave struct {
@@ -97,7 +98,7 @@ func main() {
 	if c.nodes < 1 || c.boxes < 1 {
 		log.Fatal("hutch-sim: --nodes and --boxes must be at least 1")
 	}
-	cl, err := kube.Connect(*kubeconfig, 400, "hutch-sim")
+	cl, err := kube.Connect(*kubeconfig, 400, "hutch-sim", true)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -178,17 +179,59 @@ type placed struct {
 	unsch  string
 }
 
+// tracker follows box pods through an informer (a watch, not polling lists): when each was
+// first seen bound, or reported unschedulable.
+type tracker struct {
+	mu      sync.Mutex
+	bound   map[string]time.Time
+	node    map[string]string
+	unsched map[string]string
+}
+
+func newTracker(ctx context.Context, cl *kube.Clients, ns string) (*tracker, error) {
+	t := &tracker{bound: map[string]time.Time{}, node: map[string]string{}, unsched: map[string]string{}}
+	f := informers.NewSharedInformerFactoryWithOptions(cl.Core, 0, informers.WithNamespace(ns),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = v1.LabelBox }))
+	inf := f.Core().V1().Pods().Informer()
+	see := func(obj any) {
+		p, ok := obj.(*corev1.Pod)
+		if !ok {
+			return
+		}
+		box := p.Labels[v1.LabelBox]
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if p.Spec.NodeName != "" {
+			if _, done := t.bound[box]; !done {
+				t.bound[box], t.node[box] = time.Now(), p.Spec.NodeName
+			}
+			return
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+				t.unsched[box] = c.Message
+			}
+		}
+	}
+	inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: see, UpdateFunc: func(_, n any) { see(n) }})
+	f.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		return nil, fmt.Errorf("the pod informer did not sync")
+	}
+	return t, nil
+}
+
 // createWave creates boxes and waits until each one's pod is bound or reported unschedulable.
-func createWave(ctx context.Context, cl *kube.Clients, c cfg, name string, names []string, sizes []size, parents []string) (wave, map[string]placed, error) {
+func createWave(ctx context.Context, cl *kube.Clients, tr *tracker, c cfg, name string, names []string, sizes []size, parents []string) (wave, map[string]placed, error) {
 	w := wave{Name: name, Requested: len(names)}
 	t0 := time.Now()
 	created := make(map[string]time.Time, len(names))
 	var mu sync.Mutex
 	err := parallel(len(names), 16, func(i int) error {
-		_, err := cl.Dynamic.Resource(v1.BoxGVR).Namespace(c.ns).Create(ctx, boxObject(c.ns, names[i], sizes[i], parents[i]), metav1.CreateOptions{})
 		mu.Lock()
 		created[names[i]] = time.Now()
 		mu.Unlock()
+		_, err := cl.Dynamic.Resource(v1.BoxGVR).Namespace(c.ns).Create(ctx, boxObject(c.ns, names[i], sizes[i], parents[i]), metav1.CreateOptions{})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("cannot create Box %s: %w", names[i], err)
 		}
@@ -197,49 +240,35 @@ func createWave(ctx context.Context, cl *kube.Clients, c cfg, name string, names
 	if err != nil {
 		return w, nil, err
 	}
-	want := make(map[string]bool, len(names))
-	for _, n := range names {
-		want[n] = true
-	}
 	out := map[string]placed{}
 	var binds []int64
-	for len(out) < len(names) {
-		if ctx.Err() != nil {
-			return w, out, fmt.Errorf("wave %s: %d of %d boxes settled before the timeout", name, len(out), len(names))
-		}
-		pods, err := cl.Core.CoreV1().Pods(c.ns).List(ctx, metav1.ListOptions{LabelSelector: v1.LabelBox})
-		if err != nil {
-			return w, out, err
-		}
-		now := time.Now()
-		for _, p := range pods.Items {
-			box := p.Labels[v1.LabelBox]
-			if !want[box] {
-				continue
-			}
+	for {
+		tr.mu.Lock()
+		for _, box := range names {
 			if _, done := out[box]; done {
 				continue
 			}
-			if p.Spec.NodeName != "" {
-				ms := now.Sub(created[box]).Milliseconds()
-				out[box] = placed{node: p.Spec.NodeName, bindMs: ms}
+			if at, ok := tr.bound[box]; ok {
+				ms := at.Sub(created[box]).Milliseconds()
+				out[box] = placed{node: tr.node[box], bindMs: ms}
 				binds = append(binds, ms)
 				w.Bound++
-				continue
-			}
-			for _, cond := range p.Status.Conditions {
-				if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable {
-					out[box] = placed{unsch: cond.Message}
-					w.Unschedulable++
-					if w.FirstReason == "" {
-						w.FirstReason = cond.Message
-					}
+			} else if msg, ok := tr.unsched[box]; ok {
+				out[box] = placed{unsch: msg}
+				w.Unschedulable++
+				if w.FirstReason == "" {
+					w.FirstReason = msg
 				}
 			}
 		}
-		if len(out) < len(names) {
-			time.Sleep(250 * time.Millisecond)
+		tr.mu.Unlock()
+		if len(out) == len(names) {
+			break
 		}
+		if ctx.Err() != nil {
+			return w, out, fmt.Errorf("wave %s: %d of %d boxes settled before the timeout", name, len(out), len(names))
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 	w.Seconds = math.Round(time.Since(t0).Seconds()*10) / 10
 	sort.Slice(binds, func(i, j int) bool { return binds[i] < binds[j] })
@@ -287,6 +316,10 @@ func run(ctx context.Context, cl *kube.Clients, c cfg) (*result, error) {
 	if _, err := cl.Core.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, err
 	}
+	tr, err := newTracker(ctx, cl, c.ns)
+	if err != nil {
+		return nil, err
+	}
 	t0 := time.Now()
 	if err := registerNodes(ctx, cl, c); err != nil {
 		return nil, err
@@ -301,7 +334,7 @@ func run(ctx context.Context, cl *kube.Clients, c cfg) (*result, error) {
 		names[i], sizes[i] = fmt.Sprintf("box-%05d", i), c.sizes[rng.Intn(len(c.sizes))]
 		sizeOf[names[i]] = sizes[i]
 	}
-	w, got, err := createWave(ctx, cl, c, "boxes", names, sizes, parents)
+	w, got, err := createWave(ctx, cl, tr, c, "boxes", names, sizes, parents)
 	if err != nil {
 		return nil, err
 	}
@@ -325,7 +358,7 @@ func run(ctx context.Context, cl *kube.Clients, c cfg) (*result, error) {
 			fn[i], fs[i] = fmt.Sprintf("fork-%05d", i), sizeOf[fp[i]]
 			sizeOf[fn[i]] = fs[i]
 		}
-		w, got, err := createWave(ctx, cl, c, "forks", fn, fs, fp)
+		w, got, err := createWave(ctx, cl, tr, c, "forks", fn, fs, fp)
 		if err != nil {
 			return nil, err
 		}
@@ -354,7 +387,7 @@ func run(ctx context.Context, cl *kube.Clients, c cfg) (*result, error) {
 			sizeOf[fn[i]] = fs[i]
 		}
 		added += batch
-		w, got, err := createWave(ctx, cl, c, fmt.Sprintf("fill-%d", added/250), fn, fs, fp)
+		w, got, err := createWave(ctx, cl, tr, c, fmt.Sprintf("fill-%d", added/250), fn, fs, fp)
 		if err != nil {
 			return nil, err
 		}

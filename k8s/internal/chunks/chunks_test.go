@@ -17,7 +17,7 @@ func writeImage(t *testing.T, dir string) {
 	os.MkdirAll(dir, 0o755)
 	rng := rand.New(rand.NewSource(1))
 	disk := make([]byte, 3*Size+12345)
-	rng.Read(disk[:Size])           // chunk 0: data
+	rng.Read(disk[:Size])              // chunk 0: data
 	rng.Read(disk[2*Size : 2*Size+99]) // chunk 1 is all zeros (a hole); chunk 2 mostly zeros
 	rng.Read(disk[3*Size:])
 	os.WriteFile(filepath.Join(dir, "rootfs.img"), disk, 0o644)

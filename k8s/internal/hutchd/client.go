@@ -37,7 +37,9 @@ type Error struct {
 	Message string `json:"message"`
 }
 
-func (e *Error) Error() string { return fmt.Sprintf("hutchd: %s (%s, HTTP %d)", e.Message, e.Code, e.Status) }
+func (e *Error) Error() string {
+	return fmt.Sprintf("hutchd: %s (%s, HTTP %d)", e.Message, e.Code, e.Status)
+}
 
 func IsNotFound(err error) bool {
 	e, ok := err.(*Error)

@@ -535,7 +535,7 @@ func (a *Agent) reconcileBox(ctx context.Context, key string) (time.Duration, er
 			}
 			if err := a.status(ctx, b, map[string]any{"phase": v1.PhaseStopped, "nodeName": a.cfg.NodeName,
 				"snapshot": map[string]any{"name": hname, "node": a.cfg.NodeName, "durable": false},
-				"message": "stopped: its pod was deleted (drain or eviction); it resumes on this node"}); err != nil {
+				"message":  "stopped: its pod was deleted (drain or eviction); it resumes on this node"}); err != nil {
 				return err
 			}
 			zero := int64(0)
