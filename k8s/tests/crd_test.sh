@@ -35,12 +35,12 @@ api() { # METHOD PATH [BODY [CONTENT-TYPE]]
     -X "$1" ${3:+-d "$3"} -H "Content-Type: ${4:-application/json}" "$HUTCH_K8S_APISERVER$2"
 }
 
-check "kubectl is the 1.20 client built from Debian's source" sh -c 'kubectl version --client --short | grep -q "v1.20"'
-check "the server is Kubernetes 1.20" sh -c 'kubectl version --short | grep -q "Server Version: v1.20"'
+check "kubectl is Debian's 1.20 client (kubernetes-client)" bash -c 'kubectl version --client --short | grep -q "v1.20"'
+check "the server is Kubernetes 1.20" bash -c 'kubectl version --short | grep -q "Server Version: v1.20"'
 check "the four CRDs apply" kubectl apply -f "$K8S/crds/"
 check "the CRDs are established" kubectl wait --for condition=established --timeout=60s \
   crd/boxes.hutch.dev crd/boxtemplates.hutch.dev crd/boxsnapshots.hutch.dev crd/boxpools.hutch.dev
-check "discovery lists the hutch.dev resources" sh -c \
+check "discovery lists the hutch.dev resources" bash -c \
   'kubectl api-resources --api-group=hutch.dev -o name | sort | tr "\n" " " | grep -qx "boxes.hutch.dev boxpools.hutch.dev boxsnapshots.hutch.dev boxtemplates.hutch.dev "'
 
 # A watch from now on, in the background: it must see the box come, change and go.
@@ -59,14 +59,14 @@ spec:
   unknownField: dropped
 YAML
 check "a Box is created" kubectl apply -f "$DIR/box.yaml"
-check "get: defaults are applied (memoryMiB 512, runState Running)" sh -c \
+check "get: defaults are applied (memoryMiB 512, runState Running)" bash -c \
   '[ "$(kubectl get box demo -o jsonpath="{.spec.resources.memoryMiB} {.spec.runState} {.spec.resources.cpus}")" = "512 Running 2" ]'
-check "unknown fields are pruned (structural schema)" sh -c \
+check "unknown fields are pruned (structural schema)" bash -c \
   '[ -z "$(kubectl get box demo -o jsonpath="{.spec.unknownField}")" ]'
-check "list: kubectl get boxes shows it with its printer columns" sh -c \
+check "list: kubectl get boxes shows it with its printer columns" bash -c \
   'kubectl get boxes | grep -E "^demo +Running? *[^ ]* *base +2 +512" >/dev/null || kubectl get boxes | grep -E "^demo +base +2 +512"'
 check "the short name hbox works" kubectl get hbox demo
-check "list through the REST API" sh -c \
+check "list through the REST API" bash -c \
   "$(declare -f api); DIR=$DIR HUTCH_K8S_APISERVER=$HUTCH_K8S_APISERVER; api GET /apis/hutch.dev/v1alpha1/namespaces/default/boxes | jq -e '.items | map(.metadata.name) == [\"demo\"]'"
 
 # status is a subresource: a status patch cannot change spec, a spec patch cannot change status.
@@ -75,7 +75,7 @@ out=$(api PATCH /apis/hutch.dev/v1alpha1/namespaces/default/boxes/demo/status \
 if [ "$(echo "$out" | jq -r '.status.phase + " " + .spec.runState')" = "Running Running" ]; then
   ok "status subresource: status changed, spec untouched"
 else bad "status subresource: $out"; fi
-check "a spec patch leaves status alone" sh -c \
+check "a spec patch leaves status alone" bash -c \
   'kubectl patch box demo --type merge -p "{\"spec\":{\"runState\":\"Stopped\"},\"status\":{\"phase\":\"Failed\"}}" >/dev/null &&
    [ "$(kubectl get box demo -o jsonpath="{.spec.runState} {.status.phase}")" = "Stopped Running" ]'
 
@@ -123,9 +123,9 @@ if grep -q created "$DIR/quota.1" && grep -q created "$DIR/quota.2" && grep -q '
 else bad "quota: $(cat "$DIR"/quota.*)"; fi
 
 printf 'apiVersion: hutch.dev/v1alpha1\nkind: BoxPool\nmetadata: {name: warm}\nspec: {template: base}\n' | kubectl apply -f - >/dev/null
-check "BoxPool scales through the scale subresource" sh -c \
+check "BoxPool scales through the scale subresource" bash -c \
   'kubectl scale boxpool warm --replicas=5 >/dev/null && [ "$(kubectl get boxpool warm -o jsonpath="{.spec.replicas}")" = 5 ]'
-check "BoxTemplate is cluster-scoped" sh -c \
+check "BoxTemplate is cluster-scoped" bash -c \
   'printf "apiVersion: hutch.dev/v1alpha1\nkind: BoxTemplate\nmetadata: {name: base}\nspec: {recipe: base}\n" | kubectl apply -f - >/dev/null &&
    kubectl get boxtemplate base -o jsonpath="{.metadata.namespace}" | grep -qv .'
 
