@@ -27,6 +27,12 @@ SRC_PKG=kubernetes
 GO_PKG=golang-go
 BUILD_PKGS=(golang-go rsync jq dpkg-dev make)
 
+# Kubernetes 1.20 vendors github.com/modern-go/reflect2 v1.0.1, whose map iteration faults under
+# Go 1.18 and newer: built with Debian's Go 1.19, kube-apiserver died with SIGSEGV in
+# reflect2's UnsafeIterate (json-iterator's sortKeysMapEncoder) on the first custom object it
+# encoded. v1.0.2 is the release that fixed it; it replaces the vendored copy before the build.
+REFLECT2_VERSION=v1.0.2
+
 say() { printf 'control-plane: %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
 
@@ -131,6 +137,25 @@ fetch_source() {
   (cd "$dest" && apt-get "${opts[@]}" source -q "$SRC_PKG=$version" >&2)
 }
 
+# Replaces vendor/github.com/modern-go/reflect2 with $REFLECT2_VERSION from the Go module proxy
+# (the one `go env GOPROXY` names), keeping the tree's vendor/modules.txt untouched.
+fix_reflect2() {
+  local tree=$1 goroot=$2 root=$3 dir
+  local vend=$tree/vendor/github.com/modern-go/reflect2
+  [ -d "$vend" ] || die "$vend is missing: is this the Kubernetes 1.20 tree?"
+  if [ "$(cat "$vend/.hutch-version" 2>/dev/null)" = "$REFLECT2_VERSION" ]; then return 0; fi
+  dir=$(cd "$root" && GOFLAGS= GOMODCACHE=$root/gomod GOPATH=$root/gopath GO111MODULE=on \
+    "$goroot/bin/go" mod download -json "github.com/modern-go/reflect2@$REFLECT2_VERSION" |
+    sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  [ -n "$dir" ] && [ -f "$dir/reflect2.go" ] ||
+    die "cannot download github.com/modern-go/reflect2@$REFLECT2_VERSION from the Go module proxy ($("$goroot/bin/go" env GOPROXY))"
+  rm -f "$vend"/*.go
+  cp "$dir"/*.go "$vend/"
+  chmod u+w "$vend"/*.go
+  printf '%s\n' "$REFLECT2_VERSION" >"$vend/.hutch-version"
+  say "vendored reflect2 replaced by $REFLECT2_VERSION (v1.0.1 faults under Go 1.18+)"
+}
+
 cmd_build() {
   local key dir
   key=$(cache_key)
@@ -158,6 +183,7 @@ cmd_build() {
   local tree
   tree=$(find "$tree_root/src" -mindepth 1 -maxdepth 1 -type d -name "$SRC_PKG-*" | head -n 1)
   [ -n "$tree" ] || die "apt-get source unpacked no $SRC_PKG-* directory in $tree_root/src"
+  fix_reflect2 "$tree" "$goroot" "$tree_root"
   local t1=$SECONDS
   say "building ${WHAT[*]} with $($goroot/bin/go version) in $tree (nice 10, 2 jobs)"
   (
