@@ -1,0 +1,219 @@
+#!/usr/bin/env bash
+# A real Kubernetes control plane for hutch's capacity work (docs/capacity.md), built from
+# Debian's own archive (k8s-build.sh: kube-apiserver, kube-scheduler, kube-controller-manager and
+# kubectl from the `kubernetes` source package, compiled with Debian's Go) and run against
+# Debian's etcd-server, all on loopback with certificates made here for each run.
+#
+#   control-plane.sh build          builds (or finds cached) binaries; prints their directory
+#   control-plane.sh start DIR [--no-controller-manager] [--scheduler-config FILE]
+#                                   starts etcd + apiserver + scheduler (+ controller-manager)
+#                                   with state, certificates, logs and kubeconfigs in DIR
+#   control-plane.sh stop DIR       stops what `start DIR` started (by the pids it recorded)
+#   control-plane.sh env DIR        prints the KUBECONFIG and PATH exports for DIR
+set -euo pipefail
+
+SCRIPT=$(readlink -f "${BASH_SOURCE[0]}")
+HERE=$(dirname "$SCRIPT")
+RUN_PKGS=(etcd-server openssl curl python3)
+
+say() { printf 'control-plane: %s\n' "$*" >&2; }
+die() { say "error: $*"; exit 1; }
+need_root() { [ "$(id -u)" -eq 0 ] || die "must run as root to install packages (try: sudo $0 $*)"; }
+
+apt_install() {
+  local missing=() p
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  need_root
+  say "installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y -q --no-install-recommends "${missing[@]}" >&2 ||
+    { apt-get update -q >&2 && apt-get install -y -q --no-install-recommends "${missing[@]}" >&2; }
+}
+
+cmd_build() { "$HERE/k8s-build.sh" | tail -n 1; }
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# Makes the certificates of a control plane on loopback in $1/pki: a CA, the apiserver's serving
+# certificate, client certificates for the admin, the scheduler and the controller-manager, and
+# the service-account key pair. Each run makes its own; nothing is shared between runs.
+make_pki() {
+  local pki=$1/pki
+  mkdir -p "$pki"
+  (
+    cd "$pki"
+    umask 077
+    openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj "/CN=hutch-k8s-ca" \
+      -keyout ca.key -out ca.crt 2>/dev/null
+    cert() { # name subject [extfile]
+      openssl req -newkey rsa:2048 -nodes -subj "$2" -keyout "$1.key" -out "$1.csr" 2>/dev/null
+      openssl x509 -req -in "$1.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -days 30 \
+        ${3:+-extfile "$3"} -out "$1.crt" 2>/dev/null
+      rm -f "$1.csr"
+    }
+    printf '%s\n' "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,IP:10.96.0.1" \
+      "extendedKeyUsage=serverAuth" >apiserver.ext
+    cert apiserver "/CN=kube-apiserver" apiserver.ext
+    printf 'extendedKeyUsage=clientAuth\n' >client.ext
+    cert admin "/O=system:masters/CN=hutch-admin" client.ext
+    cert scheduler "/CN=system:kube-scheduler" client.ext
+    cert controller-manager "/CN=system:kube-controller-manager" client.ext
+    openssl genrsa -out sa.key 2048 2>/dev/null
+    openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
+  )
+}
+
+# kubeconfig FILE USER: a kubeconfig for the apiserver at $APISERVER with USER's certificate.
+write_kubeconfig() {
+  local file=$1 user=$2 pki=$DIR/pki
+  cat >"$file" <<KC
+apiVersion: v1
+kind: Config
+clusters:
+- name: hutch
+  cluster:
+    server: $APISERVER
+    certificate-authority: $pki/ca.crt
+users:
+- name: $user
+  user:
+    client-certificate: $pki/$user.crt
+    client-key: $pki/$user.key
+contexts:
+- name: hutch
+  context: {cluster: hutch, user: $user, namespace: default}
+current-context: hutch
+KC
+}
+
+# Starts one process in its own session (so that stop can end its group), logging to DIR/logs.
+launch() {
+  local name=$1
+  shift
+  setsid "$@" >"$DIR/logs/$name.log" 2>&1 </dev/null &
+  echo "$! $name" >>"$DIR/pids"
+}
+
+wait_for() { # what seconds command...
+  local what=$1 deadline=$((SECONDS + $2))
+  shift 2
+  until "$@" >/dev/null 2>&1; do
+    if [ $SECONDS -ge $deadline ]; then
+      say "$what did not become ready; the last lines of its log:"
+      tail -n 20 "$DIR/logs/$what.log" >&2 || true
+      return 1
+    fi
+    sleep 0.3
+  done
+}
+
+cmd_start() {
+  local dir=${1:-}
+  [ -n "$dir" ] || die "usage: control-plane.sh start DIR [--no-controller-manager] [--scheduler-config FILE]"
+  shift
+  local with_cm=1 sched_config=""
+  while [ $# -gt 0 ]; do
+    case $1 in
+    --no-controller-manager) with_cm=0 ;;
+    --scheduler-config) sched_config=$(readlink -f "$2"); shift ;;
+    *) die "unknown option '$1' (try --no-controller-manager or --scheduler-config FILE)" ;;
+    esac
+    shift
+  done
+  if [ -s "$dir/pids" ]; then die "$dir has a control plane already (stop it with: $0 stop $dir)"; fi
+  local bin
+  bin=$(cmd_build)
+  apt_install "${RUN_PKGS[@]}"
+  local etcd_bin
+  etcd_bin=$(command -v etcd || true)
+  [ -x "$etcd_bin" ] || etcd_bin=/usr/bin/etcd
+  [ -x "$etcd_bin" ] || die "etcd-server is installed but no etcd binary was found"
+  mkdir -p "$dir/logs"
+  DIR=$(readlink -f "$dir")
+  : >"$DIR/pids"
+  make_pki "$DIR"
+  local etcd_port peer_port api_port sched_port cm_port
+  etcd_port=$(free_port) peer_port=$(free_port) api_port=$(free_port)
+  sched_port=$(free_port) cm_port=$(free_port)
+  APISERVER=https://127.0.0.1:$api_port
+  local t0=$SECONDS
+  # etcd on loopback without TLS (the apiserver is its only client); fsync off: a test store.
+  launch etcd "$etcd_bin" --name hutch --data-dir "$DIR/etcd" \
+    --listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
+    --listen-peer-urls "http://127.0.0.1:$peer_port" --initial-advertise-peer-urls "http://127.0.0.1:$peer_port" \
+    --initial-cluster "hutch=http://127.0.0.1:$peer_port" --unsafe-no-fsync
+  wait_for etcd 30 curl -fsS "http://127.0.0.1:$etcd_port/health"
+  local pki=$DIR/pki
+  launch kube-apiserver "$bin/kube-apiserver" \
+    --etcd-servers "http://127.0.0.1:$etcd_port" \
+    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" --insecure-port 0 \
+    --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
+    --client-ca-file "$pki/ca.crt" \
+    --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
+    --service-account-issuer https://kubernetes.default.svc --api-audiences https://kubernetes.default.svc \
+    --authorization-mode Node,RBAC --service-cluster-ip-range 10.96.0.0/16 \
+    --cert-dir "$DIR/apiserver-certs" --allow-privileged=true --v 1
+  wait_for kube-apiserver 120 curl -fsS --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" "$APISERVER/readyz"
+  write_kubeconfig "$DIR/admin.kubeconfig" admin
+  write_kubeconfig "$DIR/scheduler.kubeconfig" scheduler
+  write_kubeconfig "$DIR/controller-manager.kubeconfig" controller-manager
+  local sched_args=(--kubeconfig "$DIR/scheduler.kubeconfig")
+  if [ -n "$sched_config" ]; then
+    # The config names the kubeconfig itself: fill in ours.
+    sed "s|@KUBECONFIG@|$DIR/scheduler.kubeconfig|" "$sched_config" >"$DIR/scheduler-config.yaml"
+    sched_args=(--config "$DIR/scheduler-config.yaml")
+  fi
+  launch kube-scheduler "$bin/kube-scheduler" "${sched_args[@]}" \
+    --authentication-kubeconfig "$DIR/scheduler.kubeconfig" --authorization-kubeconfig "$DIR/scheduler.kubeconfig" \
+    --bind-address 127.0.0.1 --secure-port "$sched_port" --port 0 --leader-elect=false --v 1
+  wait_for kube-scheduler 60 curl -fsSk "https://127.0.0.1:$sched_port/healthz"
+  if [ $with_cm = 1 ]; then
+    # Node lifecycle timings shortened so that a dead node agent is noticed in tens of seconds.
+    launch kube-controller-manager "$bin/kube-controller-manager" --kubeconfig "$DIR/controller-manager.kubeconfig" \
+      --authentication-kubeconfig "$DIR/controller-manager.kubeconfig" --authorization-kubeconfig "$DIR/controller-manager.kubeconfig" \
+      --bind-address 127.0.0.1 --secure-port "$cm_port" --port 0 --leader-elect=false \
+      --use-service-account-credentials --service-account-private-key-file "$pki/sa.key" \
+      --root-ca-file "$pki/ca.crt" --cluster-signing-cert-file "$pki/ca.crt" --cluster-signing-key-file "$pki/ca.key" \
+      --node-monitor-period 2s --node-monitor-grace-period 20s --v 1
+    wait_for kube-controller-manager 60 curl -fsSk "https://127.0.0.1:$cm_port/healthz"
+  fi
+  cat >"$DIR/env" <<ENV
+export KUBECONFIG=$DIR/admin.kubeconfig
+export PATH=$bin:\$PATH
+export HUTCH_K8S_APISERVER=$APISERVER
+ENV
+  say "ready in $((SECONDS - t0)) s: apiserver $APISERVER (kubeconfig $DIR/admin.kubeconfig, env $DIR/env)"
+}
+
+cmd_stop() {
+  local dir=${1:-}
+  [ -n "$dir" ] || die "usage: control-plane.sh stop DIR"
+  [ -f "$dir/pids" ] || { say "nothing recorded in $dir/pids"; return 0; }
+  local pid name
+  # Reverse order: controllers before the apiserver, the apiserver before etcd.
+  tac "$dir/pids" | while read -r pid name; do
+    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+  done
+  local deadline=$((SECONDS + 15))
+  while read -r pid name; do
+    while kill -0 "$pid" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.2; done
+    kill -KILL -- "-$pid" 2>/dev/null || true
+  done <"$dir/pids"
+  : >"$dir/pids"
+}
+
+cmd_env() {
+  [ -f "${1:-}/env" ] || die "no control plane was started in '${1:-}' (run: $0 start DIR)"
+  cat "$1/env"
+}
+
+case ${1:-} in
+build) shift; cmd_build ;;
+start) shift; cmd_start "$@" ;;
+stop) shift; cmd_stop "$@" ;;
+env) shift; cmd_env "$@" ;;
+*) sed -n '2,12p' "$SCRIPT" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+esac

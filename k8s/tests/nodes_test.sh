@@ -1,0 +1,170 @@
+#!/usr/bin/env bash
+# Issue 19 item 3, for real on this machine: two hutchd "nodes" (each with its own state
+# directory, socket, image cache, uid range and so network-namespace prefix) with their node
+# agents register with the real control plane (k8s/scripts/control-plane.sh). Boxes created
+# with kubectl and through the gateway (hutch's own API) land on nodes by their requests (each
+# node offers 1 CPU, each box asks for 1), run, answer exec through the gateway, stop and start;
+# the template built on node A is fetched by node B as checksummed chunks and verified;
+# killing node B's hutchd marks its box Lost and taints the node, and both recover when it
+# returns. Prints 'N passed, N failed'. Needs root, QEMU and hutch's build (it builds it).
+set -uo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+K8S=$(cd "$HERE/.." && pwd)
+ROOT=$(cd "$K8S/.." && pwd)
+CP=$K8S/scripts/control-plane.sh
+DIR=$(mktemp -d /tmp/hk8s.XXXXXX) # short: hutchd's socket paths must fit sun_path
+HUTCH_BIN=${HUTCH_BIN:-}
+if [ -z "$HUTCH_BIN" ]; then
+  # shellcheck disable=SC1091
+  (cd "$ROOT" && source scripts/common.sh && hutch_build >&2) || { echo "0 passed, 1 failed"; exit 1; }
+  HUTCH_BIN=${HUTCH_BUILD_DIR:-$ROOT/build}
+fi
+HUTCHD=$HUTCH_BIN/src/daemon/hutchd
+GO_BIN=$("$K8S/scripts/build-go.sh" | tail -n 1) || { echo "0 passed, 1 failed"; exit 1; }
+pass=0 fail=0
+ok() { pass=$((pass + 1)); printf 'ok   %s\n' "$*"; }
+bad() { fail=$((fail + 1)); printf 'FAIL %s\n' "$*"; }
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
+  "$CP" stop "$DIR"
+  if [ -n "${HUTCH_K8S_KEEP:-}" ]; then echo "kept $DIR" >&2; else rm -rf "$DIR"; fi
+}
+trap cleanup EXIT
+
+"$CP" start "$DIR" || { echo "0 passed, 1 failed"; exit 1; }
+# shellcheck disable=SC1091
+. "$DIR/env"
+kubectl apply -f "$K8S/crds/" >/dev/null && kubectl wait --for condition=established --timeout=60s crd/boxes.hutch.dev >/dev/null
+head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$DIR/node-token"
+key=$(head -c 20 /dev/urandom | od -An -tx1 | tr -d ' \n')
+printf '%s default\n' "$key" >"$DIR/keys"
+
+# Node A's image cache is the shared one (a template built before is found there); node B's is
+# empty: B gets the template only from A.
+declare -A CACHE=([a]=${HUTCH_CACHE_DIR:-/var/cache/hutch} [b]=$DIR/b/cache)
+declare -A UIDBASE=([a]=$((0x7D000000)) [b]=$((0x7D020000)))
+declare -A ADDR=([a]=127.0.0.1:$((20000 + RANDOM % 20000)) [b]=127.0.0.1:$((40000 + RANDOM % 20000)))
+declare -A HPID=()
+start_hutchd() {
+  local n=$1
+  mkdir -p "$DIR/$n/state" "${CACHE[$n]}"
+  setsid "$HUTCHD" --socket "$DIR/$n/hutchd.sock" --state-dir "$DIR/$n/state" --image-cache "${CACHE[$n]}" \
+    --uid-base "${UIDBASE[$n]}" --pool-size 0 >>"$DIR/$n/hutchd.log" 2>&1 </dev/null &
+  HPID[$n]=$!
+  pids+=("$!")
+  for _ in $(seq 100); do [ -S "$DIR/$n/hutchd.sock" ] && curl -fsS --unix-socket "$DIR/$n/hutchd.sock" http://h/v1/info >/dev/null 2>&1 && return 0; sleep 0.2; done
+  echo "hutchd of node $n did not start:" >&2
+  tail -n 20 "$DIR/$n/hutchd.log" >&2
+  return 1
+}
+for n in a b; do
+  start_hutchd $n || { echo "$pass passed, $((fail + 1)) failed"; exit 1; }
+  "$GO_BIN/hutch-node" --node-name "node-$n" --hutchd-socket "$DIR/$n/hutchd.sock" --image-cache "${CACHE[$n]}" \
+    --listen "${ADDR[$n]}" --token-file "$DIR/node-token" --cpus 1 --memory-mib 2048 >"$DIR/$n/agent.log" 2>&1 &
+  pids+=("$!")
+done
+"$GO_BIN/hutch-controller" >"$DIR/controller.log" 2>&1 &
+pids+=("$!")
+gw=127.0.0.1:$((30000 + RANDOM % 20000))
+"$GO_BIN/hutch-gateway" --listen "$gw" --keys "$DIR/keys" --node-token-file "$DIR/node-token" --wait 15m >"$DIR/gateway.log" 2>&1 &
+pids+=("$!")
+GW=(curl -sS -H "Authorization: Bearer $key" -H 'Content-Type: application/json')
+
+wait_until() { # seconds description command...
+  local deadline=$((SECONDS + $1)) what=$2
+  shift 2
+  until "$@" >/dev/null 2>&1; do
+    if [ $SECONDS -ge $deadline ]; then bad "$what (timed out)"; return 1; fi
+    sleep 1
+  done
+  ok "$what"
+}
+phase() { kubectl get box "$1" -o jsonpath='{.status.phase}' 2>/dev/null; }
+node_of() { kubectl get box "$1" -o jsonpath='{.status.nodeName}' 2>/dev/null; }
+
+wait_until 30 "both nodes registered Ready with 1 CPU" sh -c \
+  '[ "$(kubectl get nodes -l hutch.dev/node=true -o jsonpath="{range .items[*]}{.metadata.name}={.status.allocatable.cpu}/{.status.conditions[?(@.type==\"Ready\")].status} {end}")" = "node-a=1/True node-b=1/True " ]'
+
+t0=$SECONDS
+printf 'apiVersion: hutch.dev/v1alpha1\nkind: BoxTemplate\nmetadata: {name: base}\nspec: {recipe: base, buildOn: node-a}\n' | kubectl apply -f - >/dev/null
+wait_until 1800 "node A builds template base and publishes its digest" sh -c \
+  'kubectl get boxtemplate base -o jsonpath="{.status.digest}" | grep -qE "^[0-9a-f]{64}$"'
+echo "   template ready on node A after $((SECONDS - t0)) s: $(kubectl get boxtemplate base -o jsonpath='{.status.nodes}')"
+
+box() { printf 'apiVersion: hutch.dev/v1alpha1\nkind: Box\nmetadata: {name: %s}\nspec: {template: base, resources: {cpus: 1, memoryMiB: 512}}\n' "$1" | kubectl apply -f - >/dev/null; }
+t0=$SECONDS
+box one
+wait_until 900 "Box one (kubectl) runs" sh -c "[ \"\$(kubectl get box one -o jsonpath='{.status.phase}')\" = Running ]"
+echo "   one: $(node_of one) after $((SECONDS - t0)) s"
+t0=$SECONDS
+box two
+wait_until 1200 "Box two (kubectl) runs" sh -c "[ \"\$(kubectl get box two -o jsonpath='{.status.phase}')\" = Running ]"
+echo "   two: $(node_of two) after $((SECONDS - t0)) s"
+n1=$(node_of one) n2=$(node_of two)
+if [ -n "$n1" ] && [ -n "$n2" ] && [ "$n1" != "$n2" ]; then ok "the scheduler put them on different nodes ($n1, $n2): each node has 1 CPU"; else bad "placement: one=$n1 two=$n2"; fi
+other=$([ "$n1" = node-a ] && echo "$n2" || echo "$n1")
+msg=$(kubectl get boxtemplate base -o jsonpath="{.status.nodes[?(@.name==\"node-b\")].message}")
+state=$(kubectl get boxtemplate base -o jsonpath="{.status.nodes[?(@.name==\"node-b\")].state}")
+if [ "$state" = Ready ] && echo "$msg" | grep -q verified; then ok "node B fetched template base from node A and verified it: $msg"; else bad "template on node B: $state $msg"; fi
+da=$(ls "${CACHE[a]}/images" | grep "^$(basename "$(readlink -f "$DIR/a/state/templates/base")")$")
+if [ -n "$da" ] && cmp -s "$DIR/a/state/templates/base/rootfs.img" "$DIR/b/state/templates/base/rootfs.img"; then
+  ok "node B's template rootfs.img is byte-identical to node A's ($(du -h --apparent-size "$DIR/b/state/templates/base/rootfs.img" | cut -f1) apparent, $(du -h "$DIR/b/state/templates/base/rootfs.img" | cut -f1) on disk)"
+else bad "rootfs.img differs between node A and node B"; fi
+
+# exec through the gateway: the request reaches the node that runs the box.
+for b in one two; do
+  out=$("${GW[@]}" -D "$DIR/h.$b" -X POST "http://$gw/v1/boxes/$b/exec" -d '{"argv":["sh","-c","echo hello from $(hostname)"]}')
+  hn=$(tr -d '\r' <"$DIR/h.$b" | awk -F': ' 'tolower($1)=="x-hutch-node" {print $2}')
+  if echo "$out" | jq -e '.exit_code == 0 or .code == 0 or .exit.code == 0' >/dev/null 2>&1 && echo "$out" | grep -q 'hello from' && [ "$hn" = "$(node_of $b)" ]; then
+    ok "exec in $b through the gateway answered from $hn: $(echo "$out" | jq -c '.stdout' 2>/dev/null)"
+  else bad "exec in $b: $out (node header '$hn')"; fi
+done
+"${GW[@]}" -X POST "http://$gw/v1/boxes/two/exec" -d '{"argv":["sh","-c","echo kept > /home/hutch/mark"]}' >/dev/null
+id2=$(kubectl get box two -o jsonpath='{.status.boxID}')
+
+# stop through the gateway; its CPU is free, so a box created through the gateway lands there.
+out=$("${GW[@]}" -X POST "http://$gw/v1/boxes/two/stop")
+if echo "$out" | jq -e '.phase == "Stopped"' >/dev/null; then ok "two stopped through the gateway"; else bad "stop: $out"; fi
+wait_until 30 "two's pod is gone and its disk is recorded on $n2" sh -c \
+  "! kubectl get pod box-two >/dev/null 2>&1 && [ \"\$(kubectl get box two -o jsonpath='{.status.snapshot.node}')\" = $n2 ]"
+out=$("${GW[@]}" -X POST "http://$gw/v1/boxes" -d '{"name":"three","template":"base","cpus":1,"memory_mib":512}')
+if echo "$out" | jq -e --arg n "$n2" '.phase == "Running" and .node == $n' >/dev/null; then ok "three, created through the gateway (hutch's API), runs on the freed node $n2"; else bad "create through gateway: $out"; fi
+out=$("${GW[@]}" -X POST "http://$gw/v1/boxes/two/start" --max-time 15 2>&1)
+wait_until 30 "two cannot start while its node is full: Pending with the scheduler's reason" sh -c \
+  "kubectl get box two -o jsonpath='{.status.phase} {.status.message}' | grep -E '^Pending .*(Insufficient cpu|affinity|selector)'"
+echo "   $(kubectl get box two -o jsonpath='{.status.message}')"
+out=$("${GW[@]}" -X DELETE "http://$gw/v1/boxes/three")
+wait_until 600 "with three removed, two starts again on $n2 with its disk" sh -c \
+  "[ \"\$(kubectl get box two -o jsonpath='{.status.phase} {.status.nodeName} {.status.boxID}')\" = 'Running $n2 $id2' ]"
+out=$("${GW[@]}" -X POST "http://$gw/v1/boxes/two/exec" -d '{"argv":["cat","/home/hutch/mark"]}')
+if echo "$out" | grep -q kept; then ok "the file written before the stop is still there"; else bad "after restart: $out"; fi
+wait_until 60 "three is removed from its hutchd (finalizer)" sh -c \
+  "! kubectl get box three >/dev/null 2>&1 && ! curl -fsS --unix-socket $DIR/${n2#node-}/hutchd.sock http://h/v1/boxes/default.three"
+
+# Kill the hutchd of two's node: the box is Lost, the node tainted; both recover when it returns.
+nb=${n2#node-}
+kill -KILL "${HPID[$nb]}"
+t0=$SECONDS
+wait_until 30 "two is Lost when $n2's hutchd dies" sh -c "[ \"\$(kubectl get box two -o jsonpath='{.status.phase}')\" = Lost ]"
+echo "   after $((SECONDS - t0)) s: $(kubectl get box two -o jsonpath='{.status.message}')"
+wait_until 15 "$n2 is tainted hutch.dev/hutchd-down and HutchdReady=False" sh -c \
+  "kubectl get node $n2 -o jsonpath='{.spec.taints[*].key} {.status.conditions[?(@.type==\"HutchdReady\")].status}' | grep -q 'hutch.dev/hutchd-down False'"
+start_hutchd "$nb"
+t0=$SECONDS
+wait_until 60 "two is Running again (same box id) when hutchd returns" sh -c \
+  "[ \"\$(kubectl get box two -o jsonpath='{.status.phase} {.status.boxID}')\" = 'Running $id2' ]"
+echo "   after $((SECONDS - t0)) s"
+wait_until 15 "the taint is gone" sh -c "! kubectl get node $n2 -o jsonpath='{.spec.taints[*].key}' | grep -q hutchd-down"
+out=$("${GW[@]}" -X POST "http://$gw/v1/boxes/two/exec" -d '{"argv":["cat","/home/hutch/mark"]}')
+if echo "$out" | grep -q kept; then ok "two answers exec after its hutchd came back (its QEMU outlived hutchd)"; else bad "exec after hutchd restart: $out"; fi
+
+kubectl delete box one two --wait=true --timeout=120s >/dev/null
+for n in a b; do
+  left=$(curl -fsS --unix-socket "$DIR/$n/hutchd.sock" http://h/v1/boxes | jq '.boxes | length')
+  [ "$left" = 0 ] || bad "node $n's hutchd still has $left boxes after the Boxes were deleted"
+done
+ok "deleting the Boxes removed them from both hutchds"
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
