@@ -66,6 +66,49 @@ std::optional<BoxService::Pooled> BoxService::takePooled(const std::string& key,
   return std::nullopt;
 }
 
+unsigned BoxService::poolTarget(const std::string& key) const {
+  auto it = pool_target_.find(key);
+  return it == pool_target_.end() ? config_.pool_size : it->second;
+}
+
+void BoxService::notePoolUse(const std::string& key, bool hit) {
+  if (config_.pool_size == 0) return;
+  pool_used_[key] = std::chrono::steady_clock::now();
+  if (hit) return;
+  // Creates come faster than the pool refills: keep one more ready, within the limit.
+  unsigned target = poolTarget(key);
+  if (target < std::max(config_.pool_max, config_.pool_size)) {
+    pool_target_[key] = target + 1;
+    spdlog::info("Warm pool {}: a create found it empty; it now keeps {}", key.substr(0, 12),
+                 target + 1);
+  }
+}
+
+void BoxService::shrinkIdlePools() {
+  const auto now = std::chrono::steady_clock::now();
+  for (auto& [key, target] : pool_target_) {
+    if (target <= config_.pool_size || now - pool_used_[key] < config_.pool_idle) continue;
+    --target;
+    pool_used_[key] = now;  // one VM per idle period
+    auto it = warm_.find(key);
+    if (it == warm_.end() || it->second.size() <= target) continue;
+    Pooled entry = std::move(it->second.back());
+    it->second.pop_back();
+    spdlog::info("Warm pool {}: unused for {} s; it now keeps {}", key.substr(0, 12),
+                 config_.pool_idle.count(), target);
+    std::shared_ptr<vmm::Vm> vm = std::move(entry.vm);
+    if (entry.agent) entry.agent->close();
+    int64_t index = entry.uid_index;
+    ++discarding_;
+    auto release = [this, index] {
+      networkDown("", index);
+      held_uid_indices_.erase(static_cast<uint32_t>(index));
+      --discarding_;
+    };
+    asio::co_spawn(loop_, discardPooled(vm, boxDir(entry.id), release), asio::detached);
+  }
+}
+
 void BoxService::refillPool(const std::string& key, const storage::Template& tmpl,
                             const BoxConfig& config) {
   if (config_.pool_size == 0 || draining_) return;
@@ -73,14 +116,14 @@ void BoxService::refillPool(const std::string& key, const storage::Template& tmp
       key,
       PoolStatus{.template_name = tmpl.name, .cpus = config.cpus, .memory_mib = config.memory_mib});
   if (filling_.contains(key)) return;
-  if (warm_[key].size() >= config_.pool_size) return;
+  if (warm_[key].size() >= poolTarget(key)) return;
   filling_.insert(key);
   asio::co_spawn(loop_, fillPool(key, tmpl, config), asio::detached);
 }
 
 asio::awaitable<void> BoxService::fillPool(std::string key, storage::Template tmpl,
                                            BoxConfig config) {
-  while (!draining_ && warm_[key].size() < config_.pool_size) {
+  while (!draining_ && warm_[key].size() < poolTarget(key)) {
     // A refill is a restore: it waits for the creates under way instead of slowing them down.
     co_await waitForCreates();
     if (draining_) break;
@@ -200,7 +243,7 @@ std::vector<PoolStatus> BoxService::poolStatus() const {
     PoolStatus status = shape;
     auto it = warm_.find(key);
     status.ready = it == warm_.end() ? 0 : it->second.size();
-    status.size = config_.pool_size;
+    status.size = poolTarget(key);
     status.filling = filling_.contains(key);
     out.push_back(std::move(status));
   }

@@ -181,7 +181,10 @@ asio::awaitable<Result<Box>> BoxService::createBox(BoxSpec spec) {
   std::string key =
       templateSnapshotKey(tmpl.dir.string(), spec.config.cpus, spec.config.memory_mib);
   std::optional<Pooled> pooled;
-  if (config_.use_snapshots && spec.config.disk_mib == 0) pooled = takePooled(key, spec.config);
+  if (config_.use_snapshots && spec.config.disk_mib == 0) {
+    pooled = takePooled(key, spec.config);
+    notePoolUse(key, pooled.has_value());
+  }
 
   std::string policy;
   std::vector<BoxSecret> secrets;
@@ -673,15 +676,38 @@ asio::awaitable<Result<>> BoxService::removeBox(const std::string& key, bool for
                                "'hutch rm -f {}'",
                                box.name, stateName(box.state), box.name));
   }
+  // The records go first: from here on the box is gone for every caller, and rm answers. What
+  // takes time (its QEMU killed, its files deleted) is done in the background (cleanUp); its
+  // uid index is held until then. A hutchd that dies meanwhile finishes it at start: a box
+  // directory without a record is an orphan (removeOrphans), so nothing is left behind.
+  std::shared_ptr<Runtime> runtime;
   if (auto it = runtimes_.find(box.id); it != runtimes_.end()) {
-    std::shared_ptr<Runtime> runtime = it->second;
+    runtime = it->second;
     runtimes_.erase(it);
     runtime->removed = true;
     if (runtime->agent) runtime->agent->close();
-    if (runtime->vm && !runtime->exited) {
-      auto killed = co_await runtime->vm->kill();
-      if (!killed) co_return fail(killed.error().withContext("Cannot stop the box's QEMU"));
+  }
+  HUTCH_CO_TRY_VOID(dropSuspend(box.id));
+  HUTCH_CO_TRY(std::vector<Snapshot> checkpoints, store_.checkpoints(box.id));
+  for (const Snapshot& snap : checkpoints) HUTCH_CO_TRY_VOID(store_.removeSnapshot(snap.id));
+  HUTCH_CO_TRY_VOID(store_.remove(box.id));
+  if (box.uid_index >= 0) held_uid_indices_.insert(static_cast<uint32_t>(box.uid_index));
+  ++cleaning_;
+  if (observer_) observer_->boxRemoved(box.id);
+  asio::co_spawn(loop_, cleanUp(box, runtime), asio::detached);
+  spdlog::info("box={} removed", box.id);
+  co_return ok();
+}
+
+asio::awaitable<void> BoxService::cleanUp(Box box, std::shared_ptr<Runtime> runtime) {
+  if (runtime && runtime->vm && !runtime->exited) {
+    if (auto killed = co_await runtime->vm->kill(); !killed) {
+      spdlog::error("box={} its QEMU cannot be killed: {}", box.id, killed.error().describe());
     }
+  }
+  if (network_) {
+    network_->forget(box.id);
+    if (box.uid_index >= 0) network_->release(static_cast<uint32_t>(box.uid_index));
   }
   std::filesystem::path dir = boxDir(box.id);
   auto delete_dir = [dir]() -> Result<> {
@@ -693,25 +719,12 @@ asio::awaitable<Result<>> BoxService::removeBox(const std::string& key, bool for
     return ok();
   };
   auto deleted = co_await event::offload(pool_, std::move(delete_dir));
-  HUTCH_CO_TRY_VOID(deleted);
-  // Its checkpoints and suspended state go with it; layers that forks stand on stay
-  // (collectGarbage).
-  HUTCH_CO_TRY_VOID(dropSuspend(box.id));
-  HUTCH_CO_TRY(std::vector<Snapshot> checkpoints, store_.checkpoints(box.id));
-  for (const Snapshot& snap : checkpoints) {
-    HUTCH_CO_TRY_VOID(store_.removeSnapshot(snap.id));
-    std::error_code ec;
-    std::filesystem::remove_all(snap.dir, ec);
-  }
-  HUTCH_CO_TRY_VOID(store_.remove(box.id));
-  if (network_) {
-    network_->forget(box.id);
-    if (box.uid_index >= 0) network_->release(static_cast<uint32_t>(box.uid_index));
-  }
-  if (observer_) observer_->boxRemoved(box.id);
+  if (!deleted) spdlog::error("box={} {}", box.id, deleted.error().describe());
+  if (box.uid_index >= 0) held_uid_indices_.erase(static_cast<uint32_t>(box.uid_index));
+  --cleaning_;
+  // Its checkpoints' and its suspended state's directories, and layers nothing stands on now.
   collectGarbage();
-  spdlog::info("box={} removed", box.id);
-  co_return ok();
+  spdlog::debug("box={} cleaned up", box.id);
 }
 
 asio::awaitable<Result<std::shared_ptr<BoxAgent>>> BoxService::agentFor(

@@ -50,6 +50,10 @@ struct ServiceConfig {
   bool use_snapshots = true;  // false: every create boots cold (hutchd --no-snapshots)
   std::chrono::seconds ready_timeout{180};  // a template's ready check before its snapshot
   unsigned pool_size = 0;  // restored, paused boxes kept ready per template snapshot
+  // The pool grows (by one, up to pool_max) when a create finds it empty, and shrinks back to
+  // pool_size when no create used it for pool_idle.
+  unsigned pool_max = 0;
+  std::chrono::seconds pool_idle{600};
   // Idle pause (docs/snapshots.md "Suspend and idle pause"): a box that does no work for
   // idle_pause is paused (a box's own idle_pause_ms overrides it; zero: never), and a box
   // paused for idle_suspend more is suspended (zero: never).
@@ -104,9 +108,11 @@ class BoxService {
   asio::awaitable<Result<>> wake(const std::string& key);
   // Pauses boxes that did no work for their idle period and suspends boxes paused long enough.
   asio::awaitable<void> idleCheck();
-  // What hutchd does every second: scanConsoles(), expireDue(), idleCheck().
+  // What hutchd does every second: scanConsoles(), expireDue(), idleCheck(), and idle warm
+  // pools shrink.
   asio::awaitable<void> tick() {
     scanConsoles();
+    shrinkIdlePools();
     co_await expireDue();
     co_await idleCheck();
   }
@@ -259,6 +265,14 @@ class BoxService {
   // A pooled VM restored from the current, still compatible snapshot for `key`, if any.
   std::optional<Pooled> takePooled(const std::string& key, const BoxConfig& config);
   void refillPool(const std::string& key, const storage::Template& tmpl, const BoxConfig& config);
+  unsigned poolTarget(const std::string& key) const;
+  // A create of `key` found its pool empty (grow it) or took from it; either way it was used.
+  void notePoolUse(const std::string& key, bool hit);
+  // Pools nobody used for pool_idle give back one VM at a time, down to pool_size.
+  void shrinkIdlePools();
+  // The last steps of rm, in the background: the QEMU killed, the network and uid given back,
+  // the directory deleted.
+  asio::awaitable<void> cleanUp(Box box, std::shared_ptr<Runtime> runtime);
   asio::awaitable<void> fillPool(std::string key, storage::Template tmpl, BoxConfig config);
   // Runs a pool VM once before it waits: resume, handshake, one command as the default user,
   // pause. The agent it returns stays connected.
@@ -375,9 +389,13 @@ class BoxService {
   std::map<std::string, std::vector<Pooled>> warm_;  // the warm pool, by snapshot key
   std::set<std::string> filling_;                    // keys being refilled
   std::map<std::string, PoolStatus> pool_shapes_;    // what each key's pool is of
-  bool draining_ = false;                            // drainPool() ran: no more pool VMs
-  int discarding_ = 0;                               // pooled VMs being killed
-  int creating_ = 0;                                 // create() calls under way
+  // Each key's pool size now (between pool_size and pool_max), and when a create last used it.
+  std::map<std::string, unsigned> pool_target_;
+  std::map<std::string, std::chrono::steady_clock::time_point> pool_used_;
+  bool draining_ = false;  // drainPool() ran: no more pool VMs
+  int discarding_ = 0;     // pooled VMs being killed
+  int creating_ = 0;       // create() calls under way
+  int cleaning_ = 0;       // removed boxes still being cleaned up
   BoxObserver* observer_ = nullptr;
   ActivitySinks activity_;
   int64_t next_expiry_ = 0;                 // unix seconds of the next lifetime to end; 0: unknown

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -115,6 +116,17 @@ int run(int argc, char** argv) {
                  "Restored, paused boxes kept ready per template and size (0: none; see "
                  "docs/snapshots.md)")
       ->capture_default_str();
+  unsigned pool_max = 4;
+  app.add_option("--pool-max", pool_max,
+                 "How far a warm pool grows when creates find it empty (it shrinks back to "
+                 "--pool-size when unused for --pool-idle)")
+      ->capture_default_str()
+      ->check(CLI::Range(0U, 64U));
+  unsigned pool_idle = 600;
+  app.add_option("--pool-idle", pool_idle,
+                 "Seconds a grown warm pool may go unused before it gives a VM back")
+      ->capture_default_str()
+      ->check(CLI::Range(1U, 86400U));
   std::string jail = HUTCH_JAIL_PATH;
   bool no_jail = false;
   uint32_t uid_base = hutch::jail::kDefaultIdBase;
@@ -273,6 +285,8 @@ int run(int argc, char** argv) {
   config.layers_dir = state / "layers";
   config.use_snapshots = !no_snapshots;
   config.pool_size = pool_size;
+  config.pool_max = std::max(pool_max, pool_size);
+  config.pool_idle = std::chrono::seconds(pool_idle);
   config.idle_pause = std::chrono::seconds(idle_pause);
   config.idle_suspend = std::chrono::seconds(idle_suspend);
   config.ready_timeout = std::chrono::seconds(ready_timeout);

@@ -62,7 +62,8 @@ TEST_F(BoxLifecycleTest, RunExecStopRemove) {
 
   auto rm = d().hutch({"rm", "life"});
   ASSERT_EQ(rm.exit_code, 0) << rm.err;
-  EXPECT_FALSE(std::filesystem::exists(d().stateDir() / "boxes" / id));
+  // rm answers first; the files go in the background.
+  EXPECT_TRUE(eventually([&] { return !std::filesystem::exists(d().stateDir() / "boxes" / id); }));
   EXPECT_EQ(d().hutch({"inspect", "life"}).exit_code, 66);
 }
 
@@ -94,8 +95,9 @@ TEST_F(BoxLifecycleTest, ForcedRemoveLeavesNoProcessOrFile) {
 
   auto rm = d().hutch({"rm", "-f", "doomed"});
   ASSERT_EQ(rm.exit_code, 0) << rm.err;
-  EXPECT_FALSE(processAlive(qemu));
-  EXPECT_FALSE(std::filesystem::exists(dir));
+  // rm answers first; QEMU and the files go in the background.
+  EXPECT_TRUE(eventually([&] { return !processAlive(qemu); }));
+  EXPECT_TRUE(eventually([&] { return !std::filesystem::exists(dir); }));
   EXPECT_TRUE(pidsMentioning(dir.string()).empty());
   auto ls = d().hutch({"--json", "ls"});
   EXPECT_EQ(ls.out.find("doomed"), std::string::npos);

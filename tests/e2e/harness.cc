@@ -332,6 +332,15 @@ std::string sha256Hex(const std::string& data) {
   return hex;
 }
 
+bool eventually(const std::function<bool()>& condition, std::chrono::seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return true;
+}
+
 bool processAlive(pid_t pid) {
   if (::kill(pid, 0) != 0) return false;
   // A zombie is dead for our purposes.

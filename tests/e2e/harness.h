@@ -100,6 +100,10 @@ Endpoints endpointsOf(const Daemon& d);
 std::string makeKey(const Daemon& d, const std::vector<std::string>& args);
 std::string sha256Hex(const std::string& data);
 bool processAlive(pid_t pid);
+// Polls `condition` until it holds or `timeout` passes; whether it held. For what hutchd does in
+// the background after answering (rm's cleanup).
+bool eventually(const std::function<bool()>& condition,
+                std::chrono::seconds timeout = std::chrono::seconds(30));
 // A process table scan: pids whose command line mentions `needle`.
 std::vector<pid_t> pidsMentioning(const std::string& needle);
 
