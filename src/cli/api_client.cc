@@ -7,6 +7,7 @@
 // clang-format off
 #include <utility>  // first: Boost 1.74's asio/awaitable.hpp uses std::exchange unincluded
 // clang-format on
+#include <algorithm>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/detached.hpp>
@@ -20,7 +21,6 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
-#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <thread>
@@ -336,8 +336,8 @@ Result<json> ApiClient::call(http::verb method, const std::string& target,
 }
 
 Result<RawResponse> ApiClient::exchange(http::verb method, const std::string& target,
-                                       const std::map<std::string, std::string>& headers,
-                                       std::string body) const {
+                                        const std::map<std::string, std::string>& headers,
+                                        std::string body) const {
   Conn c;
   http::request<http::string_body> req{method, target, 11};
   for (const auto& [name, value] : headers) req.set(name, value);

@@ -65,8 +65,7 @@ Result<> McpRelay::reinitialize(const std::string& stale) {
   HUTCH_TRY(RawResponse res, post_(headers, init));
   auto id = res.headers.find("mcp-session-id");
   if (res.status != 200 || id == res.headers.end()) {
-    return fail(Errc::kUnavailable,
-                "hutchd refused a new MCP session: " + errorText(res));
+    return fail(Errc::kUnavailable, "hutchd refused a new MCP session: " + errorText(res));
   }
   {
     std::lock_guard lock(mutex_);
@@ -79,9 +78,8 @@ Result<> McpRelay::reinitialize(const std::string& stale) {
 }
 
 void McpRelay::answerFailure(const json& id, const std::string& message) {
-  json response{{"jsonrpc", "2.0"},
-                {"id", id},
-                {"error", {{"code", kRelayError}, {"message", message}}}};
+  json response{
+      {"jsonrpc", "2.0"}, {"id", id}, {"error", {{"code", kRelayError}, {"message", message}}}};
   write_(response.dump(-1, ' ', false, json::error_handler_t::replace));
 }
 
@@ -90,8 +88,8 @@ void McpRelay::handleLine(const std::string& raw) {
   if (line.empty()) return;
   const json message = json::parse(line, nullptr, false);
   const bool object = message.is_object();
-  const json id = object && message.contains("id") && validId(message["id"]) ? message["id"]
-                                                                             : json(nullptr);
+  const json id =
+      object && message.contains("id") && validId(message["id"]) ? message["id"] : json(nullptr);
   const bool request = object && message.contains("method") && !id.is_null();
   const bool initialize = request && message["method"] == "initialize";
 

@@ -22,27 +22,34 @@ struct FakeHutchd {
     if (down) return fail(Errc::kUnavailable, "hutchd is not running");
     json m = json::parse(body, nullptr, false);
     if (!m.is_object()) {
-      return RawResponse{400, {}, R"({"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}})"};
+      return RawResponse{
+          400,
+          {},
+          R"({"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}})"};
     }
     if (m.value("method", "") == "initialize") {
       live = "s" + std::to_string(++sessions);
-      return RawResponse{200,
-                         {{"mcp-session-id", live}},
-                         json{{"jsonrpc", "2.0"},
-                              {"id", m["id"]},
-                              {"result", {{"protocolVersion", "2025-06-18"}}}}
-                                 .dump() +
-                             "\n"};
+      return RawResponse{
+          200,
+          {{"mcp-session-id", live}},
+          json{{"jsonrpc", "2.0"}, {"id", m["id"]}, {"result", {{"protocolVersion", "2025-06-18"}}}}
+                  .dump() +
+              "\n"};
     }
     auto session = headers.find("Mcp-Session-Id");
     if (session == headers.end()) {
-      return RawResponse{400, {}, R"({"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"no session"}})"};
+      return RawResponse{
+          400, {}, R"({"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"no session"}})"};
     }
     if (session->second != live) {
-      return RawResponse{404, {}, R"({"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Session not found"}})"};
+      return RawResponse{
+          404,
+          {},
+          R"({"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Session not found"}})"};
     }
     if (!m.contains("id")) return RawResponse{202, {}, ""};
-    return RawResponse{200, {}, json{{"jsonrpc", "2.0"}, {"id", m["id"]}, {"result", json::object()}}.dump()};
+    return RawResponse{
+        200, {}, json{{"jsonrpc", "2.0"}, {"id", m["id"]}, {"result", json::object()}}.dump()};
   }
 };
 

@@ -3,13 +3,12 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "base/check.h"
-
 #include "api/encoding.h"
 #include "api/exec_model.h"
 #include "api/file_model.h"
 #include "api/handlers.h"
 #include "api/json_model.h"
+#include "base/check.h"
 #include "mcp/tool_args.h"
 #include "mcp/tool_catalog.h"
 
@@ -205,9 +204,10 @@ awaitable<Result<ToolResult>> BoxTools::listFiles(const json& args, const api::P
   for (const proto::FileInfo& entry : list.entries) entries.push_back(api::toJson(entry));
   std::string note;
   if (list.truncated) {
-    note = fmt::format("Only the first {} entries are here; list a subdirectory or a smaller "
-                       "depth.",
-                       kMaxListEntries);
+    note = fmt::format(
+        "Only the first {} entries are here; list a subdirectory or a smaller "
+        "depth.",
+        kMaxListEntries);
   }
   co_return done(json{{"entries", std::move(entries)}, {"truncated", list.truncated}},
                  std::move(note));
@@ -277,8 +277,9 @@ awaitable<Result<ToolResult>> BoxTools::removeBox(const json& args, const api::P
       std::string message = removed.error().message();
       message = message.substr(0, message.find("; stop it first"));
       co_return fail(Errc::kFailedPrecondition,
-                     message + "; call remove_box with force: true to remove it as it is, or "
-                               "stop_box first");
+                     message +
+                         "; call remove_box with force: true to remove it as it is, or "
+                         "stop_box first");
     }
     co_return fail(removed.error());
   }

@@ -56,7 +56,7 @@ std::string callerId(const api::Principal& p) {
 }
 
 std::string_view header(const api::RequestContext& ctx, std::string_view name) {
-  auto value = ctx.request.base()[name];
+  auto value = ctx.request.base()[boost::beast::string_view(name.data(), name.size())];
   return {value.data(), value.size()};
 }
 
@@ -97,10 +97,9 @@ bool acceptsJson(std::string_view accept) {
     std::string_view item = trim(std::string_view(a).substr(start, comma - start));
     std::string_view type = trim(item.substr(0, item.find(';')));
     // "q=0" refuses a type; anything else admits it.
-    bool refused = item.find("q=0") != std::string_view::npos &&
-                   item.find("q=0.") == std::string_view::npos;
-    if (!refused &&
-        (type == "application/json" || type == "application/*" || type == "*/*")) {
+    bool refused =
+        item.find("q=0") != std::string_view::npos && item.find("q=0.") == std::string_view::npos;
+    if (!refused && (type == "application/json" || type == "application/*" || type == "*/*")) {
       return true;
     }
     start = comma + 1;
@@ -168,7 +167,7 @@ awaitable<api::Response> HttpEndpoint::initialize(api::RequestContext& ctx, Requ
   api::Response res = api::jsonResponse(http::status::ok, response);
   if (!session->version.empty()) {
     std::string id = newSessionId();
-    res.set(kSessionHeader, id);
+    res.set(boost::beast::string_view(kSessionHeader.data(), kSessionHeader.size()), id);
     spdlog::info("mcp: session {}… for {} ({} {}, protocol {})", id.substr(0, 8),
                  ctx.principal.describe(), session->client_info.value("name", "?"),
                  session->client_info.value("version", "?"), session->version);
@@ -228,8 +227,7 @@ awaitable<Reply> HttpEndpoint::post(api::RequestContext& ctx) {
                                  s->version));
   }
   if (batch && body.empty()) {
-    co_return refuse(http::status::bad_request, kInvalidRequest,
-                     "Invalid Request: an empty batch");
+    co_return refuse(http::status::bad_request, kInvalidRequest, "Invalid Request: an empty batch");
   }
   json responses = json::array();
   bool any_request = false;

@@ -134,23 +134,22 @@ TEST_F(Endpoint, HeadersAreChecked) {
   api::Response wrong = send(http::verb::post, ping,
                              {{"Mcp-Session-Id", id}, {"MCP-Protocol-Version", "2025-06-18"}});
   EXPECT_EQ(wrong.result_int(), 400u);
-  EXPECT_EQ(send(http::verb::post, ping,
-                 {{"Mcp-Session-Id", id}, {"MCP-Protocol-Version", "2031-01-01"}})
-                .result_int(),
-            400u);
+  EXPECT_EQ(
+      send(http::verb::post, ping, {{"Mcp-Session-Id", id}, {"MCP-Protocol-Version", "2031-01-01"}})
+          .result_int(),
+      400u);
   // Origin: another site is refused (DNS rebinding); this server's own is fine.
-  api::Response foreign = send(http::verb::post, ping,
-                               {{"Mcp-Session-Id", id},
-                                {"Host", "127.0.0.1:8080"},
-                                {"Origin", "http://evil.example"}});
+  api::Response foreign =
+      send(http::verb::post, ping,
+           {{"Mcp-Session-Id", id}, {"Host", "127.0.0.1:8080"}, {"Origin", "http://evil.example"}});
   EXPECT_EQ(foreign.result_int(), 403u);
   EXPECT_TRUE(body(foreign)["id"].is_null());
-  EXPECT_EQ(send(http::verb::post, ping,
-                 {{"Mcp-Session-Id", id},
-                  {"Host", "127.0.0.1:8080"},
-                  {"Origin", "http://127.0.0.1:8080"}})
-                .result_int(),
-            200u);
+  EXPECT_EQ(
+      send(
+          http::verb::post, ping,
+          {{"Mcp-Session-Id", id}, {"Host", "127.0.0.1:8080"}, {"Origin", "http://127.0.0.1:8080"}})
+          .result_int(),
+      200u);
 }
 
 TEST_F(Endpoint, BadBodies) {
@@ -159,19 +158,19 @@ TEST_F(Endpoint, BadBodies) {
   EXPECT_EQ(parse.result_int(), 400u);
   EXPECT_EQ(body(parse)["error"]["code"], kParseError);
   // A broken notification cannot be accepted; a broken request is answered as a request.
-  api::Response note = send(http::verb::post, R"({"jsonrpc":"2.0","method":5})",
-                            {{"Mcp-Session-Id", id}});
+  api::Response note =
+      send(http::verb::post, R"({"jsonrpc":"2.0","method":5})", {{"Mcp-Session-Id", id}});
   EXPECT_EQ(note.result_int(), 400u);
-  api::Response request = send(http::verb::post, R"({"jsonrpc":"2.0","id":9,"method":5})",
-                               {{"Mcp-Session-Id", id}});
+  api::Response request =
+      send(http::verb::post, R"({"jsonrpc":"2.0","id":9,"method":5})", {{"Mcp-Session-Id", id}});
   EXPECT_EQ(request.result_int(), 200u);
   EXPECT_EQ(body(request)["id"], 9);
   EXPECT_EQ(body(request)["error"]["code"], kInvalidRequest);
   // A client's response to a request of ours (we send none): accepted.
-  EXPECT_EQ(send(http::verb::post, R"({"jsonrpc":"2.0","id":1,"result":{}})",
-                 {{"Mcp-Session-Id", id}})
-                .result_int(),
-            202u);
+  EXPECT_EQ(
+      send(http::verb::post, R"({"jsonrpc":"2.0","id":1,"result":{}})", {{"Mcp-Session-Id", id}})
+          .result_int(),
+      202u);
 }
 
 TEST_F(Endpoint, BatchesOnlyWhereTheVersionHasThem) {

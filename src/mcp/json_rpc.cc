@@ -53,8 +53,9 @@ Message classify(const json& value) {
     if (id_it != value.end() && (value.contains("result") || value.contains("error"))) {
       return Response{id_it->is_null() ? json(nullptr) : *id_it};
     }
-    return invalid(id, "Invalid Request: a message needs \"method\" (a request or notification) "
-                       "or \"result\"/\"error\" (a response)");
+    return invalid(id,
+                   "Invalid Request: a message needs \"method\" (a request or notification) "
+                   "or \"result\"/\"error\" (a response)");
   }
   if (!method->is_string() || method->get_ref<const std::string&>().empty()) {
     return invalid(id, "Invalid Request: \"method\" must be a non-empty string");
@@ -63,7 +64,8 @@ Message classify(const json& value) {
   if (auto p = value.find("params"); p != value.end()) {
     // JSON-RPC allows arrays; MCP's params are always objects.
     if (!p->is_object()) {
-      return Invalid{errorResponse(id, kInvalidParams, "Invalid params: \"params\" must be an object")};
+      return Invalid{
+          errorResponse(id, kInvalidParams, "Invalid params: \"params\" must be an object")};
     }
     params = *p;
   }

@@ -52,7 +52,8 @@ TEST(JsonRpc, RefusesWhatIsNotAMessage) {
   ASSERT_TRUE(std::holds_alternative<Invalid>(bad_method));
   EXPECT_EQ(std::get<Invalid>(bad_method).error_response["id"], 4);
   // Params are objects in MCP.
-  auto array_params = classify(json::parse(R"({"jsonrpc":"2.0","id":5,"method":"x","params":[1]})"));
+  auto array_params =
+      classify(json::parse(R"({"jsonrpc":"2.0","id":5,"method":"x","params":[1]})"));
   ASSERT_TRUE(std::holds_alternative<Invalid>(array_params));
   EXPECT_EQ(errorCode(array_params), kInvalidParams);
   EXPECT_EQ(std::get<Invalid>(array_params).error_response["id"], 5);

@@ -73,8 +73,7 @@ class Server {
 
   // One request: its response (a result or a JSON-RPC error). initialize sets the session's
   // version; every other method but ping needs one.
-  boost::asio::awaitable<json> request(Session& session, Request request,
-                                       api::Principal caller);
+  boost::asio::awaitable<json> request(Session& session, Request request, api::Principal caller);
   // One notification (nothing is answered).
   static void notification(Session& session, const Notification& notification);
 

@@ -22,19 +22,18 @@ class FakeTools : public ToolSet {
                                           api::Principal caller) override {
     calls.push_back(name);
     if (name == "fail") {
-      co_return ToolResult{{{"error", {{"code", "not_found"}, {"message", "No such box"}}}},
-                           true,
-                           {}};
+      co_return ToolResult{
+          {{"error", {{"code", "not_found"}, {"message", "No such box"}}}}, true, {}};
     }
-    co_return ToolResult{{{"arguments", arguments}, {"caller", caller.describe()}}, false,
-                         "a note"};
+    co_return ToolResult{
+        {{"arguments", arguments}, {"caller", caller.describe()}}, false, "a note"};
   }
   std::vector<std::string> calls;
 
  private:
-  nlohmann::json definitions_ = nlohmann::json::array(
-      {{{"name", "echo"}, {"inputSchema", {{"type", "object"}}}},
-       {{"name", "fail"}, {"inputSchema", {{"type", "object"}}}}});
+  nlohmann::json definitions_ =
+      nlohmann::json::array({{{"name", "echo"}, {"inputSchema", {{"type", "object"}}}},
+                             {{"name", "fail"}, {"inputSchema", {{"type", "object"}}}}});
 };
 
 template <class T>

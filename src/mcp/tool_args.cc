@@ -66,9 +66,9 @@ Result<RemoveArgs> removeBoxArgs(const json& args) {
 
 Result<RunArgs> runCommandArgs(const json& args) {
   constexpr std::string_view kTool = "run_command";
-  HUTCH_TRY(auto split,
-            splitBox(args, {"command", "argv", "cwd", "env", "user", "stdin", "timeout_seconds"},
-                     kTool));
+  HUTCH_TRY(
+      auto split,
+      splitBox(args, {"command", "argv", "cwd", "env", "user", "stdin", "timeout_seconds"}, kTool));
   json& rest = split.second;
   // The API's exec request, with the command and the limits put in.
   json exec = json::object();
@@ -92,9 +92,8 @@ Result<RunArgs> runCommandArgs(const json& args) {
   int64_t timeout = kDefaultCommandTimeoutSeconds;
   HUTCH_TRY_VOID(readField(rest, "timeout_seconds", timeout, "the arguments of run_command"));
   if (timeout < 1 || static_cast<uint64_t>(timeout) > kMaxCommandTimeoutSeconds) {
-    return fail(Errc::kInvalidArgument,
-                fmt::format("\"timeout_seconds\" must be 1 to {}, not {}",
-                            kMaxCommandTimeoutSeconds, timeout));
+    return fail(Errc::kInvalidArgument, fmt::format("\"timeout_seconds\" must be 1 to {}, not {}",
+                                                    kMaxCommandTimeoutSeconds, timeout));
   }
   exec["timeout_ms"] = timeout * 1000;
   exec["max_output_bytes"] = kMaxCommandOutput;
@@ -135,9 +134,9 @@ Result<WriteArgs> writeFileArgs(const json& args) {
   } else if (encoding == "utf-8") {
     out.content = content->get<std::string>();
   } else {
-    return fail(Errc::kInvalidArgument,
-                fmt::format("\"encoding\" is \"utf-8\" (the default) or \"base64\", not \"{}\"",
-                            encoding));
+    return fail(
+        Errc::kInvalidArgument,
+        fmt::format("\"encoding\" is \"utf-8\" (the default) or \"base64\", not \"{}\"", encoding));
   }
   if (auto mode = rest.find("mode"); mode != rest.end() && !mode->is_null()) {
     HUTCH_TRY(out.mode, api::parseMode(*mode, "\"mode\""));

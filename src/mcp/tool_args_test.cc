@@ -77,7 +77,8 @@ TEST(ToolArgs, FilesArguments) {
   EXPECT_TRUE(empty->content.empty());
   EXPECT_FALSE(writeFileArgs(parse(R"({"box":"b","path":"a"})")));  // no content
   EXPECT_FALSE(writeFileArgs(parse(R"({"box":"b","path":"a","content":"x","encoding":"hex"})")));
-  EXPECT_FALSE(writeFileArgs(parse(R"({"box":"b","path":"a","content":"!!","encoding":"base64"})")));
+  EXPECT_FALSE(
+      writeFileArgs(parse(R"({"box":"b","path":"a","content":"!!","encoding":"base64"})")));
   EXPECT_FALSE(writeFileArgs(parse(R"({"box":"b","path":"a","content":"x","mode":"999"})")));
 
   auto list = listFilesArgs(parse(R"({"box":"b","path":"/","depth":2})"));

@@ -10,17 +10,23 @@ import { HUTCH, KEY_A, KEY_B, LONG, MCP_URL, SOCKET, boxName } from "./helpers.m
 
 const run = promisify(execFile);
 const here = path.dirname(fileURLToPath(import.meta.url));
-const inspectorBin = path.join(here, "node_modules", ".bin", "mcp-inspector");
 
+// npx finds the Inspector pinned in package-lock.json (--no: never a download).
 async function inspector(target, args, { key = KEY_A() } = {}) {
-  const argv = ["--cli", ...target, ...args];
-  if (target[0].startsWith("http")) argv.push("--transport", "http", "--header", `Authorization: Bearer ${key}`);
-  const { stdout } = await run(inspectorBin, argv, { timeout: 300_000, maxBuffer: 16 << 20 });
+  const argv = ["--no", "@modelcontextprotocol/inspector", "--cli", ...target, ...args];
+  if (target[0].startsWith("http")) {
+    argv.push("--transport", "http", "--header", `Authorization: Bearer ${key}`);
+  }
+  // The Inspector hands its environment to a stdio server: `hutch mcp` finds the socket there.
+  const { stdout } = await run("npx", argv, {
+    cwd: here, timeout: 300_000, maxBuffer: 16 << 20,
+    env: { ...process.env, HUTCH_SOCKET: SOCKET() },
+  });
   return JSON.parse(stdout.slice(stdout.indexOf("{")));
 }
 
 const http = () => [MCP_URL()];
-const stdio = () => [HUTCH(), "--socket", SOCKET(), "mcp"];
+const stdio = () => [HUTCH(), "mcp"];
 
 // tools/call's result: its JSON (after any note).
 function structured(result) {
