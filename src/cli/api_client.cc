@@ -348,10 +348,10 @@ Result<RawResponse> ApiClient::exchange(http::verb method, const std::string& ta
   RawResponse out;
   out.status = static_cast<int>(res.result_int());
   for (const auto& field : res) {
-    std::string name(field.name_string());
+    std::string name(field.name_string().data(), field.name_string().size());
     std::transform(name.begin(), name.end(), name.begin(),
                    [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
-    out.headers[name] = std::string(field.value());
+    out.headers[name] = std::string(field.value().data(), field.value().size());
   }
   out.body = res.body();
   return out;

@@ -7,8 +7,10 @@
 #include <algorithm>
 #include <array>
 #include <boost/beast/core/string.hpp>
+#include <cerrno>
 
 #include "api/encoding.h"
+#include "base/check.h"
 
 namespace hutch::mcp {
 

@@ -20,6 +20,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <variant>
 
 #include "api/http_server.h"
 #include "base/result.h"

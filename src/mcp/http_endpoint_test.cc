@@ -51,7 +51,8 @@ class Endpoint : public ::testing::Test {
                                  version + R"(","capabilities":{},"clientInfo":{}}})",
                              {}, caller);
     EXPECT_EQ(res.result_int(), 200u) << res.body();
-    std::string id(res["Mcp-Session-Id"]);
+    auto header = res["Mcp-Session-Id"];
+    std::string id(header.data(), header.size());
     EXPECT_EQ(id.size(), 64u);
     api::Response initialized =
         send(http::verb::post, R"({"jsonrpc":"2.0","method":"notifications/initialized"})",
