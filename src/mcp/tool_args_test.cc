@@ -143,6 +143,7 @@ json sampleFor(const std::string& tool, const std::string& property, const json&
   if (property == "network_policy") return "none";
   if (property == "mode") return "0644";
   if (property == "cwd") return "/tmp";
+  if (property == "disk_mib") return 1024;
   if (property == "address") return "127.0.0.1";
   if (property == "encoding") return "utf-8";
   if (property == "names") return json::array({"n1"});

@@ -67,8 +67,11 @@ json makeCatalog() {
         {{"type", "integer"}, {"minimum", 128}, {"maximum", 65536}, {"default", 512}}},
        {"disk_mib",
         {{"type", "integer"},
-         {"minimum", 0},
-         {"description", "Disk size in MiB; 0 or absent: the template's size"}}},
+         {"anyOf", json::array({json{{"const", 0}},
+                                json{{"minimum", 512}, {"maximum", 16u * 1024 * 1024}}})},
+         {"description",
+          "Disk size in MiB, 512 MiB to 16 TiB (the guest grows its filesystem "
+          "to it); 0 or absent: the template's size"}}},
        {"network_policy",
         {{"description",
           "Egress: a preset (\"none\": no network, the default; \"allow-all\"; "
