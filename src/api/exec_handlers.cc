@@ -8,6 +8,7 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/buffers_to_string.hpp>
@@ -39,13 +40,21 @@ const std::string& param(const RequestContext& ctx, const char* name) {
 
 // The request as the box should run it: the default user, the box's environment.
 awaitable<Result<std::shared_ptr<box::BoxAgent>>> prepare(box::BoxService& service,
-                                                          const RequestContext& ctx,
+                                                          const std::string& box,
+                                                          const observe::Actor& actor,
                                                           proto::ExecRequest& request) {
   if (request.user.empty()) request.user = service.defaultUser();
   HUTCH_CO_TRY_VOID(proto::validate(request));
-  HUTCH_CO_TRY(auto agent, co_await service.agentFor(param(ctx, "box"), ctx.principal.actor()));
-  if (auto b = service.get(param(ctx, "box")); b) addBoxEnvironment(*b, request);
+  HUTCH_CO_TRY(auto agent, co_await service.agentFor(box, actor));
+  if (auto b = service.get(box); b) addBoxEnvironment(*b, request);
   co_return agent;
+}
+
+awaitable<Result<std::shared_ptr<box::BoxAgent>>> prepare(box::BoxService& service,
+                                                          const RequestContext& ctx,
+                                                          proto::ExecRequest& request) {
+  const observe::Actor actor = ctx.principal.actor();
+  co_return co_await prepare(service, param(ctx, "box"), actor, request);
 }
 
 // Sends frames to the client, one at a time (the writer side of an exec relay).
@@ -186,59 +195,10 @@ bool startFailure(const Error& error) {
 awaitable<Reply> execJson(box::BoxService& service, RequestContext& ctx) {
   auto run = parseExecRun(ctx.request.body());
   if (!run) co_return errorResponse(run.error());
-  auto agent = co_await prepare(service, ctx, run->exec);
-  if (!agent) co_return errorResponse(agent.error());
-  const auto started_at = std::chrono::steady_clock::now();
-  ExecOutcome outcome;
-  // The time limit is the box agent's (with the box's --max-exec-time): it kills the command's
-  // process group, whose exit then ends the loop below.
-  auto session =
-      co_await (*agent)->exec(run->exec, {.timeout = std::chrono::milliseconds(run->timeout_ms)});
-  auto elapsed = [&] {
-    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                     std::chrono::steady_clock::now() - started_at)
-                                     .count());
-  };
-  if (!session) {
-    if (!startFailure(session.error())) co_return errorResponse(session.error());
-    outcome.error = session.error();
-    outcome.status =
-        proto::ExitStatus::exited(session.error().code() == Errc::kNotFound ? 127 : 126);
-    outcome.stderr_data = "hutch: " + session.error().message() + "\n";
-    outcome.duration_ms = elapsed();
-    co_return jsonResponse(http::status::ok, toJson(outcome));
-  }
-  std::shared_ptr<guest::ExecSession> s = *session;
-  outcome.pid = s->pid();
-  if (run->stdin_data) {
-    asio::co_spawn(ctx.connection->stream.get_executor(), feedStdin(s, std::move(*run->stdin_data)),
-                   asio::detached);
-  }
-  auto keep = [&](std::string& into, std::string&& data) {
-    uint64_t room = run->max_output_bytes > into.size() ? run->max_output_bytes - into.size() : 0;
-    if (data.size() > room) {
-      outcome.truncated = true;
-      data.resize(room);
-    }
-    into += data;
-  };
-  while (true) {
-    auto event = co_await s->next();
-    if (!event) {
-      co_return errorResponse(event.error().withContext("The exec ended without an exit status"));
-    }
-    if (event->kind == guest::ExecEvent::Kind::kStdout) {
-      keep(outcome.stdout_data, std::move(event->data));
-    } else if (event->kind == guest::ExecEvent::Kind::kStderr) {
-      keep(outcome.stderr_data, std::move(event->data));
-    } else {
-      outcome.status = event->exit_status;
-      break;
-    }
-  }
-  outcome.timed_out = s->timedOut();
-  outcome.duration_ms = elapsed();
-  co_return jsonResponse(http::status::ok, toJson(outcome));
+  const observe::Actor actor = ctx.principal.actor();
+  auto outcome = co_await runToCompletion(service, param(ctx, "box"), actor, std::move(*run));
+  if (!outcome) co_return errorResponse(outcome.error());
+  co_return jsonResponse(http::status::ok, toJson(*outcome));
 }
 
 awaitable<Reply> execInBox(box::BoxService& service, RequestContext& ctx) {
@@ -417,6 +377,62 @@ awaitable<Reply> execWebSocket(box::BoxService& service, RequestContext& ctx) {
 }
 
 }  // namespace
+
+awaitable<Result<ExecOutcome>> runToCompletion(box::BoxService& service, const std::string& box,
+                                               const observe::Actor& actor, ExecRun run) {
+  HUTCH_CO_TRY(auto agent, co_await prepare(service, box, actor, run.exec));
+  const auto started_at = std::chrono::steady_clock::now();
+  auto elapsed = [&] {
+    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                     std::chrono::steady_clock::now() - started_at)
+                                     .count());
+  };
+  ExecOutcome outcome;
+  // The time limit is the box agent's (with the box's --max-exec-time): it kills the command's
+  // process group, whose exit then ends the loop below.
+  auto session =
+      co_await agent->exec(run.exec, {.timeout = std::chrono::milliseconds(run.timeout_ms)});
+  if (!session) {
+    if (!startFailure(session.error())) co_return fail(session.error());
+    outcome.error = session.error();
+    outcome.status =
+        proto::ExitStatus::exited(session.error().code() == Errc::kNotFound ? 127 : 126);
+    outcome.stderr_data = "hutch: " + session.error().message() + "\n";
+    outcome.duration_ms = elapsed();
+    co_return outcome;
+  }
+  const asio::any_io_executor executor = co_await asio::this_coro::executor;
+  std::shared_ptr<guest::ExecSession> s = *session;
+  outcome.pid = s->pid();
+  if (run.stdin_data) {
+    asio::co_spawn(executor, feedStdin(s, std::move(*run.stdin_data)), asio::detached);
+  }
+  auto keep = [&](std::string& into, std::string&& data) {
+    uint64_t room = run.max_output_bytes > into.size() ? run.max_output_bytes - into.size() : 0;
+    if (data.size() > room) {
+      outcome.truncated = true;
+      data.resize(room);
+    }
+    into += data;
+  };
+  while (true) {
+    auto event = co_await s->next();
+    if (!event) {
+      co_return fail(event.error().withContext("The exec ended without an exit status"));
+    }
+    if (event->kind == guest::ExecEvent::Kind::kStdout) {
+      keep(outcome.stdout_data, std::move(event->data));
+    } else if (event->kind == guest::ExecEvent::Kind::kStderr) {
+      keep(outcome.stderr_data, std::move(event->data));
+    } else {
+      outcome.status = event->exit_status;
+      break;
+    }
+  }
+  outcome.timed_out = s->timedOut();
+  outcome.duration_ms = elapsed();
+  co_return outcome;
+}
 
 void registerExecRoutes(ApiRouter& router, box::BoxService& service) {
   using http::verb;

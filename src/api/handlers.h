@@ -8,6 +8,7 @@
 #include <string>
 
 #include "api/auth.h"
+#include "api/exec_model.h"
 #include "api/http_server.h"
 #include "box/box_service.h"
 #include "box/port_forwards.h"
@@ -37,6 +38,13 @@ void registerRoutes(ApiRouter& router, box::BoxService& service, box::TemplateSe
 
 // exec: upgraded, JSON, WebSocket (exec_handlers.cc).
 void registerExecRoutes(ApiRouter& router, box::BoxService& service);
+
+// Runs a command in a running box to completion, as POST /v1/boxes/{box}/exec without an upgrade
+// does (and the MCP server's run_command): `box` is a resolved box id. A command that cannot
+// start is the outcome's error (exit 127 or 126), not this call's; run.timeout_ms kills it.
+asio::awaitable<Result<ExecOutcome>> runToCompletion(box::BoxService& service,
+                                                     const std::string& box,
+                                                     const observe::Actor& actor, ExecRun run);
 
 // Files without exec: stat, list, mkdir, move, remove, raw reads and writes, tar archives
 // (file_handlers.cc).

@@ -7,6 +7,7 @@
 // clang-format off
 #include <utility>  // first: Boost 1.74's asio/awaitable.hpp uses std::exchange unincluded
 // clang-format on
+#include <algorithm>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/detached.hpp>
@@ -20,6 +21,7 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
+#include <cctype>
 #include <cstdlib>
 #include <thread>
 #include <variant>
@@ -331,6 +333,28 @@ Result<json> ApiClient::call(http::verb method, const std::string& target,
   Parser parser;
   HUTCH_TRY_VOID(roundTrip(c, endpoint_, req, parser, false));
   return parseAnswer(parser.get());
+}
+
+Result<RawResponse> ApiClient::exchange(http::verb method, const std::string& target,
+                                        const std::map<std::string, std::string>& headers,
+                                        std::string body) const {
+  Conn c;
+  http::request<http::string_body> req{method, target, 11};
+  for (const auto& [name, value] : headers) req.set(name, value);
+  req.body() = std::move(body);
+  Parser parser;
+  HUTCH_TRY_VOID(roundTrip(c, endpoint_, req, parser, false));
+  const auto& res = parser.get();
+  RawResponse out;
+  out.status = static_cast<int>(res.result_int());
+  for (const auto& field : res) {
+    std::string name(field.name_string().data(), field.name_string().size());
+    std::transform(name.begin(), name.end(), name.begin(),
+                   [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+    out.headers[name] = std::string(field.value().data(), field.value().size());
+  }
+  out.body = res.body();
+  return out;
 }
 
 Result<std::string> ApiClient::getText(const std::string& target) const {

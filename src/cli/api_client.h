@@ -6,6 +6,7 @@
 #include <boost/beast/http/verb.hpp>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -50,6 +51,14 @@ struct UpgradedStream {
   std::shared_ptr<void> relay;
 };
 
+// An answer as it came: for protocols carried over hutchd's HTTP (MCP, `hutch mcp`), whose
+// statuses and headers are theirs to read.
+struct RawResponse {
+  int status = 0;
+  std::map<std::string, std::string> headers;  // names in lowercase
+  std::string body;
+};
+
 class ApiClient {
  public:
   explicit ApiClient(Endpoint endpoint) : endpoint_(std::move(endpoint)) {}
@@ -67,6 +76,12 @@ class ApiClient {
   Result<> streamLines(boost::beast::http::verb method, const std::string& target,
                        const std::optional<json>& body,
                        const std::function<void(const json&)>& on_line) const;
+
+  // Sends a request with these headers and body and returns the answer whatever its status;
+  // an error only when hutchd cannot be reached or breaks off. Safe to call from many threads.
+  Result<RawResponse> exchange(boost::beast::http::verb method, const std::string& target,
+                               const std::map<std::string, std::string>& headers,
+                               std::string body) const;
 
   const Endpoint& endpoint() const { return endpoint_; }
 

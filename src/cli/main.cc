@@ -321,6 +321,11 @@ int main(int argc, char** argv) {
   auto* audit_verify = audit_cmd->add_subcommand(
       "verify", "Check the audit log's hash chain: whether it is intact, and where it breaks");
 
+  auto* mcp_cmd = app.add_subcommand(
+      "mcp",
+      "Serve hutch's tools to an MCP client on stdin/stdout (claude mcp add hutch -- hutch mcp); "
+      "see docs/mcp.md");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -420,6 +425,7 @@ int main(int argc, char** argv) {
   if (rollback_cmd->parsed()) return cmdRollback(client, out, rollback_box, rollback_to);
   if (df_cmd->parsed()) return cmdDiskUsage(client, out);
   if (pool_cmd->parsed()) return cmdPool(client, out);
+  if (mcp_cmd->parsed()) return cmdMcp(client);
   if (policy_set->parsed()) return cmdPolicySet(client, out, policy_box, policy_file);
   if (policy_show->parsed()) return cmdPolicyShow(client, out, policy_box);
   if (policy_log->parsed()) return cmdPolicyLog(client, out, policy_box, policy_follow);

@@ -28,6 +28,9 @@
 #include "egress/proxy/ca.h"
 #include "jail/box_ids.h"
 #include "jail/cgroup.h"
+#include "mcp/box_tools.h"
+#include "mcp/http_endpoint.h"
+#include "mcp/server.h"
 #include "net/box_net.h"
 #include "net/secrets.h"
 #include "observe/audit_log.h"
@@ -443,6 +446,20 @@ int run(int argc, char** argv) {
   hutch::api::registerObserveRoutes(router, service, events, audit_log.get(), metrics);
   hutch::api::registerKeyRoutes(router, keys,
                                 [&server](const std::string& id) { server.closeSessionsOf(id); });
+  // MCP (docs/mcp.md): /mcp on the unix socket and the TCP listeners, tools over the same
+  // service, boxes resolved for the caller by the same scoper.
+  hutch::mcp::BoxTools mcp_tools(service, ports, hutch::api::boxScoper(service));
+  hutch::mcp::Server mcp_server(
+      mcp_tools,
+      {.name = "hutch",
+       .version = kVersion,
+       .instructions = "hutch gives you boxes: small Linux VMs (Debian), each with its own kernel, "
+                       "disk and walled network. Make one with create_box, run commands in it with "
+                       "run_command, move files with write_file, read_file and list_files; "
+                       "checkpoint_box and rollback_box save and restore a state, fork_box copies "
+                       "a running box. Remove boxes you no longer need with remove_box."});
+  hutch::mcp::HttpEndpoint mcp_endpoint(mcp_server);
+  mcp_endpoint.addRoutes(router);
   // The E2B façade on the TCP listeners (docs/e2b.md), and the lifetimes of its sandboxes.
   auto e2b_secret = hutch::e2b::loadSecret(state / "e2b-secret");
   if (!e2b_secret) {

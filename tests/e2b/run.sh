@@ -19,10 +19,11 @@ set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 export HUTCH_BUILD_DIR=${HUTCH_BUILD_DIR:-$ROOT/build}
-cache_root=${HUTCH_CACHE_DIR:-/var/cache/hutch}
-
-log() { printf '\n==> %s\n' "$*" >&2; }
-die() { echo "tests/e2b: $*" >&2; exit 1; }
+SUITE_NAME=tests/e2b
+# shellcheck source=../support/client_suite.sh
+source "$ROOT/tests/support/client_suite.sh"
+log() { suite_log "$@"; }
+die() { suite_die "$@"; }
 
 all_suites=(js-latest js-old py-latest py-old)
 suites=("$@")
@@ -36,16 +37,8 @@ for s in "${suites[@]}"; do
   esac
 done
 
-[ "$(id -u)" = 0 ] || die "needs root: hutchd jails every QEMU"
-[ -x "$HUTCH_BUILD_DIR/src/daemon/hutchd" ] || die "$HUTCH_BUILD_DIR/src/daemon/hutchd is missing (build hutch first)"
-[ -x "$HUTCH_BUILD_DIR/src/cli/hutch" ] || die "$HUTCH_BUILD_DIR/src/cli/hutch is missing (build hutch first)"
-
-if [ -z "${HUTCH_TEST_IMAGE:-}" ]; then
-  HUTCH_TEST_IMAGE=$(ls -td "$cache_root"/images/base-*/ 2>/dev/null | head -n1)
-  HUTCH_TEST_IMAGE=${HUTCH_TEST_IMAGE%/}
-  [ -n "$HUTCH_TEST_IMAGE" ] || die "no base guest image in $cache_root/images (scripts/build-image.sh) and HUTCH_TEST_IMAGE is not set"
-fi
-export HUTCH_TEST_IMAGE
+suite_check_build
+suite_default_image
 # E2B's SDKs assume a user "user" with home /home/user (images/base/setup.sh makes it).
 if command -v debugfs >/dev/null &&
   ! debugfs -R 'cat /etc/passwd' "$HUTCH_TEST_IMAGE/rootfs.img" 2>/dev/null | grep -q '^user:'; then
@@ -53,17 +46,8 @@ if command -v debugfs >/dev/null &&
 fi
 
 # ---- Node: the two npm versions side by side (npm aliases, package-lock.json) -------------
-if [ "$want_js" = 1 ]; then
-  command -v node >/dev/null && command -v npm >/dev/null || die "Node 20.18.1+ and npm are needed (Debian 12's nodejs is too old)"
-  node -e 'const [a,b,c]=process.versions.node.split(".").map(Number); process.exit(a>20||(a===20&&(b>18||(b===18&&c>=1)))?0:1)' ||
-    die "Node $(node --version) is too old; e2b 2.51 needs >= 20.18.1"
-  stamp=$(sha256sum "$HERE/package-lock.json" | cut -c1-16)
-  if [ "$(cat "$HERE/node_modules/.hutch-lock" 2>/dev/null)" != "$stamp" ]; then
-    log "npm ci (tests/e2b/package-lock.json)"
-    (cd "$HERE" && npm ci --no-audit --no-fund --loglevel=error) || die "npm ci failed"
-    echo "$stamp" >"$HERE/node_modules/.hutch-lock"
-  fi
-fi
+# e2b 2.51 needs Node 20.18.1 or newer.
+[ "$want_js" = 1 ] && suite_npm_ci "$HERE"
 
 # ---- Python: one venv per pinned requirements file (hashes checked) -------------------------
 python=${PYTHON:-python3}
@@ -97,36 +81,10 @@ fi
 # ---- One hutchd for every suite -------------------------------------------------------------
 made_dir=0
 if [ -z "${HUTCH_E2B_DIR:-}" ]; then dir=$(mktemp -d /tmp/hutch-e2b.XXXXXX); made_dir=1; else dir=$HUTCH_E2B_DIR; fi
-# Copies of the binaries, in the build tree's layout: others may relink build/ while the suites
-# run, and hutchd starts hutch-jail (and the egress proxy) for every box.
+suite_start_hutchd "$dir" "$made_dir"
+daemon_json=$SUITE_DAEMON_JSON
 snap=$dir/build
-for rel in src/daemon/hutchd src/cli/hutch src/jail/hutch-jail src/egress/proxy/hutch-egress \
-  src/jail/hutch-ram-preload.so; do
-  src=$HUTCH_BUILD_DIR/$rel
-  mkdir -p "$(dirname "$snap/$rel")"
-  # A file being relinked may be missing or half written for a moment: copy it once it exists
-  # and is 3 s old (the optional ones, egress and the preload library, only if they exist).
-  for _ in $(seq 180); do
-    if [ -e "$src" ] && [ $(($(date +%s) - $(stat -c %Y "$src"))) -ge 3 ]; then
-      cp -p "$src" "$snap/$rel" && break
-    fi
-    case "$rel" in *hutch-egress|*.so) [ -e "$src" ] || break ;; esac
-    sleep 1
-  done
-  case "$rel" in *hutch-egress|*.so) ;; *) [ -x "$snap/$rel" ] || die "cannot copy $src (is a build running?)" ;; esac
-done
-log "Starting hutchd (image $HUTCH_TEST_IMAGE, state in $dir)"
-daemon_json=$(HUTCH_BUILD_DIR=$snap python3 "$ROOT/tests/support/hutchd_daemon.py" start --dir "$dir") ||
-  die "hutchd did not start; see $dir/hutchd.log"
-stop_daemon() {
-  log "Stopping hutchd (its log: $dir/hutchd.log)"
-  python3 "$ROOT/tests/support/hutchd_daemon.py" stop --dir "$dir" || true
-  # The state (template snapshots, ~0.5 GB) and the binaries' copies go; the logs stay.
-  [ "$made_dir" = 1 ] && rm -rf "$dir/state" "$dir/build"
-  return 0
-}
-trap stop_daemon EXIT
-field() { python3 -c 'import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]] or "")' "$daemon_json" "$1"; }
+field() { suite_field "$1"; }
 http_url=$(field http_url)
 socket=$(field socket)
 key_a=$(field key)

@@ -69,6 +69,8 @@ int cmdCheckpointRemove(const ApiClient& client, const Output& out, const std::s
 int cmdRollback(const ApiClient& client, const Output& out, const std::string& box,
                 const std::string& checkpoint);
 int cmdDiskUsage(const ApiClient& client, const Output& out);
+// MCP on stdin/stdout, relayed to hutchd's /mcp (docs/mcp.md).
+int cmdMcp(const ApiClient& client);
 int cmdPool(const ApiClient& client, const Output& out);
 // What running boxes' VMMs use of the host: memory (and its limit), CPU time, tasks, OOM kills.
 int cmdStats(const ApiClient& client, const Output& out, const std::vector<std::string>& boxes);
