@@ -130,8 +130,10 @@ TEST(ToolArgs, BoxLifecycleArguments) {
   ASSERT_TRUE(remove);
   EXPECT_TRUE(remove->force);
   EXPECT_FALSE(removeBoxArgs(parse(R"({"box":"b","force":"yes"})")));
-  EXPECT_TRUE(boxOnlyArgs(parse(R"({"box":"b"})"), "stop_box"));
-  EXPECT_FALSE(boxOnlyArgs(parse(R"({"box":"b","now":true})"), "stop_box"));
+  EXPECT_TRUE(stopBoxArgs(parse(R"({"box":"b"})")));
+  EXPECT_TRUE(stopBoxArgs(parse(R"({"box":"b","shutdown":true})"))->shutdown);
+  EXPECT_FALSE(stopBoxArgs(parse(R"({"box":"b","now":true})")));
+  EXPECT_FALSE(stopBoxArgs(parse(R"({"box":"b","shutdown":"yes"})")));
   EXPECT_TRUE(noArgs(json::object(), "list_boxes"));
   EXPECT_FALSE(noArgs(parse(R"({"all":true})"), "list_boxes"));
 }
@@ -168,6 +170,7 @@ Result<> parseFor(const std::string& tool, const json& args) {
   if (tool == "rollback_box") return rollbackBoxArgs(args).map([](auto&&) {});
   if (tool == "publish_port") return publishPortArgs(args).map([](auto&&) {});
   if (tool == "remove_box") return removeBoxArgs(args).map([](auto&&) {});
+  if (tool == "stop_box") return stopBoxArgs(args).map([](auto&&) {});
   return boxOnlyArgs(args, tool).map([](auto&&) {});
 }
 
