@@ -11,14 +11,17 @@ import { HUTCH, KEY_A, KEY_B, LONG, MCP_URL, SOCKET, boxName } from "./helpers.m
 const run = promisify(execFile);
 const here = path.dirname(fileURLToPath(import.meta.url));
 
-// npx finds the Inspector pinned in package-lock.json (--no: never a download).
+// The Inspector pinned in package-lock.json, through its own bin (npx would take --cli and
+// the rest for npm's options with npm 11, and start the web inspector instead).
+const INSPECTOR = path.join(here, "node_modules", ".bin", "mcp-inspector");
+
 async function inspector(target, args, { key = KEY_A() } = {}) {
-  const argv = ["--no", "@modelcontextprotocol/inspector", "--cli", ...target, ...args];
+  const argv = ["--cli", ...target, ...args];
   if (target[0].startsWith("http")) {
     argv.push("--transport", "http", "--header", `Authorization: Bearer ${key}`);
   }
   // The Inspector hands its environment to a stdio server: `hutch mcp` finds the socket there.
-  const { stdout } = await run("npx", argv, {
+  const { stdout } = await run(INSPECTOR, argv, {
     cwd: here, timeout: 300_000, maxBuffer: 16 << 20,
     env: { ...process.env, HUTCH_SOCKET: SOCKET() },
   });
@@ -64,8 +67,9 @@ describe("MCP Inspector CLI", () => {
     await call("write_file", `box=${name}`, "path=/tmp/inspector.txt", "content=from the inspector");
     const read = structured(await call("read_file", `box=${name}`, "path=/tmp/inspector.txt"));
     assert.equal(read.content, "from the inspector");
-    const failing = await call("run_command", `box=${name}`, "command=false");
-    assert.equal(structured(failing).exit_code, 1);
+    // (Not "command=false": the Inspector reads a --tool-arg value as JSON when it can.)
+    const failing = await call("run_command", `box=${name}`, "command=exit 3");
+    assert.equal(structured(failing).exit_code, 3);
     // Another key's inspector cannot see it.
     const hidden = await inspector(http(), ["--method", "tools/call", "--tool-name", "list_boxes"],
       { key: KEY_B() });
@@ -73,13 +77,13 @@ describe("MCP Inspector CLI", () => {
     const removed = await call("remove_box", `box=${name}`, "force=true");
     assert.ok(!removed.isError);
     created = false;
-    const gone = await call("run_command", `box=${name}`, "command=true");
+    const gone = await call("run_command", `box=${name}`, "command=echo");
     assert.equal(gone.isError, true);
     assert.equal(structured(gone).error.code, "not_found");
   });
 
   test("a wrong key is refused", async () => {
     await assert.rejects(inspector(http(), ["--method", "tools/list"],
-      { key: "e2b_2222222222222222222222222222222222222222" }), /401/);
+      { key: "e2b_2222222222222222222222222222222222222222" }), /unauthenticated/);
   });
 });

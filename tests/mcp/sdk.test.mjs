@@ -156,7 +156,12 @@ describe("MCP over Streamable HTTP (SDK client)", () => {
     const transport = new StreamableHTTPClientTransport(new URL(MCP_URL()), {
       requestInit: { headers: { Authorization: "Bearer e2b_0000000000000000000000000000000000000000" } },
     });
-    await assert.rejects(wrong.connect(transport), /401/);
+    // The SDK's error carries the HTTP status as its code, hutchd's message as its text.
+    await assert.rejects(wrong.connect(transport), (e) => {
+      assert.equal(e.code, 401, String(e));
+      assert.match(e.message, /unauthenticated/);
+      return true;
+    });
   });
 
   test("removes the box", LONG, async () => {
