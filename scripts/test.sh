@@ -48,11 +48,11 @@ lane() {
     bash $suite >>"$lanes/$name.log" 2>&1 || echo "$suite" >>"$lanes/$name.failed"
   done
 }
-log "Client suites in two lanes: tests/api and the TypeScript SDK | the Python SDK and E2B's SDKs"
+log "Client suites in two lanes: tests/api, the TypeScript SDK, MCP | the Python SDK, E2B's SDKs"
 # schemathesis fuzzes for 90 s here; the long run (HUTCH_FUZZ_TIME=1800) is written down in
 # tests/api/README.md.
 (export HUTCH_FUZZ_TIME=${HUTCH_FUZZ_TIME:-90}; lane a "$HUTCH_ROOT/tests/api/run.sh" \
-  "$HUTCH_ROOT/sdk/typescript/scripts/test.sh") &
+  "$HUTCH_ROOT/sdk/typescript/scripts/test.sh" "$HUTCH_ROOT/tests/mcp/run.sh") &
 lane_a=$!
 lane b "$HUTCH_ROOT/sdk/python/scripts/test.sh --integration" "$HUTCH_ROOT/tests/e2b/run.sh" &
 lane_b=$!
