@@ -31,10 +31,11 @@ failed=()
 log "Running tests (unit, then end to end with image $HUTCH_TEST_IMAGE)"
 (cd "$HUTCH_BUILD_DIR" && ctest --output-on-failure --timeout 1200 "$@") || failed+=(ctest)
 # Clients someone else wrote, against a real hutchd with real boxes: the OpenAPI validator and
-# schemathesis (tests/api), the SDKs' own suites with their pinned dependencies, and E2B's own
-# SDKs (tests/e2b). Each suite starts its own hutchd (its own state, uid range and network
-# namespaces), so they run in two lanes side by side: a lane mostly waits on its TCG guests,
-# and two keep both cores busy. Each lane's output is printed when it ends.
+# schemathesis (tests/api), the SDKs' own suites with their pinned dependencies, E2B's own SDKs
+# (tests/e2b), the MCP Inspector (tests/mcp) and the dashboard in Chromium (tests/dashboard).
+# Each suite starts its own hutchd (its own state, uid range and network namespaces), so they
+# run in two lanes side by side: a lane mostly waits on its TCG guests, and two keep both cores
+# busy. Each lane's output is printed when it ends.
 lanes=$(mktemp -d)
 trap 'kill -- "-$tidy_pid" 2>/dev/null || true; rm -rf "$tidy_log" "$lanes"' EXIT
 lane() {
@@ -48,13 +49,14 @@ lane() {
     bash $suite >>"$lanes/$name.log" 2>&1 || echo "$suite" >>"$lanes/$name.failed"
   done
 }
-log "Client suites in two lanes: tests/api, the TypeScript SDK, MCP | the Python SDK, E2B's SDKs"
+log "Client suites in two lanes: tests/api, the TypeScript SDK, MCP | the Python SDK, E2B's SDKs, the dashboard in Chromium"
 # schemathesis fuzzes for 90 s here; the long run (HUTCH_FUZZ_TIME=1800) is written down in
 # tests/api/README.md.
 (export HUTCH_FUZZ_TIME=${HUTCH_FUZZ_TIME:-90}; lane a "$HUTCH_ROOT/tests/api/run.sh" \
   "$HUTCH_ROOT/sdk/typescript/scripts/test.sh" "$HUTCH_ROOT/tests/mcp/run.sh") &
 lane_a=$!
-lane b "$HUTCH_ROOT/sdk/python/scripts/test.sh --integration" "$HUTCH_ROOT/tests/e2b/run.sh" &
+lane b "$HUTCH_ROOT/sdk/python/scripts/test.sh --integration" "$HUTCH_ROOT/tests/e2b/run.sh" \
+  "$HUTCH_ROOT/tests/dashboard/run.sh" &
 lane_b=$!
 wait "$lane_a" "$lane_b" || true
 for name in a b; do

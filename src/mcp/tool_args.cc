@@ -60,8 +60,7 @@ Result<BoxArg> boxOnlyArgs(const json& args, std::string_view tool) {
 Result<StopArgs> stopBoxArgs(const json& args) {
   HUTCH_TRY(auto split, splitBox(args, {"shutdown"}, "stop_box"));
   StopArgs out{std::move(split.first)};
-  HUTCH_TRY_VOID(
-      readField(split.second, "shutdown", out.shutdown, "the arguments of stop_box"));
+  HUTCH_TRY_VOID(readField(split.second, "shutdown", out.shutdown, "the arguments of stop_box"));
   return out;
 }
 
