@@ -343,6 +343,7 @@ vmm::VmSpec BoxService::vmSpecFor(const Box& box) const {
   if (box.uid_index >= 0) spec.uid_index = static_cast<uint32_t>(box.uid_index);
   spec.backing_files = backingFilesFor(image);
   // Box names allow '_' and '.', hostnames only '-' between labels.
+  spec.free_page_reporting = config_.env.freePageReporting();
   std::string hostname = box.name;
   std::replace(hostname.begin(), hostname.end(), '_', '-');
   spec.guest_params["hostname"] = hostname;

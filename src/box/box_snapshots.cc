@@ -250,6 +250,7 @@ asio::awaitable<Result<Snapshot>> BoxService::makeTemplateSnapshot(const storage
   spec.run_dir = snap.dir;
   spec.ram = vmm::GuestRam::kSharedFile;
   spec.memory_file = snap.dir / "memory";
+  spec.free_page_reporting = config_.env.freePageReporting();
   spec.guest_params["hostname"] = "hutch-template";
   spec.backing_files = backingFilesFor(tmpl.dir);
   // The template VM gets a uid of its own for as long as it runs.

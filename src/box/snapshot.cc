@@ -51,6 +51,7 @@ nlohmann::json SnapshotManifest::toJson() const {
           {"accel", env.accel},
           {"cpu_model", env.cpu_model},
           {"network", env.network},
+          {"balloon", env.balloon},
           {"machine", machine},
           {"ram_block", ram_block},
           {"ignore_shared", ignore_shared},
@@ -78,6 +79,7 @@ Result<SnapshotManifest> SnapshotManifest::fromJson(const nlohmann::json& json) 
     m.env.accel = json.at("accel").get<std::string>();
     m.env.cpu_model = json.at("cpu_model").get<std::string>();
     m.env.network = json.value("network", "none");  // manifests before networking had none
+    m.env.balloon = json.value("balloon", "none");  // and before free page reporting, no balloon
     m.machine = json.at("machine").get<std::string>();
     m.ram_block = json.at("ram_block").get<std::string>();
     m.ignore_shared = json.at("ignore_shared").get<bool>();
@@ -119,6 +121,10 @@ std::optional<std::string> incompatibility(const SnapshotManifest& m, const Snap
   if (m.env.network != env.network) {
     return fmt::format("it was made with network '{}', boxes here get '{}'", m.env.network,
                        env.network);
+  }
+  if (m.env.balloon != env.balloon) {
+    return fmt::format("it was made with balloon '{}', boxes here get '{}'", m.env.balloon,
+                       env.balloon);
   }
   if (m.machine != "microvm" || m.ram_block != "mem" || !m.ignore_shared) {
     return fmt::format(

@@ -54,6 +54,10 @@ struct SnapshotEnv {
   // The VM's NIC, as a restore must find it again: "none", or the device and the guest's
   // address ("virtio-net 10.0.2.15/24"), the same in every box.
   std::string network = "none";
+  // The VM's balloon: "none", or "free-page-reporting" (freed guest pages go back to the host).
+  std::string balloon = "none";
+  bool freePageReporting() const { return balloon == kFreePageReporting; }
+  static constexpr const char* kFreePageReporting = "free-page-reporting";
   bool operator==(const SnapshotEnv&) const = default;
 };
 

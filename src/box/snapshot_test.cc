@@ -77,6 +77,15 @@ TEST(SnapshotManifestTest, CompatibleOnlyWithTheSameHostAndShape) {
   auto parsed = SnapshotManifest::fromJson(old);
   ASSERT_TRUE(parsed);
   EXPECT_EQ(reason(*parsed), "");
+  // The balloon is part of the device model; a manifest from before it had none.
+  other = m;
+  other.env.balloon = SnapshotEnv::kFreePageReporting;
+  EXPECT_EQ(reason(other), "it was made with balloon 'free-page-reporting', boxes here get 'none'");
+  EXPECT_EQ(SnapshotManifest::fromJson(other.toJson())->env.balloon, "free-page-reporting");
+  old.erase("balloon");
+  parsed = SnapshotManifest::fromJson(old);
+  ASSERT_TRUE(parsed);
+  EXPECT_EQ(parsed->env.balloon, "none");
   other = m;
   other.ram_block = "ram0";
   EXPECT_NE(reason(other).find("RAM block 'ram0'"), std::string::npos);

@@ -149,6 +149,10 @@ int run(int argc, char** argv) {
   std::string egress = HUTCH_EGRESS_PATH;
   app.add_option("--egress", egress, "The hutch-egress proxy boxes reach the network through")
       ->capture_default_str();
+  bool no_memory_return = false;
+  app.add_flag("--no-memory-return", no_memory_return,
+               "Give boxes no virtio balloon: pages a guest frees stay with its QEMU (see "
+               "docs/snapshots.md, 'Memory back')");
   std::string default_policy = "none";
   app.add_option("--default-network-policy", default_policy,
                  "Egress policy of boxes whose request and template name none: none, allow-all, "
@@ -301,6 +305,7 @@ int run(int argc, char** argv) {
   config.env = {*qemu_version, std::string(hutch::vmm::accelName(accel->accel)),
                 hutch::box::hostCpuModel()};
   if (!no_network) config.env.network = hutch::box::NetworkService::snapshotNetwork();
+  if (!no_memory_return) config.env.balloon = hutch::box::SnapshotEnv::kFreePageReporting;
   spdlog::info("QEMU {}; snapshots {}", *qemu_version, no_snapshots ? "off" : "on");
   if (auto boot_id = hutch::sys::readFile("/proc/sys/kernel/random/boot_id"); boot_id) {
     config.boot_id = *boot_id;

@@ -11,6 +11,13 @@
 // path in HUTCH_READONLY_RAM. Everything else passes through unchanged. It is no security
 // boundary (QEMU could unset it); the file's mode and the read-only bind are.
 //
+// Free page reporting (the virtio balloon) makes QEMU 7.2 discard a freed range of file-backed
+// RAM with fallocate(PUNCH_HOLE) on the file and then madvise(MADV_DONTNEED) on the mapping; on
+// the read-only descriptor the first fails (EBADF) and QEMU gives up before the second. Punching
+// holes into a snapshot every box maps would be wrong anyway (QEMU 8.2 no longer does it for a
+// private mapping): a PUNCH_HOLE on the descriptor opened above succeeds without touching the
+// file, and the madvise then drops the box's private copies of those pages.
+//
 // Plain C ABI, no C++ runtime: it is loaded into QEMU before anything else.
 #include <fcntl.h>
 #include <stdarg.h>
@@ -21,12 +28,27 @@
 
 namespace {
 
+// The descriptor of the downgraded open, -1 before it. Written once, before QEMU's vCPU and
+// I/O threads exist (the memory backend is opened while the machine is made).
+int g_readonly_ram_fd = -1;
+
 int openDowngraded(int dirfd, const char* path, int flags, mode_t mode) {
+  bool downgraded = false;
   if ((flags & O_ACCMODE) == O_RDWR && (flags & O_CREAT) == 0 && path != nullptr) {
     const char* target = ::getenv("HUTCH_READONLY_RAM");
-    if (target != nullptr && ::strcmp(path, target) == 0) flags = (flags & ~O_ACCMODE) | O_RDONLY;
+    if (target != nullptr && ::strcmp(path, target) == 0) {
+      flags = (flags & ~O_ACCMODE) | O_RDONLY;
+      downgraded = true;
+    }
   }
-  return static_cast<int>(::syscall(SYS_openat, dirfd, path, flags, mode));
+  int fd = static_cast<int>(::syscall(SYS_openat, dirfd, path, flags, mode));
+  if (downgraded && fd >= 0) g_readonly_ram_fd = fd;
+  return fd;
+}
+
+int fallocateFiltered(int fd, int mode, off_t offset, off_t length) {
+  if (fd >= 0 && fd == g_readonly_ram_fd && (mode & FALLOC_FL_PUNCH_HOLE) != 0) return 0;
+  return static_cast<int>(::syscall(SYS_fallocate, fd, mode, offset, length));
 }
 
 mode_t modeArg(int flags, va_list args) {
@@ -80,6 +102,14 @@ __attribute__((visibility("default"))) int __open_2(const char* path, int flags)
 // NOLINTNEXTLINE(bugprone-reserved-identifier): glibc's name, which QEMU calls.
 __attribute__((visibility("default"))) int __open64_2(const char* path, int flags) {
   return openDowngraded(AT_FDCWD, path, flags, 0);
+}
+
+__attribute__((visibility("default"))) int fallocate(int fd, int mode, off_t offset, off_t len) {
+  return fallocateFiltered(fd, mode, offset, len);
+}
+
+__attribute__((visibility("default"))) int fallocate64(int fd, int mode, off_t offset, off_t len) {
+  return fallocateFiltered(fd, mode, offset, len);
 }
 
 }  // extern "C"

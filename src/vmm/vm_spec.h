@@ -38,6 +38,9 @@ struct VmSpec {
   std::map<std::string, std::string> guest_params;  // rendered as hutch.KEY=VALUE on the cmdline
   GuestRam ram = GuestRam::kPrivate;
   std::filesystem::path memory_file;  // kSharedFile, kMappedFile
+  // A virtio balloon whose free page reporting gives the host back the pages the guest frees.
+  // Part of the device model: a snapshot restores only into a VM with the same setting.
+  bool free_page_reporting = false;
   // Restore instead of boot: QEMU starts waiting for a migration stream (-incoming defer) and
   // loads this state file; launch() returns with the VM paused, ready to resume().
   std::filesystem::path incoming_state;

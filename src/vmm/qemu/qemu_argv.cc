@@ -109,6 +109,10 @@ void VirtioRng::appendTo(Argv& argv) const {
   argv.insert(argv.end(), {"-device", "virtio-rng-device,rng=rng0"});
 }
 
+void VirtioBalloon::appendTo(Argv& argv) const {
+  argv.insert(argv.end(), {"-device", "virtio-balloon-device,free-page-reporting=on"});
+}
+
 void SerialConsoleLog::appendTo(Argv& argv) const {
   argv.insert(argv.end(), {"-chardev", "file,id=console,path=" + esc(log) + ",append=on"});
   argv.insert(argv.end(), {"-serial", "chardev:console"});
@@ -151,6 +155,7 @@ QemuArgv QemuArgv::forSpec(const VmSpec& spec, std::filesystem::path binary, boo
   q.agent = VirtioSerialPort{.socket = spec.agentSocket(), .listen_fd = kAgentFd};
   if (!spec.netns.empty()) q.nic = VirtioNetTap{.fd = kTapFd, .mac = spec.mac};
   q.rng = VirtioRng{};
+  if (spec.free_page_reporting) q.balloon = VirtioBalloon{};
   q.console = SerialConsoleLog{.log = spec.consoleLog()};
   q.qmp = QmpSocket{.socket = spec.qmpSocket(), .listen_fd = kQmpFd};
   if (!spec.incoming_state.empty() || spec.incoming_later) q.incoming = IncomingMigration{};
@@ -175,6 +180,7 @@ Argv QemuArgv::render() const {
   if (agent) agent->appendTo(argv);
   if (nic) nic->appendTo(argv);
   if (rng) rng->appendTo(argv);
+  if (balloon) balloon->appendTo(argv);
   if (console) console->appendTo(argv);
   qmp.appendTo(argv);
   if (incoming) incoming->appendTo(argv);

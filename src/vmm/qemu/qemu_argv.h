@@ -121,6 +121,13 @@ struct VirtioRng {
   void appendTo(Argv& argv) const;
 };
 
+// -device virtio-balloon-device,free-page-reporting=on: the guest reports the free pages it
+// has (2 MiB blocks, a few seconds after they are freed) and QEMU discards them, so memory a
+// workload freed goes back to the host. The balloon is never inflated.
+struct VirtioBalloon {
+  void appendTo(Argv& argv) const;
+};
+
 // -chardev file,id=console,path=...,append=on -serial chardev:console: the guest's ttyS0,
 // appended to a log file so a restart does not erase the previous boot.
 struct SerialConsoleLog {
@@ -157,6 +164,7 @@ struct QemuArgv {
   std::optional<VirtioSerialPort> agent;
   std::optional<VirtioNetTap> nic;
   std::optional<VirtioRng> rng;
+  std::optional<VirtioBalloon> balloon;
   std::optional<SerialConsoleLog> console;
   QmpSocket qmp;
   std::optional<IncomingMigration> incoming;

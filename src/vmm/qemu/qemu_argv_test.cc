@@ -150,6 +150,17 @@ TEST(QemuArgvTest, GuestRamModes) {
   EXPECT_EQ(object(), "memory-backend-file,id=mem,size=512M,mem-path=/snap/t1/memory,share=off");
 }
 
+TEST(QemuArgvTest, BalloonOnlyWithFreePageReporting) {
+  VmSpec spec = tcgSpec();
+  auto balloons = [&] {
+    Argv argv = QemuArgv::forSpec(spec, "qemu").render();
+    return std::count(argv.begin(), argv.end(), "virtio-balloon-device,free-page-reporting=on");
+  };
+  EXPECT_EQ(balloons(), 0);
+  spec.free_page_reporting = true;
+  EXPECT_EQ(balloons(), 1);
+}
+
 TEST(QemuArgvTest, RestoreWaitsPausedForTheStream) {
   VmSpec spec = tcgSpec();
   Argv boot = QemuArgv::forSpec(spec, "qemu").render();
