@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/post.hpp>
@@ -331,6 +332,34 @@ awaitable<Reply> removeTemplate(box::TemplateService& templates, RequestContext&
   co_return jsonResponse(http::status::ok, json{{"removed", param(ctx, "template")}});
 }
 
+// POST /v1/images/prune {"dry_run": bool, "keep_s": seconds}: the image cache's unused builds.
+awaitable<Reply> pruneImages(box::TemplateService& templates, RequestContext& ctx) {
+  json body = json::object();
+  if (!ctx.request.body().empty()) {
+    auto parsed = parseObject(ctx.request.body());
+    if (!parsed) co_return errorResponse(parsed.error());
+    body = std::move(*parsed);
+  }
+  storage::PruneOptions options;
+  for (const auto& [key, value] : body.items()) {
+    if (key == "dry_run" && value.is_boolean()) {
+      options.dry_run = value.get<bool>();
+    } else if (key == "keep_s" && value.is_number_unsigned()) {
+      // Capped at a century: a larger count would overflow the clock's arithmetic.
+      constexpr uint64_t kCentury = 100ULL * 366 * 86400;
+      options.keep = std::chrono::seconds(std::min(value.get<uint64_t>(), kCentury));
+    } else {
+      co_return errorResponse(Error(Errc::kInvalidArgument,
+                                    fmt::format("Bad field '{}'; known fields: dry_run (boolean), "
+                                                "keep_s (seconds, 0 or more)",
+                                                key)));
+    }
+  }
+  auto pruned = co_await templates.prune(options);
+  if (!pruned) co_return errorResponse(pruned.error());
+  co_return jsonResponse(http::status::ok, *pruned);
+}
+
 template <class F, class Service>
 Handler bindService(F f, Service& service) {
   return [f, &service](RequestContext& ctx) { return f(service, ctx); };
@@ -385,6 +414,7 @@ void registerRoutes(ApiRouter& router, box::BoxService& service, box::TemplateSe
   router.add(verb::get, "/v1/system/pool", Route(bindService(poolStatus, service), admin));
   router.add(verb::get, "/v1/templates", bindService(listTemplates, templates));
   router.add(verb::post, "/v1/templates", Route(bindService(createTemplate, templates), admin));
+  router.add(verb::post, "/v1/images/prune", Route(bindService(pruneImages, templates), admin));
   router.add(verb::delete_, "/v1/templates/{template}",
              Route(bindService(removeTemplate, templates), admin));
 }

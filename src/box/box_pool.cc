@@ -166,6 +166,7 @@ asio::awaitable<void> BoxService::fillPool(std::string key, storage::Template tm
     Result<std::unique_ptr<vmm::Vm>> vm = fail(Errc::kInternal, "not launched");
     auto net = co_await prepareNetwork(*index);
     if (net) {
+      image_cache_.markUsed(box.image_dir);
       vm = co_await backend_.launch(spec);
     } else {
       vm = fail(net.error());

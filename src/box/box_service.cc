@@ -30,7 +30,8 @@ BoxService::BoxService(asio::any_io_executor loop, asio::thread_pool& pool,
       store_(store),
       templates_(templates),
       backend_(backend),
-      config_(std::move(config)) {}
+      config_(std::move(config)),
+      image_cache_(config_.image_cache, config_.boxes_dir.parent_path()) {}
 
 BoxService::~BoxService() {
   detachAll();
@@ -342,8 +343,8 @@ vmm::VmSpec BoxService::vmSpecFor(const Box& box) const {
   spec.run_dir = dir;
   if (box.uid_index >= 0) spec.uid_index = static_cast<uint32_t>(box.uid_index);
   spec.backing_files = backingFilesFor(image);
-  // Box names allow '_' and '.', hostnames only '-' between labels.
   spec.free_page_reporting = config_.env.freePageReporting();
+  // Box names allow '_' and '.', hostnames only '-' between labels.
   std::string hostname = box.name;
   std::replace(hostname.begin(), hostname.end(), '_', '-');
   spec.guest_params["hostname"] = hostname;
@@ -462,6 +463,7 @@ asio::awaitable<Result<>> BoxService::boot(Box& box, std::shared_ptr<Runtime> ru
   }
   if (!runtime->vm) {
     HUTCH_CO_TRY_VOID(co_await prepareNetwork(static_cast<uint32_t>(box.uid_index)));
+    image_cache_.markUsed(box.image_dir);
     HUTCH_CO_TRY(runtime->vm, co_await backend_.launch(spec));
   }
   if (from && from->pending) {

@@ -27,6 +27,7 @@
 #include "event/async_event.h"
 #include "guest/agent_client.h"
 #include "storage/box_store.h"
+#include "storage/image_cache.h"
 #include "storage/templates.h"
 #include "vmm/accel.h"
 #include "vmm/backend.h"
@@ -46,7 +47,9 @@ struct ServiceConfig {
   // Snapshots: <state>/snapshots/<id>/ and frozen disk layers in <state>/layers/.
   std::filesystem::path snapshots_dir;
   std::filesystem::path layers_dir;
-  SnapshotEnv env;            // this host, as snapshot manifests record it
+  SnapshotEnv env;  // this host, as snapshot manifests record it
+  // The image build cache: every VM start records its build's use there (image_cache.h).
+  std::filesystem::path image_cache;
   bool use_snapshots = true;  // false: every create boots cold (hutchd --no-snapshots)
   std::chrono::seconds ready_timeout{180};  // a template's ready check before its snapshot
   unsigned pool_size = 0;  // restored, paused boxes kept ready per template snapshot
@@ -382,6 +385,7 @@ class BoxService {
   const storage::TemplateStore& templates_;
   vmm::VmBackend& backend_;
   ServiceConfig config_;
+  storage::ImageCache image_cache_;
   std::map<std::string, std::shared_ptr<Runtime>> runtimes_;
   std::map<std::string, std::shared_ptr<Flight>> flights_;  // by template snapshot key
   // uid indices (jail::boxIds) of VMs with no box record: template VMs and the warm pool's.

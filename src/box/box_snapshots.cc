@@ -279,6 +279,7 @@ asio::awaitable<Result<Snapshot>> BoxService::makeTemplateSnapshot(const storage
     co_return fail(net.error().withContext("The template VM has no network"));
   }
 
+  image_cache_.markUsed(tmpl.dir);
   auto vm = co_await backend_.launch(spec);
   if (!vm) {
     cleanup();

@@ -39,7 +39,11 @@ Result<> linkOrCopy(const std::filesystem::path& from, const std::filesystem::pa
 
 TemplateService::TemplateService(boost::asio::thread_pool& pool, storage::BoxStore& boxes,
                                  const storage::TemplateStore& templates, TemplateConfig config)
-    : pool_(pool), boxes_(boxes), templates_(templates), config_(std::move(config)) {}
+    : pool_(pool),
+      boxes_(boxes),
+      templates_(templates),
+      config_(std::move(config)),
+      cache_(config_.cache_dir, templates_.dir().parent_path()) {}
 
 Result<std::vector<std::string>> TemplateService::usersOf(const storage::Template& t) {
   HUTCH_TRY(std::vector<Box> all, boxes_.list());
@@ -206,18 +210,85 @@ Result<> TemplateService::remove(const std::string& name) {
   if (t.dir.parent_path() == config_.images_dir) {
     std::error_code ec;
     std::filesystem::remove_all(t.dir, ec);
-    // Its template snapshots stand on the image just removed: they go too (their layers are
-    // collected once nothing stands on them).
-    HUTCH_TRY(std::vector<Snapshot> snapshots, boxes_.listSnapshots());
-    const std::string prefix = t.dir.string() + "|";
-    for (const Snapshot& snap : snapshots) {
-      if (snap.kind != SnapshotKind::kTemplate || !snap.template_key.starts_with(prefix)) continue;
-      HUTCH_TRY_VOID(boxes_.removeSnapshot(snap.id));
-      std::filesystem::remove_all(snap.dir, ec);
-      spdlog::info("template {}: removed its snapshot {}", name, snap.id);
-    }
+    HUTCH_TRY_VOID(dropTemplateSnapshots(t.dir));
   }
   return ok();
+}
+
+Result<> TemplateService::dropTemplateSnapshots(const std::filesystem::path& image_dir) {
+  // Template snapshots stand on the image: they go with it (their layers are collected once
+  // nothing stands on them).
+  HUTCH_TRY(std::vector<Snapshot> snapshots, boxes_.listSnapshots());
+  const std::string prefix = image_dir.string() + "|";
+  std::error_code ec;
+  for (const Snapshot& snap : snapshots) {
+    if (snap.kind != SnapshotKind::kTemplate || !snap.template_key.starts_with(prefix)) continue;
+    HUTCH_TRY_VOID(boxes_.removeSnapshot(snap.id));
+    std::filesystem::remove_all(snap.dir, ec);
+    spdlog::info("{}: removed its template snapshot {}", image_dir.string(), snap.id);
+  }
+  return ok();
+}
+
+Result<std::map<std::string, std::string>> TemplateService::imagesInUse() {
+  std::map<std::string, std::string> used;
+  auto note = [&](const std::filesystem::path& dir, std::string what) {
+    if (dir.empty()) return;
+    std::error_code ec;
+    std::filesystem::path canonical = std::filesystem::weakly_canonical(dir, ec);
+    used.emplace(ec ? dir.string() : canonical.string(), std::move(what));
+  };
+  for (const std::string& name : templates_.names()) {
+    if (auto t = templates_.find(name)) note(t->dir, "template " + name);
+  }
+  HUTCH_TRY(std::vector<Box> all, boxes_.list());
+  for (const Box& b : all) note(b.image_dir, "box " + b.name);
+  // Checkpoints, forks, saved boxes and suspended ones restore onto their build's disk.
+  HUTCH_TRY(std::vector<Snapshot> snapshots, boxes_.listSnapshots());
+  for (const Snapshot& snap : snapshots) {
+    if (snap.kind == SnapshotKind::kTemplate) continue;
+    if (auto manifest = readManifest(snap.dir)) {
+      note(manifest->image_dir, fmt::format("{} snapshot {}", snapshotKindName(snap.kind),
+                                            snap.name.empty() ? snap.id : snap.name));
+    }
+  }
+  return used;
+}
+
+boost::asio::awaitable<Result<nlohmann::json>> TemplateService::prune(
+    storage::PruneOptions options) {
+  HUTCH_CO_TRY(auto in_use, imagesInUse());
+  auto plan = [this, in_use, options]() -> Result<std::vector<storage::PruneDecision>> {
+    HUTCH_TRY(auto images, cache_.scan(in_use));
+    auto decisions =
+        storage::planPrune(images, in_use, options, std::filesystem::file_time_type::clock::now());
+    if (options.dry_run) return decisions;
+    for (storage::PruneDecision& d : decisions) {
+      if (!d.remove) continue;
+      if (auto removed = cache_.remove(d.dir); !removed) {
+        d.remove = false;
+        d.reason = removed.error().message();
+      }
+    }
+    return decisions;
+  };
+  HUTCH_CO_TRY(auto decisions, co_await event::offload(pool_, std::move(plan)));
+  nlohmann::json images = nlohmann::json::array();
+  uint64_t freed = 0;
+  for (const storage::PruneDecision& d : decisions) {
+    if (d.remove) {
+      freed += d.bytes;
+      if (!options.dry_run) {
+        spdlog::info("image cache: removed {} ({} MiB, {})", d.dir.string(), d.bytes >> 20,
+                     d.reason);
+        HUTCH_CO_TRY_VOID(dropTemplateSnapshots(d.dir));
+      }
+    }
+    images.push_back(
+        {{"dir", d.dir.string()}, {"bytes", d.bytes}, {"kept", !d.remove}, {"reason", d.reason}});
+  }
+  co_return nlohmann::json{
+      {"images", std::move(images)}, {"freed_bytes", freed}, {"dry_run", options.dry_run}};
 }
 
 }  // namespace hutch::box

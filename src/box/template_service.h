@@ -10,12 +10,14 @@
 #include <boost/asio/thread_pool.hpp>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "base/result.h"
 #include "storage/box_store.h"
+#include "storage/image_cache.h"
 #include "storage/templates.h"
 
 namespace hutch::box {
@@ -44,8 +46,16 @@ class TemplateService {
                                                                std::string box_key);
   // Refused with kFailedPrecondition while boxes use the template.
   Result<> remove(const std::string& name);
+  // Removes the builds in the image cache that nothing uses: no template, box or snapshot of
+  // this hutchd, no other hutchd that recorded a use, none within options.keep (their template
+  // snapshots go with them). {"images": [{dir, bytes, kept, reason}], "freed_bytes", "dry_run"}
+  // (a dry run removes nothing: freed_bytes is what it would free).
+  boost::asio::awaitable<Result<nlohmann::json>> prune(storage::PruneOptions options);
 
  private:
+  // Canonical build directory -> what uses it here ("template base", "box b1", ...).
+  Result<std::map<std::string, std::string>> imagesInUse();
+  Result<> dropTemplateSnapshots(const std::filesystem::path& image_dir);
   Result<nlohmann::json> describe(const storage::Template& t);
   Result<std::vector<std::string>> usersOf(const storage::Template& t);
 
@@ -53,6 +63,7 @@ class TemplateService {
   storage::BoxStore& boxes_;
   const storage::TemplateStore& templates_;
   TemplateConfig config_;
+  storage::ImageCache cache_;
 };
 
 }  // namespace hutch::box

@@ -147,12 +147,21 @@ int main(int argc, char** argv) {
 
   std::string image_box;
   std::string image_file;
-  auto* image_cmd = app.add_subcommand("image", "Container images inside a box");
+  auto* image_cmd = app.add_subcommand(
+      "image", "Images: container images into a box (load), guest image builds (prune)");
   image_cmd->require_subcommand(1);
   auto* image_load = image_cmd->add_subcommand(
       "load", "docker load a tarball (docker save or OCI archive; '-' for stdin) into a box");
   image_load->add_option("box", image_box, "Box name or id (docker template)")->required();
   image_load->add_option("file", image_file, "The archive")->required();
+  bool prune_dry_run = false;
+  std::string prune_keep;
+  auto* image_prune = image_cmd->add_subcommand(
+      "prune",
+      "Remove the guest image builds in hutchd's cache that no template, box or snapshot uses");
+  image_prune->add_flag("--dry-run", prune_dry_run, "Say what would go; remove nothing");
+  image_prune->add_option("--keep", prune_keep,
+                          "Keep builds started from within this long (default 24h; 0: none)");
 
   std::vector<std::string> start_boxes;
   auto* start_cmd = app.add_subcommand(
@@ -393,6 +402,7 @@ int main(int argc, char** argv) {
   if (kill_cmd->parsed()) return cmdKill(client, out, kill_box, kill_ids, kill_signal);
   if (services_cmd->parsed()) return cmdServices(client, out, services_box);
   if (image_load->parsed()) return cmdImageLoad(client, out, image_box, image_file);
+  if (image_prune->parsed()) return cmdImagePrune(client, out, prune_dry_run, prune_keep);
   if (stats_cmd->parsed()) return cmdStats(client, out, stats_boxes);
   if (start_cmd->parsed()) return cmdStart(client, out, start_boxes);
   if (stop_cmd->parsed()) return cmdStop(client, out, stop_boxes, stop_shutdown);

@@ -78,6 +78,12 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--image-cache", image_cache, "Image build cache (env HUTCH_CACHE_DIR)")
       ->capture_default_str();
+  uint64_t image_cache_max_gib = 64;
+  app.add_option("--image-cache-max-gib", image_cache_max_gib,
+                 "Past this size the image cache loses its least recently used builds that no "
+                 "box, template or snapshot uses and none started from in a day (0: never; "
+                 "hutch image prune removes them at once)")
+      ->capture_default_str();
   app.add_option("--ui-dir", ui_dir,
                  "The web dashboard's built files, served at /ui/ on the TCP listeners "
                  "(web/dashboard/build.sh builds them)")
@@ -143,16 +149,16 @@ int run(int argc, char** argv) {
   bool no_snapshots = false;
   app.add_flag("--no-snapshots", no_snapshots,
                "Boot every box cold instead of restoring its template's snapshot");
+  bool no_memory_return = false;
+  app.add_flag("--no-memory-return", no_memory_return,
+               "Give boxes no virtio balloon: pages a guest frees stay with its QEMU (see "
+               "docs/snapshots.md, 'Memory back')");
   bool no_network = false;
   app.add_flag("--no-network", no_network,
                "Give boxes no network at all (no NIC, no hutch-egress; see docs/network.md)");
   std::string egress = HUTCH_EGRESS_PATH;
   app.add_option("--egress", egress, "The hutch-egress proxy boxes reach the network through")
       ->capture_default_str();
-  bool no_memory_return = false;
-  app.add_flag("--no-memory-return", no_memory_return,
-               "Give boxes no virtio balloon: pages a guest frees stay with its QEMU (see "
-               "docs/snapshots.md, 'Memory back')");
   std::string default_policy = "none";
   app.add_option("--default-network-policy", default_policy,
                  "Egress policy of boxes whose request and template name none: none, allow-all, "
@@ -305,6 +311,7 @@ int run(int argc, char** argv) {
   config.env = {*qemu_version, std::string(hutch::vmm::accelName(accel->accel)),
                 hutch::box::hostCpuModel()};
   if (!no_network) config.env.network = hutch::box::NetworkService::snapshotNetwork();
+  config.image_cache = image_cache;
   if (!no_memory_return) config.env.balloon = hutch::box::SnapshotEnv::kFreePageReporting;
   spdlog::info("QEMU {}; snapshots {}", *qemu_version, no_snapshots ? "off" : "on");
   if (auto boot_id = hutch::sys::readFile("/proc/sys/kernel/random/boot_id"); boot_id) {
@@ -496,6 +503,25 @@ int run(int argc, char** argv) {
     });
   };
 
+  // The image cache's size limit: checked once boxes are adopted, then every hour.
+  boost::asio::steady_timer prune_timer(loop);
+  std::function<void()> prune_tick = [&] {
+    if (image_cache_max_gib == 0) return;
+    boost::asio::co_spawn(
+        loop,
+        [&]() -> boost::asio::awaitable<void> {
+          hutch::storage::PruneOptions options{.limit_bytes = image_cache_max_gib << 30};
+          auto pruned = co_await template_service.prune(options);
+          if (!pruned) spdlog::warn("image cache: {}", pruned.error().describe());
+        },
+        [&](const std::exception_ptr&) {
+          prune_timer.expires_after(std::chrono::hours(1));
+          prune_timer.async_wait([&](const boost::system::error_code& ec) {
+            if (!ec) prune_tick();
+          });
+        });
+  };
+
   // Reattach to boxes an earlier hutchd left running, then serve the API. (The loop keeps
   // running from here on: adopted boxes have watchers on it.)
   int exit_code = 0;
@@ -534,6 +560,7 @@ int run(int argc, char** argv) {
           }
         }
         expire_tick();
+        prune_tick();
         spdlog::info("hutchd {} listening on {} (state in {})", kVersion,
                      fmt::format("{}", fmt::join(server.listeners(), ", ")), state_dir);
       });
@@ -543,6 +570,7 @@ int run(int argc, char** argv) {
     spdlog::info("signal {}: shutting down (boxes keep running)", sig);
     server.stop();
     expiry_timer.cancel();
+    prune_timer.cancel();
     service.setObserver(nullptr);
     ports.closeAll();
     boost::asio::co_spawn(

@@ -2,6 +2,10 @@
 // run from it, and refuse what would break boxes.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <map>
+
 #include "harness.h"
 
 namespace hutch::e2e {
@@ -82,6 +86,66 @@ TEST_F(TemplateTest, BuildFromRecipeUsesTheImageCache) {
   EXPECT_NE(missing.err.find("No recipe"), std::string::npos) << missing.err;
   auto bad = d().hutch({"template", "build", "../etc"});
   EXPECT_EQ(bad.exit_code, 64);
+}
+
+// hutch image prune: the image cache's builds that nothing uses go, with the reason for each
+// that stays. The daemon gets a cache of its own (never the host's), with three fake builds:
+// one unused for two days, one built just now, one the template "pinned" points at.
+TEST(ImagePruneTest, RemovesOnlyBuildsNothingUsesAndSaysWhyOthersStay) {
+  namespace fs = std::filesystem;
+  char tmpl[] = "/tmp/hutch-prune-test-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const fs::path cache = tmpl;
+  auto build = [&](const std::string& name, std::chrono::hours age) {
+    fs::path dir = cache / "images" / name;
+    fs::create_directories(dir);
+    for (const char* file : {"manifest.json", "vmlinux", "initrd.img", "rootfs.img"}) {
+      std::ofstream(dir / file) << std::string(4096, 'x');
+      fs::last_write_time(dir / file, fs::file_time_type::clock::now() - age);
+    }
+    return dir;
+  };
+  const fs::path old_build = build("base-aaaaaaaaaaaa", std::chrono::hours(48));
+  const fs::path fresh_build = build("base-bbbbbbbbbbbb", std::chrono::hours(0));
+  const fs::path pinned_build = build("base-cccccccccccc", std::chrono::hours(48));
+  {
+    Daemon d({"--image-cache", cache.string()});
+    fs::create_symlink(pinned_build, d.stateDir() / "templates" / "pinned");
+    auto reasons = [&](const std::vector<std::string>& args) {
+      std::vector<std::string> argv = {"--json", "image", "prune"};
+      argv.insert(argv.end(), args.begin(), args.end());
+      auto r = d.hutch(argv);
+      EXPECT_EQ(r.exit_code, 0) << r.err;
+      std::map<std::string, std::string> out;
+      for (const auto& image : nlohmann::json::parse(r.out)["images"]) {
+        out[fs::path(image["dir"].get<std::string>()).filename().string()] =
+            (image["kept"].get<bool>() ? "kept: " : "gone: ") + image["reason"].get<std::string>();
+      }
+      return out;
+    };
+    auto dry = reasons({"--dry-run"});
+    EXPECT_EQ(dry["base-aaaaaaaaaaaa"], "gone: unused for 48 h");
+    EXPECT_EQ(dry["base-bbbbbbbbbbbb"].rfind("kept: used ", 0), 0U) << dry["base-bbbbbbbbbbbb"];
+    EXPECT_EQ(dry["base-cccccccccccc"], "kept: used by template pinned");
+    EXPECT_TRUE(fs::exists(old_build)) << "a dry run removed a build";
+
+    auto pruned = reasons({});
+    EXPECT_EQ(pruned["base-aaaaaaaaaaaa"], "gone: unused for 48 h");
+    EXPECT_FALSE(fs::exists(old_build));
+    EXPECT_TRUE(fs::exists(fresh_build / "rootfs.img"));
+    EXPECT_TRUE(fs::exists(pinned_build / "rootfs.img"));
+
+    auto all = reasons({"--keep", "0"});
+    EXPECT_EQ(all.size(), 2U);
+    EXPECT_EQ(all["base-bbbbbbbbbbbb"].rfind("gone: ", 0), 0U);
+    EXPECT_FALSE(fs::exists(fresh_build));
+    EXPECT_TRUE(fs::exists(pinned_build / "rootfs.img")) << "a build in use was removed";
+
+    auto bad = d.hutch({"image", "prune", "--keep", "soon"});
+    EXPECT_EQ(bad.exit_code, 64);
+    EXPECT_NE(bad.err.find("give a duration"), std::string::npos) << bad.err;
+  }
+  fs::remove_all(cache);
 }
 
 }  // namespace

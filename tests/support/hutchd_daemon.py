@@ -120,6 +120,10 @@ class HutchDaemon:
                 "--uid-base", str(uid_base), "--log-level", "debug"]
         if "--pool-size" not in self.extra_args:
             argv += ["--pool-size", "0"]
+        # An image cache of its own: clients that may call POST /v1/images/prune (schemathesis
+        # with an admin key) prune nothing of the host's cache.
+        if "--image-cache" not in self.extra_args:
+            argv += ["--image-cache", str(self.dir / "image-cache")]
         argv += self.extra_args
         log = open(self.log, "ab")
         self.process = subprocess.Popen(argv, stdout=log, stderr=log, stdin=subprocess.DEVNULL,

@@ -54,6 +54,9 @@ int cmdTemplateList(const ApiClient& client, const Output& out);
 // Builds recipe `name` when from_box is empty, else freezes that stopped box's disk.
 int cmdTemplateCreate(const ApiClient& client, const Output& out, const std::string& name,
                       const std::string& from_box);
+// Removes the guest image builds nothing uses (POST /v1/images/prune); `keep` a duration.
+int cmdImagePrune(const ApiClient& client, const Output& out, bool dry_run,
+                  const std::string& keep);
 int cmdTemplateRemove(const ApiClient& client, const Output& out,
                       const std::vector<std::string>& names);
 int cmdDoctor(const ApiClient& client, const Output& out);

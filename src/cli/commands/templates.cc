@@ -1,5 +1,7 @@
-// hutch template ls | build NAME | create --from BOX NAME | rm NAME
+// hutch template ls | build NAME | create --from BOX NAME | rm NAME; hutch image prune
 #include <fmt/format.h>
+
+#include <filesystem>
 
 #include "api/json_model.h"
 #include "cli/commands/commands.h"
@@ -67,6 +69,34 @@ int cmdTemplateCreate(const ApiClient& client, const Output& out, const std::str
   } else {
     fmt::print("{}\n", name);
   }
+  return 0;
+}
+
+int cmdImagePrune(const ApiClient& client, const Output& out, bool dry_run,
+                  const std::string& keep) {
+  nlohmann::json body{{"dry_run", dry_run}};
+  if (!keep.empty()) {
+    auto ms = parseDurationMs(keep, "--keep");
+    if (!ms) return reportError(out, ms.error());
+    body["keep_s"] = *ms / 1000;
+  }
+  auto pruned = client.call(verb::post, "/v1/images/prune", body);
+  if (!pruned) return reportError(out, pruned.error());
+  if (out.json) {
+    printJson(*pruned);
+    return 0;
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& image : (*pruned)["images"]) {
+    const bool kept = image.value("kept", true);
+    rows.push_back({std::filesystem::path(image.value("dir", "")).filename().string(),
+                    fmt::format("{}M", image.value("bytes", uint64_t{0}) >> 20),
+                    kept ? "kept" : (dry_run ? "would remove" : "removed"),
+                    image.value("reason", "")});
+  }
+  printTable({"BUILD", "DISK", "", "WHY"}, rows);
+  fmt::print("{} {} MiB\n", dry_run ? "Would free" : "Freed",
+             (*pruned).value("freed_bytes", uint64_t{0}) >> 20);
   return 0;
 }
 
