@@ -187,7 +187,8 @@ Result<CreateBoxRequest> parseCreateBox(std::string_view body) {
       r.network_policy = policy->dump();
     } else {
       return fail(Errc::kInvalidArgument,
-                  "network_policy is a preset name (none, allow-all, debian-mirrors) or a policy "
+                  "network_policy is a preset name (none, allow-all, debian-mirrors, npm, pypi) or "
+                  "a policy "
                   "object");
     }
   }

@@ -46,9 +46,10 @@ awaitable<Reply> setPolicy(box::BoxService& service, RequestContext& ctx) {
   } else if (body->contains("policy") && (*body)["policy"].is_object()) {
     text = (*body)["policy"].dump();
   } else {
-    co_return errorResponse(Error(Errc::kInvalidArgument,
-                                  "Give \"policy\": a preset name (none, allow-all, "
-                                  "debian-mirrors) or a policy object (docs/network.md)"));
+    co_return errorResponse(
+        Error(Errc::kInvalidArgument,
+              "Give \"policy\": a preset name (none, allow-all, "
+              "debian-mirrors, npm, pypi) or a policy object (docs/network.md)"));
   }
   auto b = service.setPolicy(param(ctx, "box"), text, ctx.principal.actor());
   if (!b) co_return errorResponse(b.error());

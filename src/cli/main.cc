@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
   run_cmd->add_option("-p,--publish", run.publish, "Publish [ADDR:]HOSTPORT:BOXPORT (repeatable)")
       ->allow_extra_args(false);
   run_cmd->add_option("--network-policy", run.network_policy,
-                      "Egress policy: none, allow-all, debian-mirrors, or a JSON file "
+                      "Egress policy: none, allow-all, debian-mirrors, npm, pypi, or a JSON file "
                       "(default: the template's)");
   run_cmd
       ->add_option("--secret", run.secrets,
@@ -255,7 +255,7 @@ int main(int argc, char** argv) {
   policy_set->add_option("box", policy_box, "Box name or id")->required();
   policy_set
       ->add_option("policy", policy_file,
-                   "A JSON file, '-' for stdin, or none, allow-all, debian-mirrors")
+                   "A JSON file, '-' for stdin, or none, allow-all, debian-mirrors, npm, pypi")
       ->required();
   auto* policy_show = policy_cmd->add_subcommand("show", "Show a box's policy");
   policy_show->add_option("box", policy_box, "Box name or id")->required();

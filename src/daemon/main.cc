@@ -162,7 +162,7 @@ int run(int argc, char** argv) {
   std::string default_policy = "none";
   app.add_option("--default-network-policy", default_policy,
                  "Egress policy of boxes whose request and template name none: none, allow-all, "
-                 "debian-mirrors or a JSON file")
+                 "debian-mirrors, npm, pypi or a JSON file")
       ->capture_default_str();
   std::string upstream_ca;
   app.add_option("--egress-upstream-ca", upstream_ca,

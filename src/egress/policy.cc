@@ -5,11 +5,15 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <sstream>
 #include <system_error>
+
+#include "egress/registries.h"
 
 namespace hutch::egress {
 
@@ -18,7 +22,7 @@ namespace {
 using Json = nlohmann::json;
 
 constexpr std::string_view kInvalid = "Invalid network policy";
-constexpr std::string_view kPresetNames = "none, allow-all, debian-mirrors";
+constexpr std::string_view kPresetNames = "none, allow-all, debian-mirrors, npm, pypi";
 constexpr std::string_view kDomainsAccepted =
     "a DNS name such as \"api.example.com\", \"*.example.com\" for every name below "
     "example.com, or \"*\" for every name";
@@ -369,6 +373,26 @@ Result<std::string> readFile(const std::filesystem::path& path) {
   return out.str();
 }
 
+// The registries of the host's npm or pip (registries.h), asked at most once a minute: asking
+// runs npm or python3 (~0.3 s), and policies are parsed on hutchd's event loop.
+Result<std::vector<Registry>> hostRegistries(std::string_view name) {
+  struct Cached {
+    std::chrono::steady_clock::time_point at;
+    Result<std::vector<Registry>> registries = std::vector<Registry>{};
+  };
+  static std::mutex mutex;
+  static std::map<std::string, Cached, std::less<>> cache;
+  std::lock_guard lock(mutex);
+  auto now = std::chrono::steady_clock::now();
+  auto it = cache.find(name);
+  if (it == cache.end() || now - it->second.at > std::chrono::minutes(1)) {
+    RegistryProbe probe = hostProbe();
+    Cached fresh{now, name == "npm" ? npmRegistries(probe) : pypiRegistries(probe)};
+    it = cache.insert_or_assign(std::string(name), std::move(fresh)).first;
+  }
+  return it->second.registries;
+}
+
 Result<Policy> debianMirrors(const std::filesystem::path& etc_apt) {
   MirrorHosts hosts;
   std::error_code ec;
@@ -517,6 +541,12 @@ Result<Policy> preset(std::string_view name, const std::filesystem::path& etc_ap
   if (name == "none") return Policy{};
   if (name == "allow-all") return Policy{{Rule{"*", {}}}, {}};
   if (name == "debian-mirrors") return debianMirrors(etc_apt);
+  if (name == "npm" || name == "pypi") {
+    HUTCH_TRY(std::vector<Registry> registries, hostRegistries(name));
+    Policy policy;
+    for (const Registry& r : registries) policy.allow.push_back(Rule{r.host, {r.port}});
+    return policy;
+  }
   return fail(Errc::kInvalidArgument,
               fmt::format("Unknown preset \"{}\": accepted presets are {}", name, kPresetNames));
 }
@@ -530,7 +560,9 @@ Result<Policy> parsePolicyText(std::string_view text, const std::filesystem::pat
                             kPresetNames));
   }
   if (t.front() != '{') {
-    if (t == "none" || t == "allow-all" || t == "debian-mirrors") return preset(t, etc_apt);
+    if (t == "none" || t == "allow-all" || t == "debian-mirrors" || t == "npm" || t == "pypi") {
+      return preset(t, etc_apt);
+    }
     return fail(Errc::kInvalidArgument,
                 fmt::format("Unknown network policy \"{}\": give a preset name ({}) or a JSON "
                             "document such as {{\"allow\": [{{\"domain\": \"api.example.com\"}}]}}",

@@ -49,7 +49,8 @@ Result<Policy> parsePolicy(const nlohmann::json& doc,
 nlohmann::json toJson(const Policy& policy);
 
 // Presets by name: "none" (nothing), "allow-all" ({"domain": "*"}), "debian-mirrors" (every host
-// named by the apt sources under etc_apt, ports 80 and 443, read now: never hard-coded).
+// named by the apt sources under etc_apt, ports 80 and 443, read now: never hard-coded), "npm"
+// and "pypi" (the registries this host's npm and pip use, with their ports: registries.h).
 Result<Policy> preset(std::string_view name, const std::filesystem::path& etc_apt = "/etc/apt");
 // `text` is a preset name or a JSON document (what `--network-policy` and `hutch policy set` take
 // after the CLI has read the file).

@@ -123,7 +123,7 @@ def create_box(template: str | None = None, cpus: int | None = None,
     if network_policy is not None:
         if not isinstance(network_policy, (str, Mapping)):
             raise InvalidArgumentError("network_policy is a preset name (none, allow-all, "
-                                       "debian-mirrors) or a policy dict")
+                                       "debian-mirrors, npm, pypi) or a policy dict")
         body["network_policy"] = (network_policy if isinstance(network_policy, str)
                                   else dict(network_policy))
     if secrets is not None:
@@ -258,8 +258,8 @@ def get_policy(box: str) -> Call[Policy]:
 
 def set_policy(box: str, policy: str | Mapping[str, Any]) -> Call[Policy]:
     if not isinstance(policy, (str, Mapping)):
-        raise InvalidArgumentError("A policy is a preset name (none, allow-all, debian-mirrors) "
-                                   "or a policy dict")
+        raise InvalidArgumentError("A policy is a preset name (none, allow-all, debian-mirrors, "
+                                   "npm, pypi) or a policy dict")
     return Call("PUT", f"{_box(box)}/policy", lambda d: from_json(Policy, d),
                 json={"policy": policy if isinstance(policy, str) else dict(policy)})
 

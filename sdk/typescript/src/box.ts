@@ -48,7 +48,7 @@ export interface CreateBoxOptions {
   memory?: Size;
   /** MiB as a number, or "8G"; default the template image's size. */
   disk?: Size;
-  /** A preset ("none", "allow-all", "debian-mirrors") or a policy; default deny everything. */
+  /** A preset ("none", "allow-all", "debian-mirrors", "npm", "pypi") or a policy; default deny everything. */
   networkPolicy?: PolicyInput;
   /** Names of secrets (set with client.secrets.set) the box may use. */
   secrets?: string[];

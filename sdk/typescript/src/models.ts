@@ -355,7 +355,7 @@ export interface Policy {
 }
 
 /** A preset name or a policy. */
-export type PolicyInput = "none" | "allow-all" | "debian-mirrors" | Policy;
+export type PolicyInput = "none" | "allow-all" | "debian-mirrors" | "npm" | "pypi" | Policy;
 
 function ruleFromJson(o: JsonObject): PolicyRule {
   const rule: PolicyRule = { domain: str(o, "domain", "a policy rule") };

@@ -1,0 +1,194 @@
+#include "egress/registries.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "sys/run.h"
+
+extern char** environ;  // NOLINT(readability-redundant-declaration): POSIX, not in unistd.h
+
+namespace hutch::egress {
+
+namespace {
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+// The value of an environment variable whatever its case (npm reads npm_config_* in any case).
+std::string envValue(const RegistryProbe& probe, const std::string& name) {
+  for (const auto& [key, value] : probe.env) {
+    if (lower(key) == lower(name)) return value;
+  }
+  return "";
+}
+
+void addUnique(std::vector<Registry>& out, Registry r) {
+  auto same = [&](const Registry& o) { return o.host == r.host && o.port == r.port; };
+  if (std::none_of(out.begin(), out.end(), same)) out.push_back(std::move(r));
+}
+
+// Whitespace-separated URLs (pip's extra-index-url and find-links take several); local paths
+// and file: URLs are not registries a box reaches and are skipped.
+void addUrls(std::vector<Registry>& out, const std::string& text) {
+  std::istringstream in(text);
+  for (std::string url; in >> url;) {
+    if (auto r = parseRegistryUrl(url)) addUnique(out, std::move(*r));
+  }
+}
+
+std::string unquote(std::string s) {
+  if (s.size() >= 2 && (s.front() == '\'' || s.front() == '"') && s.back() == s.front()) {
+    s = s.substr(1, s.size() - 2);
+  }
+  return s;
+}
+
+}  // namespace
+
+RegistryProbe hostProbe() {
+  RegistryProbe probe;
+  probe.run = [](const std::vector<std::string>& argv) { return sys::runCapture(argv); };
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    std::string entry(*e);
+    auto eq = entry.find('=');
+    if (eq != std::string::npos) probe.env[entry.substr(0, eq)] = entry.substr(eq + 1);
+  }
+  return probe;
+}
+
+Result<Registry> parseRegistryUrl(const std::string& url) {
+  std::string rest;
+  uint16_t port = 0;
+  if (lower(url).starts_with("https://")) {
+    rest = url.substr(8);
+    port = 443;
+  } else if (lower(url).starts_with("http://")) {
+    rest = url.substr(7);
+    port = 80;
+  } else {
+    return fail(Errc::kInvalidArgument, fmt::format("'{}' is not an http(s) URL", url));
+  }
+  std::string authority = rest.substr(0, rest.find_first_of("/?#"));
+  if (auto at = authority.rfind('@'); at != std::string::npos) authority = authority.substr(at + 1);
+  std::string host = authority;
+  if (auto colon = authority.rfind(':');
+      colon != std::string::npos && authority.find(']') == std::string::npos) {
+    host = authority.substr(0, colon);
+    std::string digits = authority.substr(colon + 1);
+    if (digits.empty() || digits.size() > 5 ||
+        !std::all_of(digits.begin(), digits.end(),
+                     [](unsigned char c) { return std::isdigit(c); }) ||
+        std::stoul(digits) == 0 || std::stoul(digits) > 65535) {
+      return fail(Errc::kInvalidArgument, fmt::format("'{}' has a bad port", url));
+    }
+    port = static_cast<uint16_t>(std::stoul(digits));
+  }
+  if (host.empty()) return fail(Errc::kInvalidArgument, fmt::format("'{}' names no host", url));
+  return Registry{url, lower(host), port};
+}
+
+Result<std::vector<Registry>> npmRegistries(const RegistryProbe& probe) {
+  auto listed = probe.run({"npm", "config", "list", "--json"});
+  if (!listed) {
+    return fail(Errc::kFailedPrecondition,
+                fmt::format("The npm preset reads the registry from this host's npm "
+                            "configuration, and `npm config list --json` failed ({}): install "
+                            "npm on the host, or allow the registry's domain in an allow rule",
+                            listed.error().message()));
+  }
+  // npm may print warnings around the document.
+  const std::string& text = *listed;
+  auto open = text.find('{');
+  auto close = text.rfind('}');
+  nlohmann::json config =
+      open == std::string::npos || close == std::string::npos
+          ? nlohmann::json()
+          : nlohmann::json::parse(text.substr(open, close - open + 1), nullptr, false);
+  if (!config.is_object()) {
+    return fail(Errc::kFailedPrecondition,
+                "The npm preset could not read `npm config list --json` on this host (not a JSON "
+                "object): allow the registry's domain in an allow rule instead");
+  }
+  std::vector<Registry> out;
+  for (const auto& [key, value] : config.items()) {
+    const bool registry = key == "registry" || (key.starts_with("@") && key.ends_with(":registry"));
+    if (registry && value.is_string()) {
+      if (auto r = parseRegistryUrl(value.get<std::string>())) addUnique(out, std::move(*r));
+    }
+  }
+  if (out.empty()) {
+    return fail(Errc::kFailedPrecondition,
+                "This host's npm configuration names no http(s) registry: set `registry=` in "
+                "its npmrc, or allow the registry's domain in an allow rule");
+  }
+  return out;
+}
+
+Result<std::vector<Registry>> pypiRegistries(const RegistryProbe& probe) {
+  std::string index = envValue(probe, "PIP_INDEX_URL");
+  std::string extra = envValue(probe, "PIP_EXTRA_INDEX_URL");
+  std::string links = envValue(probe, "PIP_FIND_LINKS");
+  // Configuration files (global, user, site), as pip itself merges them.
+  if (auto listed = probe.run({"python3", "-m", "pip", "config", "list"})) {
+    std::istringstream in(*listed);
+    for (std::string line; std::getline(in, line);) {
+      auto eq = line.find('=');
+      if (eq == std::string::npos) continue;
+      std::string key = line.substr(0, eq);
+      std::string value = unquote(line.substr(eq + 1));
+      key = key.substr(key.find('.') == std::string::npos ? 0 : key.find('.') + 1);
+      if (key == "index-url" && index.empty()) index = value;
+      if (key == "extra-index-url" && extra.empty()) extra = value;
+      if (key == "find-links" && links.empty()) links = value;
+    }
+  }
+  std::vector<Registry> out;
+  if (!index.empty()) {
+    auto r = parseRegistryUrl(index);
+    if (!r) {
+      return fail(Errc::kFailedPrecondition,
+                  fmt::format("This host's pip index-url {} is not an http(s) URL a box can "
+                              "reach",
+                              index));
+    }
+    addUnique(out, std::move(*r));
+  } else {
+    // pip's built-in index, and the domain its pages send downloads to.
+    auto builtin = probe.run({"python3", "-c",
+                              "from pip._internal.models.index import PyPI\n"
+                              "print(PyPI.url)\nprint(PyPI.file_storage_domain)"});
+    if (!builtin) {
+      return fail(Errc::kFailedPrecondition,
+                  fmt::format("The pypi preset reads the index from this host's pip, and pip "
+                              "could not be asked ({}): install python3-pip on the host, set "
+                              "PIP_INDEX_URL, or allow the index's domains in an allow rule",
+                              builtin.error().message()));
+    }
+    std::istringstream in(*builtin);
+    std::string url;
+    std::string files;
+    std::getline(in, url);
+    std::getline(in, files);
+    auto r = parseRegistryUrl(url);
+    if (!r || files.empty()) {
+      return fail(Errc::kFailedPrecondition,
+                  "pip on this host did not say which index it uses: set PIP_INDEX_URL, or allow "
+                  "the index's domains in an allow rule");
+    }
+    addUnique(out, std::move(*r));
+    addUnique(out, Registry{"https://" + files + "/", lower(files), 443});
+  }
+  addUrls(out, extra);
+  addUrls(out, links);
+  return out;
+}
+
+}  // namespace hutch::egress

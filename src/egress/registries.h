@@ -1,0 +1,44 @@
+// The package registries this host's npm and pip are configured to reach, read from their own
+// configuration at run time (never written down in hutch): the `npm` and `pypi` presets of the
+// egress policy (policy.h).
+//
+//   npm:  `npm config list --json` (what npm itself resolves: its environment variables, user
+//         and global npmrc, its built-in default): "registry" and every "@scope:registry".
+//   pypi: the index pip uses, `python3 -m pip config list` and PIP_INDEX_URL,
+//         PIP_EXTRA_INDEX_URL, PIP_FIND_LINKS (URLs only); when no index is configured, pip's
+//         built-in one and the domain it serves files from (pip's own PyPI model).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+
+namespace hutch::egress {
+
+// One registry: the URL it was configured as, the host and the port a box connects to.
+struct Registry {
+  std::string url;
+  std::string host;
+  uint16_t port = 443;
+  bool operator==(const Registry&) const = default;
+};
+
+// What the readers run and read: a command's standard output (or why it failed), and the
+// environment. Tests give fakes; hostProbe() runs the host's npm and python3.
+struct RegistryProbe {
+  std::function<Result<std::string>(const std::vector<std::string>& argv)> run;
+  std::map<std::string, std::string> env;
+};
+RegistryProbe hostProbe();
+
+// "https://registry.example.org/some/path" -> host registry.example.org, port 443. URLs that are
+// not http(s) (local paths, file:) are kInvalidArgument.
+Result<Registry> parseRegistryUrl(const std::string& url);
+
+Result<std::vector<Registry>> npmRegistries(const RegistryProbe& probe);
+Result<std::vector<Registry>> pypiRegistries(const RegistryProbe& probe);
+
+}  // namespace hutch::egress

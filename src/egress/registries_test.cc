@@ -1,0 +1,112 @@
+#include "egress/registries.h"
+
+#include <gtest/gtest.h>
+
+#include "egress/policy.h"
+
+namespace hutch::egress {
+namespace {
+
+// A probe whose commands answer from a table (argv joined by spaces -> output, or a failure).
+RegistryProbe fake(std::map<std::string, std::string> outputs,
+                   std::map<std::string, std::string> env = {}) {
+  RegistryProbe probe;
+  probe.env = std::move(env);
+  probe.run =
+      [outputs = std::move(outputs)](const std::vector<std::string>& argv) -> Result<std::string> {
+    std::string key;
+    for (const std::string& a : argv) key += (key.empty() ? "" : " ") + a;
+    if (key.rfind("python3 -c ", 0) == 0) key = "python3 -c";
+    auto it = outputs.find(key);
+    if (it == outputs.end()) return fail(Errc::kInternal, key + " exited with status 127");
+    return it->second;
+  };
+  return probe;
+}
+
+TEST(RegistryUrlTest, HostAndPortOfHttpUrlsOnly) {
+  EXPECT_EQ(*parseRegistryUrl("https://registry.example.org/"),
+            (Registry{"https://registry.example.org/", "registry.example.org", 443}));
+  EXPECT_EQ(parseRegistryUrl("http://Mirror.Example.ORG:8080/npm/")->host, "mirror.example.org");
+  EXPECT_EQ(parseRegistryUrl("http://mirror.example.org:8080/npm/")->port, 8080);
+  EXPECT_EQ(parseRegistryUrl("https://user:secret@pypi.example.org/simple")->host,
+            "pypi.example.org");
+  EXPECT_EQ(parseRegistryUrl("http://mirror.example.org")->port, 80);
+  EXPECT_FALSE(parseRegistryUrl("/srv/wheels"));
+  EXPECT_FALSE(parseRegistryUrl("file:///srv/wheels"));
+  EXPECT_FALSE(parseRegistryUrl("https://"));
+  EXPECT_FALSE(parseRegistryUrl("https://host.example.org:99999/"));
+  EXPECT_FALSE(parseRegistryUrl("https://host.example.org:/"));
+}
+
+TEST(NpmRegistriesTest, TheRegistryAndScopedOnesAsNpmResolvesThem) {
+  auto probe = fake({{"npm config list --json",
+                      "npm warn config something\n"
+                      "{\"registry\": \"https://npm.example.org/\", \"@corp:registry\": "
+                      "\"https://npm.corp.example:4873/\", \"fund\": false, \"cafile\": \"/x\"}"}});
+  auto found = npmRegistries(probe);
+  ASSERT_TRUE(found) << found.error().describe();
+  ASSERT_EQ(found->size(), 2U);
+  EXPECT_EQ((*found)[0].host, "npm.corp.example");
+  EXPECT_EQ((*found)[0].port, 4873);
+  EXPECT_EQ((*found)[1].host, "npm.example.org");
+  EXPECT_EQ((*found)[1].port, 443);
+}
+
+TEST(NpmRegistriesTest, NoNpmOrNoRegistryIsAClearError) {
+  auto missing = npmRegistries(fake({}));
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().code(), Errc::kFailedPrecondition);
+  EXPECT_NE(missing.error().message().find("install npm on the host"), std::string::npos);
+  auto garbage = npmRegistries(fake({{"npm config list --json", "not json"}}));
+  ASSERT_FALSE(garbage);
+  auto none = npmRegistries(fake({{"npm config list --json", "{\"registry\": \"/local\"}"}}));
+  ASSERT_FALSE(none);
+  EXPECT_NE(none.error().message().find("names no http(s) registry"), std::string::npos);
+}
+
+TEST(PypiRegistriesTest, PipsBuiltInIndexAndItsFilesDomainWhenNothingIsConfigured) {
+  auto probe = fake({{"python3 -m pip config list", "global.cert='/etc/ssl/certs/x.crt'\n"},
+                     {"python3 -c", "https://pypi.example.org/\nfiles.example.org\n"}});
+  auto found = pypiRegistries(probe);
+  ASSERT_TRUE(found) << found.error().describe();
+  ASSERT_EQ(found->size(), 2U);
+  EXPECT_EQ((*found)[0].host, "pypi.example.org");
+  EXPECT_EQ((*found)[1].host, "files.example.org");
+}
+
+TEST(PypiRegistriesTest, ConfiguredIndexesFromFilesAndEnvironment) {
+  // The environment wins over the files, as in pip; find-links paths are not registries.
+  auto probe = fake({{"python3 -m pip config list",
+                      "global.index-url='https://mirror.example.org/pypi/simple'\n"
+                      ":env:.find-links='/srv/wheels https://wheels.example.org/'\n"
+                      "global.extra-index-url='https://extra.example.org/simple'\n"}},
+                    {{"PIP_EXTRA_INDEX_URL", "http://extra2.example.org:8081/simple"}});
+  auto found = pypiRegistries(probe);
+  ASSERT_TRUE(found) << found.error().describe();
+  ASSERT_EQ(found->size(), 3U);
+  EXPECT_EQ((*found)[0].host, "mirror.example.org");
+  EXPECT_EQ((*found)[1].host, "extra2.example.org");
+  EXPECT_EQ((*found)[1].port, 8081);
+  EXPECT_EQ((*found)[2].host, "wheels.example.org");
+  // No pip at all, nothing configured: say what to do.
+  auto missing = pypiRegistries(fake({}));
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.error().message().find("PIP_INDEX_URL"), std::string::npos);
+}
+
+TEST(RegistryPresetTest, PresetNamesAreKnownToThePolicyParser) {
+  // Whatever this host has, "npm" is a preset (its rules or why it has none), not an unknown.
+  auto parsed = parsePolicyText("npm");
+  if (!parsed) {
+    EXPECT_EQ(parsed.error().message().find("Unknown"), std::string::npos);
+  }
+  auto in_doc = parsePolicyText(R"({"presets": ["pypi"]})");
+  if (!in_doc) {
+    EXPECT_EQ(in_doc.error().message().find("Unknown"), std::string::npos);
+  }
+  EXPECT_NE(parsePolicyText("npmjs").error().message().find("npm, pypi"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace hutch::egress
