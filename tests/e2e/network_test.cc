@@ -961,5 +961,34 @@ TEST_F(NetworkTest, BadPoliciesAndSecretsAreClearErrorsAndChangeNothing) {
   EXPECT_EQ(d().hutch({"policy", "show", "nosuchbox"}).exit_code, 66);
 }
 
+// The npm and pypi presets allow what the host's npm and pip are configured to reach: here
+// hutchd's environment points npm at api.example.test and pip at other.example.test (both on the
+// test's stand-in internet), as npm_config_registry and PIP_INDEX_URL do on any host.
+TEST_F(NetworkTest, TheNpmAndPypiPresetsAllowTheRegistriesTheHostUses) {
+  if (std::system("command -v npm >/dev/null") != 0) GTEST_SKIP() << "no npm on this host";
+  ::setenv("npm_config_registry", "http://api.example.test/", 1);
+  ::setenv("PIP_INDEX_URL", "http://other.example.test/simple/", 1);
+  d().crashAndRestart();  // the new hutchd has that environment
+  ::unsetenv("npm_config_registry");
+  ::unsetenv("PIP_INDEX_URL");
+
+  ASSERT_EQ(d().hutch({"run", "--name", "reg", "--network-policy", "npm"}).exit_code, 0);
+  auto shown = d().hutch({"policy", "show", "reg"});
+  EXPECT_NE(shown.out.find("api.example.test:80"), std::string::npos) << shown.out;
+  EXPECT_EQ(curl("reg", "http://api.example.test/"), "hello from api.example.test\n");
+  EXPECT_EQ(curl("reg", "http://other.example.test/"), "");
+
+  ASSERT_EQ(d().hutch({"policy", "set", "reg", "pypi"}).exit_code, 0);
+  EXPECT_EQ(curl("reg", "http://other.example.test/simple/"), "hello from other.example.test\n");
+  EXPECT_EQ(curl("reg", "http://api.example.test/"), "");
+  EXPECT_TRUE(refusedFor(policyLog("reg"), "api.example.test", "no allow rule"))
+      << policyLog("reg").dump(1);
+
+  std::string both = policyFile("both", {{"presets", {"npm", "pypi"}}});
+  ASSERT_EQ(d().hutch({"policy", "set", "reg", both}).exit_code, 0);
+  EXPECT_EQ(curl("reg", "http://api.example.test/"), "hello from api.example.test\n");
+  EXPECT_EQ(curl("reg", "http://other.example.test/"), "hello from other.example.test\n");
+}
+
 }  // namespace
 }  // namespace hutch::e2e
