@@ -100,8 +100,8 @@ std::vector<PruneDecision> planPrune(const std::vector<CachedImage>& images,
   return out;
 }
 
-ImageCache::ImageCache(fs::path root, fs::path state_dir)
-    : images_(std::move(root) / "images"), state_dir_(canonicalText(state_dir)) {}
+ImageCache::ImageCache(const fs::path& root, const fs::path& state_dir)
+    : images_(root / "images"), state_dir_(canonicalText(state_dir)) {}
 
 std::string ImageCache::userRecordName() const {
   // FNV-1a of the state directory: one record per hutchd, the same across its restarts.

@@ -53,7 +53,7 @@ std::vector<PruneDecision> planPrune(const std::vector<CachedImage>& images,
 class ImageCache {
  public:
   // `root`: the cache (its images/ holds the builds); `state_dir`: this hutchd's.
-  ImageCache(std::filesystem::path root, std::filesystem::path state_dir);
+  ImageCache(const std::filesystem::path& root, const std::filesystem::path& state_dir);
 
   // Records that this hutchd starts a VM from `image_dir` (best effort: a build outside the
   // cache, or one hutch cannot write, is left alone).
