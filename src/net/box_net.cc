@@ -78,9 +78,10 @@ std::string linkCommands() {
   return fmt::format(
       "link set lo up\n"
       "tuntap add dev {tap} mode tap vnet_hdr\n"
+      "link set {tap} address {mac}\n"
       "addr add {gw}/24 dev {tap}\n"
       "link set {tap} up\n",
-      fmt::arg("tap", kTapName), fmt::arg("gw", kGateway));
+      fmt::arg("tap", kTapName), fmt::arg("gw", kGateway), fmt::arg("mac", kGatewayMac));
 }
 
 Result<BoxNetworks> BoxNetworks::create(std::string prefix, const fs::path& dir) {

@@ -24,6 +24,10 @@ inline constexpr const char* kTapName = "tap0";
 inline constexpr const char* kGuestMac = "52:54:00:12:34:56";
 inline constexpr const char* kGuestAddress = "10.0.2.15/24";
 inline constexpr const char* kGateway = "10.0.2.2";  // tap0's address: resolver and proxy
+// tap0's MAC, the same in every box's namespace: a guest resumed from a suspend or restored from
+// a snapshot keeps the gateway in its ARP cache, and a new tap with another MAC would leave it
+// talking to nobody until the entry expired. (Locally administered: "\x02hutch".)
+inline constexpr const char* kGatewayMac = "02:68:75:74:63:68";
 inline constexpr uint16_t kDnsPort = 53;
 inline constexpr uint16_t kExplicitProxyPort = 3128;
 inline constexpr uint16_t kTransparentPort = 15001;

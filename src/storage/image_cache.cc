@@ -142,7 +142,8 @@ Result<std::vector<CachedImage>> ImageCache::scan(
         !fs::exists(dir / "manifest.json")) {
       continue;  // the builder's locks and temporary directories, incomplete builds
     }
-    CachedImage image{dir, allocatedBytes(dir), mtimeOr(dir / "manifest.json", {}), {}};
+    CachedImage image{
+        dir, allocatedBytes(dir), mtimeOr(dir / "manifest.json", fs::file_time_type::min()), {}};
     const bool used_here = in_use.contains(canonicalText(dir));
     for (const auto& user : fs::directory_iterator(dir / kUsersDir, ec)) {
       image.last_used = mtimeOr(user.path(), image.last_used);

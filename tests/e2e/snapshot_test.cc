@@ -366,7 +366,8 @@ bool waitForPool(const Daemon& d, size_t want) {
 
 // The pool is off by default (docs/snapshots.md): this daemon turns it on.
 TEST(WarmPoolTest, CreatesTakeAPausedRestoredBoxAndThePoolRefills) {
-  Daemon d({"--pool-size", "2"});
+  // A fixed pool of 2 (--pool-max: a create that finds the pool empty would grow it).
+  Daemon d({"--pool-size", "2", "--pool-max", "2"});
   ASSERT_EQ(d.hutch({"run", "--name", "first"}).exit_code, 0);
   ASSERT_TRUE(waitForPool(d, 2)) << "the pool did not fill to its default size of 2";
   // hutchd says so too, once both VMs are warmed up and paused.

@@ -117,7 +117,9 @@ TEST(ImagePruneTest, RemovesOnlyBuildsNothingUsesAndSaysWhyOthersStay) {
       auto r = d.hutch(argv);
       EXPECT_EQ(r.exit_code, 0) << r.err;
       std::map<std::string, std::string> out;
-      for (const auto& image : nlohmann::json::parse(r.out)["images"]) {
+      auto answer = nlohmann::json::parse(r.out, nullptr, false);
+      EXPECT_TRUE(answer.contains("images")) << r.out << r.err;
+      for (const auto& image : answer["images"]) {
         out[fs::path(image["dir"].get<std::string>()).filename().string()] =
             (image["kept"].get<bool>() ? "kept: " : "gone: ") + image["reason"].get<std::string>();
       }

@@ -19,7 +19,9 @@ using boost::beast::http::verb;
 using nlohmann::json;
 
 Result<json> policyArgument(const std::string& arg) {
-  if (arg == "none" || arg == "allow-all" || arg == "debian-mirrors") return json(arg);
+  if (arg == "none" || arg == "allow-all" || arg == "debian-mirrors" || arg == "npm" ||
+      arg == "pypi")
+    return json(arg);
   std::string text;
   if (arg == "-") {
     text.assign(std::istreambuf_iterator<char>(std::cin), {});
