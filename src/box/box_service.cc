@@ -439,7 +439,10 @@ asio::awaitable<Result<>> BoxService::boot(Box& box, std::shared_ptr<Runtime> ru
   if (launched) {
     runtime->vm = std::move(launched);  // restored already, paused (the warm pool)
   } else if (from && from->keep_disk) {
-    // A suspended box: its own disk as it was (QEMU flushed it when it saved the state).
+    // A suspended box: its own disk as it was (QEMU flushed it when it saved the state). Names
+    // a checkpoint left for the QEMU that is gone now go: one is a second link to a frozen
+    // layer, which the jail refuses to show a VMM.
+    pruneDiskFiles(box, box.disk);
     spec.incoming_state = from->state;
     spec.ram = vmm::GuestRam::kPrivate;
   } else if (from) {

@@ -117,6 +117,22 @@ TEST(SuspendTest, StopKeepsProcessesAndMemoryAndStartResumesThem) {
   EXPECT_EQ(d.inspect("s")["boot"], "cold boot from its disk");
 }
 
+// A checkpoint leaves the box's earlier disk name as a second link to the frozen layer (for the
+// QEMU that had it open); the resume after a suspend must not trip over it and boot cold.
+TEST(SuspendTest, ABoxWithCheckpointsResumesWithItsProcesses) {
+  Daemon d;
+  ASSERT_EQ(d.hutch({"run", "--name", "c"}).exit_code, 0);
+  startCounter(d, "c");
+  const std::string pid = out(d, "c", "cat /tmp/counter.pid");
+  ASSERT_EQ(d.hutch({"checkpoint", "c", "--name", "one"}).exit_code, 0);
+  ASSERT_EQ(d.hutch({"stop", "c"}).exit_code, 0);
+  ASSERT_EQ(d.hutch({"start", "c"}).exit_code, 0);
+  EXPECT_EQ(d.inspect("c")["boot"], "resumed from its suspended state");
+  expectCounterResumed(d, "c", pid);
+  // And the checkpoint still rolls back.
+  EXPECT_EQ(d.hutch({"rollback", "c", "one"}).exit_code, 0);
+}
+
 TEST(SuspendTest, ASuspendedBoxSurvivesAKilledHutchdAndAHostReboot) {
   Daemon d;
   ASSERT_EQ(d.hutch({"run", "--name", "s"}).exit_code, 0);
