@@ -22,6 +22,11 @@ What cannot be fuzzed blindly, and what is done instead (docs in tests/api/READM
   (every request after it 401, then 429 for the address): {name} is a key that does not exist.
 - Security parameters are not generated: the run's key is set once; generated X-API-Key values
   are failed authentications that trip the per-address limit (10 a minute).
+- GET /v1/events with follow (or Accept: text/event-stream) never ends, and its keep-alives keep
+  the request timeout from ending it: fuzz_hooks.py drops follow and such an Accept (the page is
+  fuzzed; test_observability.py tests the streams).
+- POST /v1/images/prune runs on the fuzz daemon's own image cache (tests/support/hutchd_daemon.py
+  gives each daemon one), so it prunes nothing of the host's.
 Nothing else is excluded.
 """
 

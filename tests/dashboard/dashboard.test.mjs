@@ -249,8 +249,9 @@ test("over HTTPS the same: log in, open the box, a terminal over wss", { timeout
 
 test("stop and start from the list", { timeout: LONG + 60_000 }, async () => {
   await page.getByRole("button", { name: `Stop ${child}` }).click();
-  await boxRow(child).filter({ hasText: "stopped" }).waitFor({ timeout: 150_000 });
-  assert.equal((await api(`/v1/boxes/${child}`)).body.state, "stopped");
+  // Stop suspends: the memory is kept on disk, start resumes the processes.
+  await boxRow(child).filter({ hasText: "suspended" }).waitFor({ timeout: 150_000 });
+  assert.equal((await api(`/v1/boxes/${child}`)).body.state, "suspended");
   await page.getByRole("button", { name: `Start ${child}` }).click();
   await boxRow(child).filter({ hasText: "running" }).waitFor({ timeout: LONG });
   assert.equal((await api(`/v1/boxes/${child}`)).body.state, "running");

@@ -65,7 +65,8 @@ export class ActionBar {
   update(box: Box): void {
     this.box = box;
     const busy = this.ctx.busy.get(box.id) !== undefined;
-    const running = box.state === "running";
+    // A paused box is alive too: stop suspends it, and what it is asked wakes it.
+    const running = box.state === "running" || box.state === "paused";
     const name = box.name;
     const set = (el: HTMLButtonElement, label: string, enabled: boolean, why = "") => {
       el.setAttribute("aria-label", `${label} ${name}`);
@@ -75,8 +76,9 @@ export class ActionBar {
     };
     this.start.hidden = running;
     this.stop.hidden = !running;
-    set(this.start, "Start", box.state === "stopped" || box.state === "failed",
-        "Only a stopped or failed box starts");
+    set(this.start, "Start",
+        box.state === "stopped" || box.state === "suspended" || box.state === "failed",
+        "Only a stopped, suspended or failed box starts");
     set(this.stop, "Stop", running);
     set(this.fork, "Fork", running, "Only a running box forks");
     set(this.checkpoint, "Checkpoint", running, "Only a running box is checkpointed");
@@ -99,7 +101,7 @@ export class ActionBar {
 
   private async confirmRemove(): Promise<void> {
     const box = this.box;
-    const running = box.state === "running";
+    const running = box.state === "running" || box.state === "paused";
     const ok = await confirmDialog(
       `Remove ${box.name}?`,
       `Box ${box.name} (${box.id}) and its disk, checkpoints and published ports are deleted.` +

@@ -2,7 +2,16 @@
 // key as "Authorization: Bearer KEY"; errors become ApiError with the API's own code and message.
 // The page holds no logic the API does not have: this file only translates.
 
-export type BoxState = "creating" | "running" | "stopping" | "stopped" | "failed";
+// paused: idle, its vCPUs stopped (the next exec wakes it); suspended: stopped with its memory
+// kept on disk (start resumes its processes).
+export type BoxState =
+  | "creating"
+  | "running"
+  | "paused"
+  | "stopping"
+  | "suspended"
+  | "stopped"
+  | "failed";
 
 export interface Box {
   id: string;
