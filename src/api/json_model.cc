@@ -63,8 +63,12 @@ Result<Lifetime> readLifetime(const json& j) {
 Result<Lifetime> parseLifetime(std::string_view body) {
   HUTCH_TRY(json j, parseObject(body));
   HUTCH_TRY_VOID(rejectUnknownFields(j, {"timeout_s", "on_timeout"}, "the timeout request"));
-  if (!j.contains("timeout_s")) {
+  if (!j.contains("timeout_s") || j["timeout_s"].is_null()) {
     return fail(Errc::kInvalidArgument, "Give timeout_s: seconds from now (0: no timeout)");
+  }
+  if (j.contains("on_timeout") && j["on_timeout"].is_null()) {
+    return fail(Errc::kInvalidArgument,
+                "on_timeout is stop, suspend or remove; leave it out to keep the box's own");
   }
   return readLifetime(j);
 }

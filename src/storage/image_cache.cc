@@ -137,7 +137,7 @@ Result<std::vector<CachedImage>> ImageCache::scan(
   if (!fs::is_directory(images_, ec)) return out;
   const std::string own = userRecordName();
   for (const auto& entry : fs::directory_iterator(images_, ec)) {
-    const fs::path dir = entry.path();
+    const fs::path& dir = entry.path();
     if (!entry.is_directory() || dir.filename().string().starts_with(".") ||
         !fs::exists(dir / "manifest.json")) {
       continue;  // the builder's locks and temporary directories, incomplete builds

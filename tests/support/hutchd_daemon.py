@@ -98,6 +98,17 @@ class HutchDaemon:
     socket = https_url = http_url = admin_key = key = fingerprint = ca_cert = log = None
     pid = None
 
+    def _linked_image_cache(self) -> pathlib.Path:
+        host = pathlib.Path(os.environ.get("HUTCH_CACHE_DIR") or "/var/cache/hutch") / "images"
+        mine = self.dir / "image-cache" / "images"
+        mine.mkdir(parents=True, exist_ok=True)
+        if host.is_dir():
+            for build in host.iterdir():
+                link = mine / build.name
+                if not build.name.startswith(".") and build.is_dir() and not link.exists():
+                    link.symlink_to(build)
+        return mine.parent
+
     def start(self):
         hutchd = self.build / "src" / "daemon" / "hutchd"
         if not hutchd.exists():
@@ -120,10 +131,11 @@ class HutchDaemon:
                 "--uid-base", str(uid_base), "--log-level", "debug"]
         if "--pool-size" not in self.extra_args:
             argv += ["--pool-size", "0"]
-        # An image cache of its own: clients that may call POST /v1/images/prune (schemathesis
-        # with an admin key) prune nothing of the host's cache.
+        # An image cache of its own, whose builds are links to the host's: a client that calls
+        # POST /v1/images/prune (schemathesis with an admin key) removes links, never a build of
+        # the host's, and a template build of a recipe still finds the host's cached image.
         if "--image-cache" not in self.extra_args:
-            argv += ["--image-cache", str(self.dir / "image-cache")]
+            argv += ["--image-cache", str(self._linked_image_cache())]
         argv += self.extra_args
         log = open(self.log, "ab")
         self.process = subprocess.Popen(argv, stdout=log, stderr=log, stdin=subprocess.DEVNULL,

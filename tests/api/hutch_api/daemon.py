@@ -80,7 +80,7 @@ class LocalDaemon:
         uid_base = 0x7C010000 + (os.getpid() % 512) * 65536
         argv = [str(hutchd), "--socket", self.socket, "--state-dir", str(state),
                 "--log-level", "debug", "--uid-base", str(uid_base), "--pool-size", "0",
-                "--image-cache", str(Path(self.dir) / "image-cache"), *self.extra_args]
+                *self.extra_args]
         self.log_path = Path(self.dir) / "hutchd.log"
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(argv, stdout=log, stderr=log, stdin=subprocess.DEVNULL,
