@@ -24,7 +24,7 @@ constexpr auto kHeartbeat = std::chrono::seconds(15);
 
 Result<int64_t> integerParam(const RequestContext& ctx, const char* name, int64_t fallback) {
   auto it = ctx.query.find(name);
-  if (it == ctx.query.end() || it->second.empty()) return fallback;
+  if (it == ctx.query.end()) return fallback;
   int64_t value = 0;
   const std::string& text = it->second;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
