@@ -6,6 +6,8 @@ set -euo pipefail
 packages=(
   # toolchain and lint
   build-essential cmake ninja-build pkg-config git clang-format clang-tidy clang-14 ccache
+  # the fuzz targets (scripts/fuzz.sh): libFuzzer and the sanitizers' runtimes, the symbolizer
+  libclang-rt-14-dev llvm-14
   # libraries (headers)
   nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libspdlog-dev libfmt-dev
   libsqlite3-dev libexpected-dev libssl-dev libseccomp-dev libgtest-dev libgmock-dev

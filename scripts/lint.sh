@@ -18,13 +18,14 @@ esac
 
 if [ "$what" != --tidy ]; then
   mapfile -t files < <(git ls-files 'src/*.cc' 'src/*.h' 'tests/*.cc' 'tests/*.h' 'bench/*.cc' \
-    'bench/*.h')
+    'bench/*.h' 'fuzz/*.cc' 'fuzz/*.h')
   log "clang-format: ${#files[@]} files"
   clang-format --dry-run --Werror "${files[@]}"
   if [ "$what" = --format ]; then exit 0; fi
 fi
 
-mapfile -t units < <(git ls-files 'src/*.cc' 'tests/*.cc' 'bench/*.cc' | grep -v '_test\.cc$')
+mapfile -t units < <(git ls-files 'src/*.cc' 'tests/*.cc' 'bench/*.cc' 'fuzz/*.cc' |
+  grep -v '_test\.cc$')
 log "clang-tidy: ${#units[@]} translation units (units unchanged since a clean run are skipped)"
 if ! python3 "$HUTCH_ROOT/scripts/tidy.py" --build "$HUTCH_BUILD_DIR" --cache "$HUTCH_CACHE_DIR" \
   "${units[@]}"; then

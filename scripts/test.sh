@@ -30,6 +30,7 @@ export HUTCH_BUILD_DIR
 failed=()
 log "Running tests (unit, then end to end with image $HUTCH_TEST_IMAGE)"
 (cd "$HUTCH_BUILD_DIR" && ctest --output-on-failure --timeout 1200 "$@") || failed+=(ctest)
+"$HUTCH_ROOT/scripts/fuzz.sh" --time "${HUTCH_FUZZ_SMOKE_TIME:-20}" || failed+=(fuzz)
 # Clients someone else wrote, against a real hutchd with real boxes: the OpenAPI validator and
 # schemathesis (tests/api), the SDKs' own suites with their pinned dependencies, E2B's own SDKs
 # (tests/e2b), the MCP Inspector (tests/mcp) and the dashboard in Chromium (tests/dashboard).

@@ -269,19 +269,12 @@ awaitable<void> wsInput(std::shared_ptr<WsStream> ws, std::shared_ptr<Connection
       }
       continue;
     }
-    json control = json::parse(message, nullptr, false);
-    if (!control.is_object() || !control["type"].is_string()) continue;
-    std::string type = control["type"];
-    if (type == "stdin_eof") {
-      (void)session->closeStdin();
-    } else if (type == "resize" && control["rows"].is_number_unsigned() &&
-               control["cols"].is_number_unsigned()) {
-      auto rows = std::min<uint64_t>(control["rows"].get<uint64_t>(), 10000);
-      auto cols = std::min<uint64_t>(control["cols"].get<uint64_t>(), 10000);
-      (void)session->resize(static_cast<uint16_t>(rows), static_cast<uint16_t>(cols));
-    } else if (type == "signal" && control["signal"].is_number_integer()) {
-      int signo = control["signal"].get<int>();
-      if (signo >= 1 && signo <= 64) (void)session->signal(signo);
+    auto control = parseWsControl(message);
+    if (!control) continue;
+    switch (control->kind) {
+      case WsControl::Kind::kStdinEof: (void)session->closeStdin(); break;
+      case WsControl::Kind::kResize: (void)session->resize(control->rows, control->cols); break;
+      case WsControl::Kind::kSignal: (void)session->signal(control->signal); break;
     }
   }
   if (!*finished) (void)session->signal(SIGKILL);

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "api/encoding.h"
 #include "api/json_model.h"
 
@@ -148,6 +150,40 @@ Result<ExecStart> parseExecStart(std::string_view message) {
   HUTCH_TRY_VOID(checked(exec));
   HUTCH_TRY(uint64_t timeout_ms, readTimeout(j, kWhat));
   return ExecStart{std::move(exec), timeout_ms};
+}
+
+std::optional<WsControl> parseWsControl(std::string_view message) {
+  json control = json::parse(message, nullptr, false);
+  if (!control.is_object()) return std::nullopt;
+  auto type = control.find("type");
+  if (type == control.end() || !type->is_string()) return std::nullopt;
+  auto field = [&](const char* name) -> const json* {
+    auto it = control.find(name);
+    return it == control.end() ? nullptr : &*it;
+  };
+  if (*type == "stdin_eof") return WsControl{.kind = WsControl::Kind::kStdinEof};
+  if (*type == "resize") {
+    const json* rows = field("rows");
+    const json* cols = field("cols");
+    if (rows == nullptr || cols == nullptr || !rows->is_number_unsigned() ||
+        !cols->is_number_unsigned()) {
+      return std::nullopt;
+    }
+    return WsControl{
+        .kind = WsControl::Kind::kResize,
+        .rows = static_cast<uint16_t>(std::min<uint64_t>(rows->get<uint64_t>(), 10000)),
+        .cols = static_cast<uint16_t>(std::min<uint64_t>(cols->get<uint64_t>(), 10000))};
+  }
+  if (*type == "signal") {
+    const json* signal = field("signal");
+    if (signal == nullptr || !signal->is_number_integer()) return std::nullopt;
+    // Read as the JSON's own kind: a large unsigned number is no signal, not a wrapped one.
+    if (signal->is_number_unsigned() && signal->get<uint64_t>() > 64) return std::nullopt;
+    int64_t signo = signal->get<int64_t>();
+    if (signo < 1 || signo > 64) return std::nullopt;
+    return WsControl{.kind = WsControl::Kind::kSignal, .signal = static_cast<int>(signo)};
+  }
+  return std::nullopt;
 }
 
 Result<ExecStart> parseExecRequest(std::string_view body, std::string_view what) {

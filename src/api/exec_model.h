@@ -33,6 +33,18 @@ struct ExecStart {
 // The first message of /v1/boxes/{box}/exec/ws: an upgrade-form ExecRequest ("env" may also be
 // an object) without "detach".
 Result<ExecStart> parseExecStart(std::string_view message);
+// A text message of the exec WebSocket after the first one: a control message. Anything else
+// (not JSON, no or an unknown "type", fields of the wrong type, a signal outside 1..64) is
+// nullopt: the WebSocket ignores it. Rows and columns are clamped to 10000.
+struct WsControl {
+  enum class Kind { kStdinEof, kResize, kSignal };
+  Kind kind = Kind::kStdinEof;
+  uint16_t rows = 0;  // kResize
+  uint16_t cols = 0;
+  int signal = 0;  // kSignal
+  bool operator==(const WsControl&) const = default;
+};
+std::optional<WsControl> parseWsControl(std::string_view message);
 // The body of the upgraded exec and of POST /processes: the agent's ExecRequest, strict about
 // fields (the agent's own decoder ignores unknown ones, for newer hosts), and "timeout_ms"
 // (not with "detach").

@@ -135,3 +135,34 @@ TEST(ExecModelTest, OutcomeSendsTextAsItIsAndBytesAsBase64) {
 
 }  // namespace
 }  // namespace hutch::api
+
+namespace hutch::api {
+namespace {
+
+TEST(WsControlTest, ReadsTheThreeControlMessages) {
+  EXPECT_EQ(parseWsControl(R"({"type":"stdin_eof"})"),
+            WsControl{.kind = WsControl::Kind::kStdinEof});
+  EXPECT_EQ(parseWsControl(R"({"type":"resize","rows":40,"cols":120})"),
+            (WsControl{.kind = WsControl::Kind::kResize, .rows = 40, .cols = 120}));
+  EXPECT_EQ(parseWsControl(R"({"type":"resize","rows":99999,"cols":18446744073709551615})"),
+            (WsControl{.kind = WsControl::Kind::kResize, .rows = 10000, .cols = 10000}));
+  EXPECT_EQ(parseWsControl(R"({"type":"signal","signal":15})"),
+            (WsControl{.kind = WsControl::Kind::kSignal, .signal = 15}));
+}
+
+TEST(WsControlTest, IgnoresWhatIsNotAControlMessage) {
+  for (const char* message :
+       {"", "not json", "[]", "{}", R"({"type":1})", R"({"type":"exec"})",
+        R"({"type":"resize","rows":-1,"cols":2})", R"({"type":"resize","rows":1})",
+        R"({"type":"signal"})", R"({"type":"signal","signal":"TERM"})",
+        R"({"type":"signal","signal":0})", R"({"type":"signal","signal":65})",
+        R"({"type":"signal","signal":-9})",
+        // Not wrapped into a small signal number (2^32 + 1 is not SIGHUP).
+        R"({"type":"signal","signal":4294967297})",
+        R"({"type":"signal","signal":18446744073709551615})"}) {
+    EXPECT_EQ(parseWsControl(message), std::nullopt) << message;
+  }
+}
+
+}  // namespace
+}  // namespace hutch::api

@@ -575,6 +575,10 @@ Result<Policy> parsePolicyText(std::string_view text, const std::filesystem::pat
     return fail(
         Errc::kInvalidArgument,
         fmt::format("The network policy is not valid JSON (at byte {}): fix the document", e.byte));
+  } catch (const Json::exception&) {
+    // Syntax that parses into no value: a number too large for a double (out_of_range 406).
+    return fail(Errc::kInvalidArgument,
+                "The network policy is not valid JSON (a number out of range): fix the document");
   }
   return parsePolicy(doc, etc_apt);
 }

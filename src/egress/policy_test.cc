@@ -466,5 +466,14 @@ TEST(PolicyDecide, HandBuiltRulesCompareCaseInsensitively) {
   EXPECT_FALSE(decideName(Policy{{Rule{"*", {}}}, p.deny}, "x.evil.example").allowed);
 }
 
+// Found by fuzz/egress_policy_fuzz.cc: nlohmann throws out_of_range, not parse_error, for a
+// number beyond a double; it escaped parsePolicyText.
+TEST(PolicyTest, ANumberTooLargeIsInvalidJsonNotAnException) {
+  auto p = parsePolicyText(R"({"allow": [], "x": 6.5e2222222})", "/nonexistent/etc/apt");
+  ASSERT_FALSE(p);
+  EXPECT_EQ(p.error().code(), Errc::kInvalidArgument);
+  EXPECT_NE(p.error().message().find("out of range"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace hutch::egress

@@ -14,36 +14,6 @@ constexpr size_t kMaxFirstBytes = kMaxClientHelloBytes + 4096;
 
 }  // namespace
 
-std::string canonicalName(std::string_view name) {
-  std::string out(name);
-  for (char& c : out) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  }
-  if (!out.empty() && out.back() == '.') out.pop_back();
-  return out;
-}
-
-std::string normaliseHost(std::string_view host_port) {
-  std::string_view host = host_port;
-  if (!host.empty() && host.front() == '[') {
-    size_t close = host.find(']');
-    host = host.substr(0, close == std::string_view::npos ? host.size() : close + 1);
-  } else if (size_t colon = host.rfind(':');
-             colon != std::string_view::npos && host.find(':') == colon) {
-    host = host.substr(0, colon);
-  }
-  std::string out(host);
-  for (char& c : out) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  }
-  if (!out.empty() && out.back() == '.') out.pop_back();
-  return out;
-}
-
-bool hostMatches(std::string_view host_header, std::string_view sni) {
-  return !host_header.empty() && normaliseHost(host_header) == normaliseHost(sni);
-}
-
 std::string deniedText(const std::string& host, uint16_t port, const std::string& reason) {
   return "hutch: " + (host.empty() ? std::string("this destination") : host) + ":" +
          std::to_string(port) + " is blocked by this box's egress policy (" + reason +

@@ -6,6 +6,7 @@
 
 #include "egress/proxy/box_stream.h"
 #include "egress/proxy/cell.h"
+#include "egress/proxy/request_target.h"
 
 namespace hutch::egress::proxy {
 
@@ -47,12 +48,6 @@ asio::awaitable<void> intercept(std::shared_ptr<Cell> cell, BoxStream& box, Live
 asio::awaitable<void> tunnelTo(std::shared_ptr<Cell> cell, BoxStream& box, LiveSockets& live,
                                LogEntry entry, std::string host, uint16_t port, bool connect_reply);
 
-// "host" from "host:port" or "host"; lower case, no trailing dot.
-std::string normaliseHost(std::string_view host_port);
-// A name in lower case without a trailing dot (names compare without case, RFC 4343).
-std::string canonicalName(std::string_view name);
-// Whether the Host header value (with or without a port) names `sni`.
-bool hostMatches(std::string_view host_header, std::string_view sni);
 // The text a denied box connection is answered with.
 std::string deniedText(const std::string& host, uint16_t port, const std::string& reason);
 

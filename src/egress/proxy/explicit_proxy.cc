@@ -4,32 +4,11 @@
 
 #include "egress/proxy/connection.h"
 #include "egress/proxy/http_relay.h"
+#include "egress/proxy/request_target.h"
 
 namespace hutch::egress::proxy {
 
 namespace {
-
-struct HostPort {
-  std::string host;
-  uint16_t port = 0;
-};
-
-// "host:port" (CONNECT's authority form); the port is required.
-std::optional<HostPort> parseAuthority(std::string_view text) {
-  size_t colon = text.rfind(':');
-  if (colon == std::string_view::npos || colon == 0 || colon + 1 == text.size()) {
-    return std::nullopt;
-  }
-  std::string_view port_text = text.substr(colon + 1);
-  if (port_text.size() > 5) return std::nullopt;
-  uint32_t port = 0;
-  for (char c : port_text) {
-    if (c < '0' || c > '9') return std::nullopt;
-    port = port * 10 + static_cast<uint32_t>(c - '0');
-  }
-  if (port == 0 || port > 65535) return std::nullopt;
-  return HostPort{normaliseHost(text.substr(0, colon)), static_cast<uint16_t>(port)};
-}
 
 bool anyBinds(const std::vector<Secret>& secrets, std::string_view host) {
   for (const Secret& s : secrets) {

@@ -9,67 +9,9 @@
 #include "egress/proxy/client_hello.h"
 #include "egress/proxy/connection.h"
 #include "egress/proxy/http_relay.h"
+#include "egress/proxy/request_target.h"
 
 namespace hutch::egress::proxy {
-
-namespace {
-
-struct AbsoluteUri {
-  std::string host;
-  uint16_t port = 80;
-  std::string authority;
-  std::string path;
-};
-
-// "http://host[:port]/path?query" → parts; the error text says what is wrong.
-std::variant<AbsoluteUri, std::string> parseAbsoluteUri(std::string_view target) {
-  auto startsWith = [&](std::string_view prefix) {
-    if (target.size() < prefix.size()) return false;
-    for (size_t i = 0; i < prefix.size(); ++i) {
-      char c = target[i];
-      if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-      if (c != prefix[i]) return false;
-    }
-    return true;
-  };
-  if (startsWith("https://")) {
-    return std::string("send https:// requests through CONNECT (HTTPS_PROXY)");
-  }
-  if (!startsWith("http://")) {
-    return std::string(
-        "this is the box's HTTP proxy: send absolute-URI requests (GET http://host/path) or "
-        "CONNECT host:port");
-  }
-  std::string_view rest = target.substr(7);
-  size_t end = rest.find_first_of("/?#");
-  AbsoluteUri uri;
-  std::string_view authority = rest.substr(0, end);
-  if (authority.empty() || authority.find('@') != std::string_view::npos) {
-    return std::string("the request URI needs a host and no user name");
-  }
-  uri.authority = std::string(authority);
-  std::string_view path = end == std::string_view::npos ? "" : rest.substr(end);
-  if (size_t hash = path.find('#'); hash != std::string_view::npos) path = path.substr(0, hash);
-  uri.path = path.empty() || path.front() != '/' ? "/" + std::string(path) : std::string(path);
-  std::string_view host = authority;
-  if (size_t colon = authority.rfind(':');
-      colon != std::string_view::npos && authority.find(']', colon) == std::string_view::npos) {
-    std::string_view port_text = authority.substr(colon + 1);
-    uint32_t port = 0;
-    if (port_text.empty() || port_text.size() > 5) return std::string("bad port in the URI");
-    for (char c : port_text) {
-      if (c < '0' || c > '9') return std::string("bad port in the URI");
-      port = port * 10 + static_cast<uint32_t>(c - '0');
-    }
-    if (port == 0 || port > 65535) return std::string("bad port in the URI");
-    uri.port = static_cast<uint16_t>(port);
-    host = authority.substr(0, colon);
-  }
-  uri.host = normaliseHost(host);
-  return uri;
-}
-
-}  // namespace
 
 asio::awaitable<void> forwardPlainHttp(std::shared_ptr<Cell> cell, BoxStream& box,
                                        beast::flat_buffer& buffer, LiveSockets& live,
