@@ -119,7 +119,16 @@ def phase(tag, extra, args, hutch, slot):
         for b in boxes:
             states[b["state"]] = states.get(b["state"], 0) + 1
         result["states_when_idle"] = states
-        pids = [b.get("pid") for b in boxes if b.get("pid")]
+        # Every QEMU of this daemon's boxes (ls shows no pid for a paused box).
+        boxes_dir = str(pathlib.Path(d.dir) / "state" / "boxes") + "/"
+        pids = []
+        for proc in pathlib.Path("/proc").iterdir():
+            if proc.name.isdigit():
+                try:
+                    if boxes_dir.encode() in (proc / "cmdline").read_bytes():
+                        pids.append(int(proc.name))
+                except OSError:
+                    pass
         rss = [rss_kib(p) for p in pids]
         result["qemu_rss_mib_sum"] = sum(rss) / 1024
         result["qemu_rss_mib_mean"] = statistics.mean(rss) / 1024 if rss else 0
