@@ -50,8 +50,8 @@ struct ExecRecord {
                     written.error().describe());
     }
   }
-  void publish(const std::string& type, json data) const {
-    if (sinks.events) sinks.events->publish(type, subject, std::move(data));
+  void publish(const std::string& type, const json& data) const {
+    if (sinks.events) sinks.events->publish(type, subject, data);
   }
 };
 
@@ -86,7 +86,7 @@ void BoxAgent::audit(std::string type, json data) {
   }
 }
 
-void BoxAgent::fileOp(std::string op, json data, const Result<>& outcome) {
+void BoxAgent::fileOp(const std::string& op, json data, const Result<>& outcome) {
   data["ok"] = outcome.has_value();
   if (!outcome) data["error"] = errorJson(outcome.error());
   audit("file." + op, std::move(data));
@@ -114,7 +114,7 @@ asio::awaitable<Result<std::shared_ptr<guest::ExecSession>>> BoxAgent::exec(
     json data = record->request;
     data["error"] = errorJson(session.error());
     record->audit("exec.start", data);
-    record->publish("exec.failed", std::move(data));
+    record->publish("exec.failed", data);
     co_return session;
   }
   record->started = Clock::now();
@@ -124,7 +124,7 @@ asio::awaitable<Result<std::shared_ptr<guest::ExecSession>>> BoxAgent::exec(
     data["actor"] = actorJson(actor_);
     if (detach) data["process_id"] = (*session)->detachedId();
     record->audit("exec.start", data);
-    record->publish("exec.started", std::move(data));
+    record->publish("exec.started", data);
   }
   if (detach) co_return session;
   if (hooks_.sessions) hooks_.sessions(1);
@@ -169,7 +169,7 @@ asio::awaitable<Result<std::shared_ptr<guest::ExecSession>>> BoxAgent::exec(
     for (const char* k : {"argv", "user", "cwd", "env", "tty", "login_shell", "detach"}) {
       data.erase(k);
     }
-    record->publish("exec.ended", std::move(data));
+    record->publish("exec.ended", data);
     if (record->hooks.sessions) record->hooks.sessions(-1);
     if (record->hooks.touch) record->hooks.touch();
   });

@@ -79,7 +79,7 @@ class BoxAgent {
 
  private:
   // One audit record (and nothing else) for a file operation: its path(s), user, outcome.
-  void fileOp(std::string op, nlohmann::json data, const Result<>& outcome);
+  void fileOp(const std::string& op, nlohmann::json data, const Result<>& outcome);
   void audit(std::string type, nlohmann::json data);
 
   Box box_;

@@ -316,7 +316,7 @@ void NetworkService::report(const json& entry) {
                 {"address", field<std::string>(entry, "address", "")},
                 {"reason", field<std::string>(entry, "reason", "")}};
       if (attached->suppressed) data["suppressed_before"] = std::exchange(attached->suppressed, 0);
-      activity_.events->publish("egress.refused", subject, std::move(data));
+      activity_.events->publish("egress.refused", subject, data);
     }
   }
   auto secrets = field<std::vector<std::string>>(entry, "secrets", {});

@@ -60,15 +60,14 @@ void ExecSession::notifyObserver() {
 
 void ExecSession::finishWith(std::optional<Error> error) {
   finished_ = true;
+  // A started session reports its error in the summary; read it before it is moved below.
+  if (started_ && error && !summary_.exit_status) summary_.error = *error;
   if (!started_ && error) {
     start_error_ = std::move(error);
   } else if (error && !error_) {
     error_ = std::move(error);
   }
-  if (started_) {
-    if (error && !summary_.exit_status) summary_.error = *error;
-    notifyObserver();
-  }
+  if (started_) notifyObserver();
   changed_.notify();
 }
 

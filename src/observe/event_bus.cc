@@ -70,7 +70,7 @@ EventBus::~EventBus() {
   for (Subscription* s : subscriptions_) s->bus_ = nullptr;
 }
 
-int64_t EventBus::publish(std::string type, const Subject& subject, json data) {
+int64_t EventBus::publish(std::string type, const Subject& subject, const json& data) {
   Event event;
   event.time = nowMs();
   event.type = std::move(type);

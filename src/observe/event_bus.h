@@ -90,7 +90,7 @@ class EventBus {
   // Stores and delivers an event; its id (0 if it could not be stored: it is still delivered,
   // and the failure is logged, since losing an event must never fail the operation it reports).
   int64_t publish(std::string type, const Subject& subject,
-                  nlohmann::json data = nlohmann::json::object());
+                  const nlohmann::json& data = nlohmann::json::object());
   // Called with every event, on the loop, as it is published. Listeners must be quick.
   void addListener(Listener listener) { listeners_.push_back(std::move(listener)); }
   // Events published from now on that match `query` (after_id, since_time and limit are not

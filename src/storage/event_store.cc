@@ -37,7 +37,7 @@ bool EventQuery::matches(const StoredEvent& e) const {
          (!owner_id || e.owner_id == *owner_id) && typeMatches(types, e.type);
 }
 
-Result<int64_t> EventStore::insert(StoredEvent e) {
+Result<int64_t> EventStore::insert(const StoredEvent& e) {
   HUTCH_TRY(Statement st,
             db_.prepare("INSERT INTO events (time, type, box_id, box_name, owner_id, data) "
                         "VALUES (?1, ?2, ?3, ?4, ?5, ?6) RETURNING id"));

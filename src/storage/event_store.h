@@ -42,7 +42,7 @@ class EventStore {
 
   // Stores `e` (its id is assigned and returned) and, every so often, forgets the oldest beyond
   // `retain`.
-  Result<int64_t> insert(StoredEvent e);
+  Result<int64_t> insert(const StoredEvent& e);
   // Oldest first.
   Result<std::vector<StoredEvent>> query(const EventQuery& q);
   // The newest id, 0 when there is none; the oldest still kept.
