@@ -73,6 +73,40 @@ Result<Lifetime> parseLifetime(std::string_view body) {
   return readLifetime(j);
 }
 
+namespace {
+
+json sharesJson(const std::vector<box::BoxShare>& shares) {
+  json list = json::array();
+  for (const auto& s : shares) {
+    list.push_back({{"host_dir", s.host_dir}, {"box_dir", s.box_dir}, {"read_only", s.read_only}});
+  }
+  return list;
+}
+
+// "shares": [{"host_dir": "/abs", "box_dir": "/abs", "read_only"?: bool}], absent or null: none.
+Result<std::vector<box::BoxShare>> readShares(const json& j) {
+  std::vector<box::BoxShare> out;
+  auto it = j.find("shares");
+  if (it == j.end() || it->is_null()) return out;
+  constexpr std::string_view kForm =
+      "shares is a list of {\"host_dir\": \"/abs/path\", \"box_dir\": \"/abs/path\", "
+      "\"read_only\": false}";
+  if (!it->is_array()) return fail(Errc::kInvalidArgument, std::string(kForm));
+  for (const auto& item : *it) {
+    if (!item.is_object()) return fail(Errc::kInvalidArgument, std::string(kForm));
+    HUTCH_TRY_VOID(rejectUnknownFields(item, {"host_dir", "box_dir", "read_only"}, "a share"));
+    box::BoxShare share;
+    HUTCH_TRY_VOID(readField(item, "host_dir", share.host_dir, "a share"));
+    HUTCH_TRY_VOID(readField(item, "box_dir", share.box_dir, "a share"));
+    HUTCH_TRY_VOID(readField(item, "read_only", share.read_only, "a share"));
+    out.push_back(std::move(share));
+  }
+  HUTCH_TRY_VOID(box::validateShares(out));
+  return out;
+}
+
+}  // namespace
+
 json toJson(const box::Box& b) {
   return json{{"id", b.id},
               {"name", b.name},
@@ -92,6 +126,7 @@ json toJson(const box::Box& b) {
               {"secrets", secretNames(b)},
               {"owner", b.owner.name},
               {"env", b.env},
+              {"shares", sharesJson(b.shares)},
               {"created_at", b.created_at},
               {"updated_at", b.updated_at}};
 }
@@ -125,6 +160,7 @@ Result<box::Box> boxFromJson(const json& j) {
   HUTCH_TRY_VOID(readField(j, "updated_at", b.updated_at, kWhat));
   HUTCH_TRY_VOID(readField(j, "owner", b.owner.name, kWhat));
   HUTCH_TRY_VOID(readField(j, "env", b.env, kWhat));
+  HUTCH_TRY(b.shares, readShares(j));
   HUTCH_TRY(b.state, box::parseState(state));
   return b;
 }
@@ -143,6 +179,7 @@ json toJson(const CreateBoxRequest& r) {
   }
   if (!r.secrets.empty()) j["secrets"] = r.secrets;
   if (!r.env.empty()) j["env"] = r.env;
+  if (!r.shares.empty()) j["shares"] = sharesJson(r.shares);
   return j;
 }
 
@@ -152,7 +189,7 @@ Result<CreateBoxRequest> parseCreateBox(std::string_view body) {
   HUTCH_TRY_VOID(rejectUnknownFields(
       j,
       {"name", "template", "cpus", "memory_mib", "disk_mib", "max_exec_ms", "idle_pause_ms",
-       "timeout_s", "on_timeout", "network_policy", "secrets", "env"},
+       "timeout_s", "on_timeout", "network_policy", "secrets", "env", "shares"},
       kWhat));
   CreateBoxRequest r;
   int64_t cpus = r.config.cpus;
@@ -210,6 +247,7 @@ Result<CreateBoxRequest> parseCreateBox(std::string_view body) {
     }
     HUTCH_TRY_VOID(box::validateEnv(r.env));
   }
+  HUTCH_TRY(r.shares, readShares(j));
   if (disk < 0) return fail(Errc::kInvalidArgument, "disk_mib must not be negative");
   r.config.disk_mib = static_cast<uint64_t>(disk);
   if (cpus < 1 || cpus > 64) {

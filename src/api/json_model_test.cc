@@ -17,6 +17,7 @@ TEST(JsonModelTest, BoxRoundTrip) {
   b.pid = 42;
   b.created_at = 1;
   b.updated_at = 2;
+  b.shares = {{"/srv/project", "/work", true}};
   auto back = boxFromJson(toJson(b));
   ASSERT_TRUE(back) << back.error().message();
   EXPECT_EQ(*back, b);
@@ -31,6 +32,12 @@ TEST(JsonModelTest, CreateRequestDefaultsAndValues) {
   ASSERT_TRUE(r) << r.error().message();
   EXPECT_EQ(r->name, "a1");
   EXPECT_EQ(r->config.memory_mib, 768u);
+  EXPECT_EQ(*parseCreateBox(toJson(*r).dump()), *r);
+  r = parseCreateBox(R"({"shares":[{"host_dir":"/srv/p","box_dir":"/work"},)"
+                     R"({"host_dir":"/srv/d","box_dir":"/data","read_only":true}]})");
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ(r->shares,
+            (std::vector<box::BoxShare>{{"/srv/p", "/work", false}, {"/srv/d", "/data", true}}));
   EXPECT_EQ(*parseCreateBox(toJson(*r).dump()), *r);
 }
 
@@ -49,20 +56,21 @@ TEST_P(BadCreateBodyTest, IsRejectedWithAClearMessage) {
       << r.error().message();
 }
 
-INSTANTIATE_TEST_SUITE_P(Bodies, BadCreateBodyTest,
-                         ::testing::Values(BadBody{"", "not valid JSON"},
-                                           BadBody{"{", "not valid JSON"},
-                                           BadBody{"[1,2]", "must be a JSON object"},
-                                           BadBody{"\"x\"", "must be a JSON object"},
-                                           BadBody{R"({"cpus":"two"})", "wrong type"},
-                                           BadBody{R"({"cpus":0})", "cpus must be"},
-                                           BadBody{R"({"cpus":-1})", "cpus must be"},
-                                           BadBody{R"({"memory_mib":1e30})", "wrong type"},
-                                           BadBody{R"({"memory_mib":16})", "memory_mib must be"},
-                                           BadBody{R"({"name":"bad name"})", "Invalid name"},
-                                           BadBody{R"({"name":5})", "wrong type"},
-                                           BadBody{R"({"nmae":"typo"})", "Unknown field 'nmae'"},
-                                           BadBody{"{\"name\":\"\xff\"}", "not valid JSON"}));
+INSTANTIATE_TEST_SUITE_P(
+    Bodies, BadCreateBodyTest,
+    ::testing::Values(
+        BadBody{"", "not valid JSON"}, BadBody{"{", "not valid JSON"},
+        BadBody{"[1,2]", "must be a JSON object"}, BadBody{"\"x\"", "must be a JSON object"},
+        BadBody{R"({"cpus":"two"})", "wrong type"}, BadBody{R"({"cpus":0})", "cpus must be"},
+        BadBody{R"({"cpus":-1})", "cpus must be"}, BadBody{R"({"memory_mib":1e30})", "wrong type"},
+        BadBody{R"({"memory_mib":16})", "memory_mib must be"},
+        BadBody{R"({"name":"bad name"})", "Invalid name"}, BadBody{R"({"name":5})", "wrong type"},
+        BadBody{R"({"nmae":"typo"})", "Unknown field 'nmae'"},
+        BadBody{R"({"shares":{}})", "shares is a list"},
+        BadBody{R"({"shares":["/a:/b"]})", "shares is a list"},
+        BadBody{R"({"shares":[{"host_dir":"a","box_dir":"/b"}]})", "absolute"},
+        BadBody{R"({"shares":[{"host_dir":"/a","box":"/b"}]})", "Unknown field 'box'"},
+        BadBody{"{\"name\":\"\xff\"}", "not valid JSON"}));
 
 TEST(JsonModelTest, PoolStatusNamesEveryField) {
   box::PoolStatus pool{.template_name = "docker",

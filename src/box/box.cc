@@ -5,7 +5,9 @@
 #include <array>
 #include <cctype>
 #include <chrono>
+#include <filesystem>
 #include <random>
+#include <set>
 
 namespace hutch::box {
 
@@ -151,6 +153,76 @@ Result<> validateName(std::string_view name) {
     }
   }
   return ok();
+}
+
+namespace {
+
+Result<> checkSharePath(std::string_view path, std::string_view which) {
+  auto bad = [&](std::string_view why) {
+    return fail(Errc::kInvalidArgument, fmt::format("Shared folder {} '{}' {}", which, path, why));
+  };
+  if (path.empty() || path[0] != '/') return bad("must be an absolute path");
+  if (path.size() > 1024) return bad("is longer than 1024 bytes");
+  for (char c : path) {
+    if (c == ',' || static_cast<unsigned char>(c) < 0x20) {
+      return bad("contains a comma or a control character; rename or link it");
+    }
+  }
+  for (const auto& part : std::filesystem::path(path)) {
+    if (part == "..") return bad("must not contain '..'");
+  }
+  return ok();
+}
+
+}  // namespace
+
+Result<> validateShares(const std::vector<BoxShare>& shares) {
+  if (shares.size() > kMaxShares) {
+    return fail(Errc::kInvalidArgument,
+                fmt::format("A box takes at most {} shared folders", kMaxShares));
+  }
+  std::set<std::string> seen;
+  for (const auto& share : shares) {
+    HUTCH_TRY_VOID(checkSharePath(share.host_dir, "host directory"));
+    HUTCH_TRY_VOID(checkSharePath(share.box_dir, "box directory"));
+    std::string where = std::filesystem::path(share.box_dir).lexically_normal().string();
+    while (where.size() > 1 && where.back() == '/') where.pop_back();
+    if (where == "/") {
+      return fail(Errc::kInvalidArgument,
+                  "A shared folder cannot be mounted on the box's '/'; choose a directory");
+    }
+    if (!seen.insert(where).second) {
+      return fail(Errc::kInvalidArgument,
+                  fmt::format("Two shared folders are mounted on {}; choose one", where));
+    }
+  }
+  return ok();
+}
+
+Result<BoxShare> parseShare(std::string_view text) {
+  BoxShare share;
+  std::string_view rest = text;
+  if (rest.ends_with(":ro")) {
+    share.read_only = true;
+    rest.remove_suffix(3);
+  } else if (rest.ends_with(":rw")) {
+    rest.remove_suffix(3);
+  }
+  size_t colon = rest.find(':');
+  if (colon == std::string_view::npos || rest.find(':', colon + 1) != std::string_view::npos) {
+    return fail(Errc::kInvalidArgument,
+                fmt::format("Cannot read shared folder '{}': write HOSTDIR:BOXDIR or "
+                            "HOSTDIR:BOXDIR:ro",
+                            text));
+  }
+  share.host_dir = std::string(rest.substr(0, colon));
+  share.box_dir = std::string(rest.substr(colon + 1));
+  HUTCH_TRY_VOID(validateShares({share}));
+  return share;
+}
+
+std::string shareText(const BoxShare& share) {
+  return share.host_dir + ":" + share.box_dir + (share.read_only ? ":ro" : "");
 }
 
 }  // namespace hutch::box

@@ -76,6 +76,23 @@ enum class Expiry {
 std::string_view expiryName(Expiry expiry);  // "", "remove", "stop", "suspend"
 Result<Expiry> parseExpiry(std::string_view text);
 
+// A host directory shared into a box (hutch run -v HOSTDIR:BOXDIR[:ro]; docs/security.md
+// "Shared folders"). Only the host's administrator may ask for one.
+struct BoxShare {
+  std::string host_dir;  // absolute; a directory not owned by root
+  std::string box_dir;   // absolute, where the guest mounts it
+  bool read_only = false;
+  bool operator==(const BoxShare&) const = default;
+};
+// At most this many per box.
+inline constexpr size_t kMaxShares = 8;
+// Checks the paths' form (absolute, no ',' or newline, box paths unique and not '/'); the host
+// directories themselves are checked when the box starts (jail::checkShareDir).
+Result<> validateShares(const std::vector<BoxShare>& shares);
+// "HOSTDIR:BOXDIR[:ro]" (hutch run -v), and back.
+Result<BoxShare> parseShare(std::string_view text);
+std::string shareText(const BoxShare& share);
+
 // What a create request asks for.
 struct BoxSpec {
   std::string name;  // empty: generated
@@ -89,6 +106,7 @@ struct BoxSpec {
   BoxMetadata metadata;
   int64_t expires_at = 0;  // unix seconds; 0: no lifetime
   Expiry on_expiry = Expiry::kNone;
+  std::vector<BoxShare> shares;  // host directories shared in (admin only)
   bool operator==(const BoxSpec&) const = default;
 };
 
@@ -129,6 +147,9 @@ struct Box {
   // (BoxService::expireDue). Set at create or later (setLifetime).
   int64_t expires_at = 0;
   Expiry on_expiry = Expiry::kNone;
+  // Host directories shared in, mounted at every boot. Such a box is never snapshotted: it boots
+  // cold, and cannot be suspended, forked, checkpointed or saved (QEMU cannot migrate virtio-fs).
+  std::vector<BoxShare> shares;
 
   bool operator==(const Box&) const = default;
 };

@@ -17,6 +17,7 @@
 #include "event/offload.h"
 #include "jail/box_dir.h"
 #include "jail/box_ids.h"
+#include "jail/share.h"
 #include "storage/overlay.h"
 #include "sys/unix_socket.h"
 
@@ -53,8 +54,8 @@ Result<> BoxService::setState(Box& box, BoxState state, std::string reason) {
   return ok();
 }
 
-void BoxService::publish(const std::string& type, const Box& box, nlohmann::json data) {
-  if (activity_.events) activity_.events->publish(type, observe::subjectOf(box), std::move(data));
+void BoxService::publish(const std::string& type, const Box& box, const nlohmann::json& data) {
+  if (activity_.events) activity_.events->publish(type, observe::subjectOf(box), data);
 }
 
 void BoxService::publishFailure(std::string_view operation, const observe::Subject& subject,
@@ -152,6 +153,65 @@ line=$(sed -n 2p "$dir/hutch-box-ca.crt")
 grep -qF "$line" "$bundle" 2>/dev/null || cat "$dir/hutch-box-ca.crt" >> "$bundle"
 )sh";
 
+// Mounts each shared folder: arguments in threes, TAG BOXDIR rw|ro.
+constexpr const char* kMountShares = R"sh(set -e
+while [ $# -ge 3 ]; do
+  if [ -e "$2" ] && [ ! -d "$2" ]; then
+    echo "$2 exists in the box and is not a directory: share the folder elsewhere" >&2
+    exit 1
+  fi
+  mkdir -p -- "$2"
+  mount -t virtiofs -o "$3,nodev" -- "$1" "$2"
+  shift 3
+done
+)sh";
+
+// Shared folders: only the host's administrator may ask (a key's box must not see the host's
+// files), in a valid form, of host directories that can be shared.
+Result<> checkShares(const BoxSpec& spec) {
+  if (spec.shares.empty()) return ok();
+  if (!spec.owner.id.empty()) {
+    return fail(Errc::kPermissionDenied,
+                "Only the host's administrator (hutchd's unix socket) may share host folders "
+                "with a box; an API key cannot");
+  }
+  HUTCH_TRY_VOID(validateShares(spec.shares));
+  for (const auto& share : spec.shares) HUTCH_TRY_VOID(jail::checkShareDir(share.host_dir));
+  return ok();
+}
+
+// The virtio-fs tag of a box's i-th shared folder.
+std::string shareTag(size_t i) {
+  return "hutch-share" + std::to_string(i);
+}
+
+// Runs argv as root in the box to its end; its standard error is the error when it fails.
+asio::awaitable<Result<>> runAsRoot(guest::AgentClient& agent, std::vector<std::string> argv,
+                                    std::vector<std::string> env, std::string what) {
+  proto::ExecRequest request;
+  request.argv = std::move(argv);
+  request.env = std::move(env);
+  request.env.emplace_back("PATH=/usr/sbin:/usr/bin:/sbin:/bin");
+  request.user = "root";
+  auto session = co_await agent.exec(request);
+  if (!session) co_return fail(session.error().withContext(what));
+  std::string errors;
+  for (;;) {
+    auto event = co_await (*session)->next();
+    if (!event) co_return fail(event.error().withContext(what));
+    if (event->kind == guest::ExecEvent::Kind::kStderr && errors.size() < 4096) {
+      errors += event->data;
+    }
+    if (event->kind != guest::ExecEvent::Kind::kExit) continue;
+    if (event->exit_status.code && *event->exit_status.code == 0) co_return ok();
+    while (!errors.empty() && std::isspace(static_cast<unsigned char>(errors.back()))) {
+      errors.pop_back();
+    }
+    co_return fail(Errc::kFailedPrecondition,
+                   what + ": " + (errors.empty() ? "the command failed" : errors));
+  }
+}
+
 }  // namespace
 
 asio::awaitable<Result<Box>> BoxService::createBox(BoxSpec spec) {
@@ -164,6 +224,7 @@ asio::awaitable<Result<Box>> BoxService::createBox(BoxSpec spec) {
   HUTCH_CO_TRY_VOID(spec.config.validate());
   if (!spec.name.empty()) HUTCH_CO_TRY_VOID(validateName(spec.name));
   HUTCH_CO_TRY_VOID(validateEnv(spec.env));
+  HUTCH_CO_TRY_VOID(checkShares(spec));
   HUTCH_CO_TRY(storage::Template tmpl, templates_.find(spec.config.template_name));
   std::error_code ec;
   uint64_t base_mib = (std::filesystem::file_size(tmpl.rootfs, ec) + (1u << 20) - 1) >> 20;
@@ -182,7 +243,7 @@ asio::awaitable<Result<Box>> BoxService::createBox(BoxSpec spec) {
   std::string key =
       templateSnapshotKey(tmpl.dir.string(), spec.config.cpus, spec.config.memory_mib);
   std::optional<Pooled> pooled;
-  if (config_.use_snapshots && spec.config.disk_mib == 0) {
+  if (config_.use_snapshots && spec.config.disk_mib == 0 && spec.shares.empty()) {
     pooled = takePooled(key, spec.config);
     notePoolUse(key, pooled.has_value());
   }
@@ -219,6 +280,7 @@ asio::awaitable<Result<Box>> BoxService::createBox(BoxSpec spec) {
   box.metadata = spec.metadata;
   box.expires_at = spec.expires_at;
   box.on_expiry = spec.expires_at != 0 ? spec.on_expiry : Expiry::kNone;
+  box.shares = spec.shares;
   box.created_at = box.updated_at = unixNow();
   if (pooled) box.uid_index = pooled->uid_index;  // its VM already runs as that uid
   if (auto inserted = store_.insert(box); !inserted) {
@@ -239,7 +301,9 @@ asio::awaitable<Result<Box>> BoxService::createBox(BoxSpec spec) {
     refillPool(key, tmpl, box.config);
     co_return made;
   }
-  if (!ec && config_.use_snapshots && box.config.disk_mib == 0) {
+  if (!box.shares.empty()) {
+    box.boot = "cold boot: a box with shared folders is never restored from a snapshot";
+  } else if (!ec && config_.use_snapshots && box.config.disk_mib == 0) {
     std::string note;
     auto snapshot = co_await templateSnapshot(tmpl, box.config, note);
     if (snapshot) {
@@ -344,6 +408,11 @@ vmm::VmSpec BoxService::vmSpecFor(const Box& box) const {
   if (box.uid_index >= 0) spec.uid_index = static_cast<uint32_t>(box.uid_index);
   spec.backing_files = backingFilesFor(image);
   spec.free_page_reporting = config_.env.freePageReporting();
+  for (size_t i = 0; i < box.shares.size(); ++i) {
+    spec.shares.push_back({.tag = shareTag(i),
+                           .host_dir = box.shares[i].host_dir,
+                           .read_only = box.shares[i].read_only});
+  }
   // Box names allow '_' and '.', hostnames only '-' between labels.
   std::string hostname = box.name;
   std::replace(hostname.begin(), hostname.end(), '_', '-');
@@ -376,19 +445,36 @@ asio::awaitable<Result<>> BoxService::networkUp(const Box& box, Runtime& runtime
   // The box's CA in its trust store, so that TLS to its secrets' domains (which hutch-egress
   // terminates to swap the placeholder for the value) verifies.
   HUTCH_CO_TRY(std::string ca, network_->caCert(box.id));
-  proto::ExecRequest request;
-  request.argv = {"/bin/sh", "-c", kInstallCa};
-  request.env = {"HUTCH_CA=" + ca, "PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
-  request.user = "root";
-  auto session = co_await runtime.agent->exec(request);
-  if (!session) co_return fail(session.error().withContext("Cannot install the box's CA"));
-  for (;;) {
-    auto event = co_await (*session)->next();
-    if (!event) co_return fail(event.error().withContext("Cannot install the box's CA"));
-    if (event->kind != guest::ExecEvent::Kind::kExit) continue;
-    if (event->exit_status.code && *event->exit_status.code == 0) co_return ok();
-    co_return fail(Errc::kInternal, "Installing the box's CA in its trust store failed");
+  // Named, not temporaries inside co_await: GCC 12 mishandles those.
+  std::vector<std::string> argv = {"/bin/sh", "-c", kInstallCa};
+  std::vector<std::string> env = {"HUTCH_CA=" + ca};
+  co_return co_await runAsRoot(*runtime.agent, std::move(argv), std::move(env),
+                               "Cannot install the box's CA in its trust store");
+}
+
+asio::awaitable<Result<>> BoxService::mountShares(const Box& box,
+                                                  std::shared_ptr<Runtime> runtime) {
+  if (box.shares.empty()) co_return ok();
+  std::vector<std::string> argv = {"/bin/sh", "-c", kMountShares, "sh"};
+  for (size_t i = 0; i < box.shares.size(); ++i) {
+    argv.push_back(shareTag(i));
+    argv.push_back(box.shares[i].box_dir);
+    argv.push_back(box.shares[i].read_only ? "ro" : "rw");
   }
+  std::string what = fmt::format("Cannot mount the shared folders of box {}", box.name);
+  auto timer = std::make_shared<asio::steady_timer>(loop_, config_.boot_timeout);
+  auto watchdog = [](std::shared_ptr<asio::steady_timer> timer, std::shared_ptr<Runtime> runtime,
+                     std::string id) -> asio::awaitable<void> {
+    boost::system::error_code ec;
+    co_await timer->async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    if (ec || runtime->exited || !runtime->vm) co_return;
+    spdlog::warn("box={} its shared folders did not mount in time: stopping its VM", id);
+    (void)co_await runtime->vm->kill();
+  };
+  asio::co_spawn(loop_, watchdog(timer, runtime, box.id), asio::detached);
+  auto mounted = co_await runAsRoot(*runtime->agent, std::move(argv), {}, std::move(what));
+  timer->cancel();
+  co_return mounted;
 }
 
 void BoxService::networkDown(const std::string& box_id, int64_t index) {
@@ -497,6 +583,7 @@ asio::awaitable<Result<>> BoxService::boot(Box& box, std::shared_ptr<Runtime> ru
   runtime->agent = std::move(*agent);
   if (restored) HUTCH_CO_TRY_VOID(co_await applyIdentity(box, *runtime, false));
   HUTCH_CO_TRY_VOID(co_await networkUp(box, *runtime));
+  HUTCH_CO_TRY_VOID(co_await mountShares(box, runtime));
   co_return ok();
 }
 
@@ -878,6 +965,7 @@ asio::awaitable<Result<>> BoxService::adopt(Box& box) {
   runtimes_[box.id] = runtime;
   asio::co_spawn(loop_, watch(box.id, runtime), asio::detached);
   HUTCH_CO_TRY_VOID(co_await networkUp(box, *runtime));
+  HUTCH_CO_TRY_VOID(co_await mountShares(box, runtime));
   co_return ok();
 }
 

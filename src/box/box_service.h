@@ -333,6 +333,9 @@ class BoxService {
   asio::awaitable<Result<>> prepareNetwork(uint32_t index);
   // A running box: hutch-egress serves it; its CA goes into its trust store when it has secrets.
   asio::awaitable<Result<>> networkUp(const Box& box, Runtime& runtime);
+  // A booted box's shared folders, mounted where it asked (BoxShare::box_dir).
+  // The VM is killed if that takes longer than the boot timeout (a server that never answers).
+  asio::awaitable<Result<>> mountShares(const Box& box, std::shared_ptr<Runtime> runtime);
   // The VM of the box (or of a template or pool VM: empty id) is gone: no more egress, no
   // namespace.
   void networkDown(const std::string& box_id, int64_t index);
@@ -342,7 +345,7 @@ class BoxService {
   // Events (docs/observability.md): one about `box`; an operation that failed with the box as
   // it was (or, without a box record, about its owner).
   void publish(const std::string& type, const Box& box,
-               nlohmann::json data = nlohmann::json::object());
+               const nlohmann::json& data = nlohmann::json::object());
   void publishFailure(std::string_view operation, const observe::Subject& subject,
                       const Error& error);
   // The public operations around their bodies: timed, and reported as events.

@@ -364,6 +364,12 @@ Result<std::pair<Box, std::shared_ptr<BoxService::Runtime>>> BoxService::running
     return fail(Errc::kFailedPrecondition, fmt::format("Box {} is {}; {} needs a running box",
                                                        box.name, stateName(box.state), what));
   }
+  if (!box.shares.empty()) {
+    return fail(Errc::kFailedPrecondition,
+                fmt::format("Box {} has shared folders (hutch run -v), whose device QEMU cannot "
+                            "save: {} needs a box without them",
+                            box.name, what));
+  }
   if (it->second->busy) {
     return fail(Errc::kFailedPrecondition,
                 fmt::format("Box {} is busy with another fork, checkpoint or rollback; try "

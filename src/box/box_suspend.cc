@@ -30,6 +30,15 @@ int64_t msSince(std::chrono::steady_clock::time_point t0) {
 }  // namespace
 
 asio::awaitable<Result<Box>> BoxService::suspend(const std::string& key, std::string_view by) {
+  if (auto box = store_.find(key); box && !box->shares.empty()) {
+    // QEMU cannot save a shared folder's device: asked to, such a box shuts down (hutch stop);
+    // when idle it stays paused.
+    if (by == "idle") {
+      co_return fail(Errc::kFailedPrecondition,
+                     fmt::format("Box {} has shared folders: it stays paused", box->name));
+    }
+    co_return co_await stop(key);
+  }
   const auto t0 = std::chrono::steady_clock::now();
   auto suspended = co_await suspendBox(key, by);
   if (!suspended) {
@@ -332,7 +341,8 @@ asio::awaitable<void> BoxService::idleCheck() {
     auto box = store_.find(id);
     if (!box) continue;
     if (box->state == BoxState::kPaused) {
-      if (config_.idle_suspend.count() > 0 && now - runtime->paused_at >= config_.idle_suspend) {
+      if (config_.idle_suspend.count() > 0 && now - runtime->paused_at >= config_.idle_suspend &&
+          box->shares.empty()) {
         auto suspended = co_await suspend(id, "idle");
         if (!suspended) {
           spdlog::warn("box={} idle, but cannot be suspended: {}", id,

@@ -66,5 +66,39 @@ TEST(BoxNameTest, DockerLikeNames) {
   EXPECT_FALSE(validateName(std::string(64, 'a')));
 }
 
+TEST(BoxShareTest, DockerLikeVolumesAndTheirErrors) {
+  auto rw = parseShare("/srv/project:/work");
+  ASSERT_TRUE(rw) << rw.error().describe();
+  EXPECT_EQ(*rw, (BoxShare{"/srv/project", "/work", false}));
+  auto ro = parseShare("/srv/data:/data:ro");
+  ASSERT_TRUE(ro);
+  EXPECT_TRUE(ro->read_only);
+  EXPECT_EQ(shareText(*ro), "/srv/data:/data:ro");
+  EXPECT_EQ(parseShare(shareText(*ro)), ro);
+  EXPECT_FALSE(parseShare("/srv/data:/data:rw")->read_only);
+
+  auto message = [](std::string_view text) {
+    auto r = parseShare(text);
+    EXPECT_FALSE(r) << text;
+    return r ? std::string() : r.error().message();
+  };
+  EXPECT_NE(message("/srv/project").find("HOSTDIR:BOXDIR"), std::string::npos);
+  EXPECT_NE(message("/a:/b:/c").find("HOSTDIR:BOXDIR"), std::string::npos);
+  EXPECT_NE(message("project:/work").find("absolute"), std::string::npos);
+  EXPECT_NE(message("/srv/project:work").find("absolute"), std::string::npos);
+  EXPECT_NE(message("/srv/a,b:/work").find("comma"), std::string::npos);
+  EXPECT_NE(message("/srv/../etc:/work").find(".."), std::string::npos);
+  EXPECT_NE(message("/srv/project:/").find("'/'"), std::string::npos);
+  EXPECT_NE(message("/srv/project:/work/..//").find(".."), std::string::npos);
+
+  std::vector<BoxShare> twice{{"/a", "/work", false}, {"/b", "/work/", true}};
+  auto clash = validateShares(twice);
+  ASSERT_FALSE(clash);
+  EXPECT_NE(clash.error().message().find("/work"), std::string::npos);
+  std::vector<BoxShare> many(kMaxShares + 1, BoxShare{"/a", "/b", false});
+  for (size_t i = 0; i < many.size(); ++i) many[i].box_dir += std::to_string(i);
+  EXPECT_FALSE(validateShares(many));
+}
+
 }  // namespace
 }  // namespace hutch::box

@@ -43,6 +43,10 @@ int main(int argc, char** argv) {
       ->allow_extra_args(false);
   run_cmd->add_option("-p,--publish", run.publish, "Publish [ADDR:]HOSTPORT:BOXPORT (repeatable)")
       ->allow_extra_args(false);
+  run_cmd
+      ->add_option("-v,--volume", run.volumes,
+                   "Share a host folder HOSTDIR:BOXDIR[:ro] (repeatable; host administrator only)")
+      ->allow_extra_args(false);
   run_cmd->add_option("--network-policy", run.network_policy,
                       "Egress policy: none, allow-all, debian-mirrors, npm, pypi, or a JSON file "
                       "(default: the template's)");

@@ -43,6 +43,16 @@ Result<uint32_t> firstFreeIndex(const std::vector<uint32_t>& used) {
   return candidate;
 }
 
+bool inOwnUserNamespace(pid_t pid) {
+  struct stat theirs {};
+  struct stat ours {};
+  std::string path = "/proc/" + std::to_string(pid) + "/ns/user";
+  if (::stat(path.c_str(), &theirs) != 0 || ::stat("/proc/self/ns/user", &ours) != 0) {
+    return false;
+  }
+  return theirs.st_ino == ours.st_ino && theirs.st_dev == ours.st_dev;
+}
+
 Result<std::vector<pid_t>> processesWithUid(uid_t uid) {
   DIR* dir = ::opendir("/proc");
   if (dir == nullptr) return fail(sysError("Cannot list /proc", errno));

@@ -42,6 +42,12 @@ Result<uint32_t> firstFreeIndex(const std::vector<uint32_t>& used);
 // /proc), zombies aside. hutch-jail refuses to start a box whose uid is still in use.
 Result<std::vector<pid_t>> processesWithUid(uid_t uid);
 
+// Whether `pid` is in the caller's user namespace (false if it is gone). A box's shared-folder
+// servers (jail/share.h) run with its uid in a user namespace of their own, started just before
+// its QEMU; everything else that could have the uid (the QEMU of an earlier box) is in the
+// host's.
+bool inOwnUserNamespace(pid_t pid);
+
 // Where hutch-jail keeps one lock file per uid (uid-N.lock): host-wide, so that two hutchds
 // whose ranges overlap exclude each other too. Emptied by a reboot, like the locks.
 inline constexpr std::string_view kUidLockDir = "/run/hutch-jail";

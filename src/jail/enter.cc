@@ -5,8 +5,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <vector>
 
 #include "base/unique_fd.h"
 #include "jail/box_ids.h"
@@ -55,7 +57,11 @@ Result<> enterJailAndExec(const JailSpec& spec, const std::vector<std::string>& 
   // lives: sharing the uid would let them signal and ptrace each other. The lock makes the scan
   // race-free between jails; the program inherits it, so it is held while the program lives.
   HUTCH_TRY(UniqueFd uid_lock, lockUid(spec.uid));
+  // The box's shared-folder servers have its uid too, in a user namespace of their own: they
+  // are started for this QEMU (which talks to them over its sockets, and which its PID namespace
+  // keeps from seeing them) and end with it.
   HUTCH_TRY(auto users, processesWithUid(spec.uid));
+  std::erase_if(users, [](pid_t pid) { return !inOwnUserNamespace(pid); });
   if (!users.empty()) {
     return fail(Errc::kFailedPrecondition,
                 "uid " + std::to_string(spec.uid) + " is still used by host pid " +

@@ -112,12 +112,15 @@ CREATE TABLE audit_head (
   seq  INTEGER NOT NULL,
   hash TEXT NOT NULL
 );)sql",
+    // Shared folders (issue 16): [{"host_dir","box_dir","read_only"}].
+    R"sql(
+ALTER TABLE boxes ADD COLUMN shares TEXT NOT NULL DEFAULT '[]';)sql",
 };
 
 constexpr const char* kColumns =
     "id, name, template, cpus, memory_mib, state, reason, accel, pid, created_at, updated_at, "
     "disk_mib, image_dir, boot, disk, uid_index, network_policy, secrets, owner_id, owner_name, "
-    "env, metadata, expires_at, on_expiry, max_exec_ms, idle_pause_ms";
+    "env, metadata, expires_at, on_expiry, max_exec_ms, idle_pause_ms, shares";
 
 constexpr const char* kSnapshotColumns =
     "id, kind, box_id, name, template_key, dir, layer, size_bytes, created_at, owner_id, source";
@@ -152,6 +155,14 @@ Result<std::vector<box::Snapshot>> readSnapshots(Statement& st) {
 std::string secretsJson(const std::vector<box::BoxSecret>& secrets) {
   nlohmann::json list = nlohmann::json::array();
   for (const auto& s : secrets) list.push_back({{"name", s.name}, {"placeholder", s.placeholder}});
+  return list.dump();
+}
+
+std::string sharesJson(const std::vector<box::BoxShare>& shares) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& s : shares) {
+    list.push_back({{"host_dir", s.host_dir}, {"box_dir", s.box_dir}, {"read_only", s.read_only}});
+  }
   return list.dump();
 }
 
@@ -201,6 +212,14 @@ Result<box::Box> readRow(const Statement& st) {
   HUTCH_TRY(b.on_expiry, box::parseExpiry(st.columnText(23)));
   b.config.max_exec_ms = static_cast<uint64_t>(st.columnInt(24));
   b.config.idle_pause_ms = st.columnInt(25);
+  auto shares = nlohmann::json::parse(st.columnText(26), nullptr, false);
+  if (!shares.is_array()) {
+    return fail(Errc::kInternal, fmt::format("Box {} has a corrupt shares column", b.id));
+  }
+  for (const auto& s : shares) {
+    b.shares.push_back(
+        {s.value("host_dir", ""), s.value("box_dir", ""), s.value("read_only", false)});
+  }
   return b;
 }
 
@@ -230,7 +249,8 @@ void bindRow(Statement& st, const box::Box& b) {
       .bind(23, b.expires_at)
       .bind(24, box::expiryName(b.on_expiry))
       .bind(25, static_cast<int64_t>(b.config.max_exec_ms))
-      .bind(26, b.config.idle_pause_ms);
+      .bind(26, b.config.idle_pause_ms)
+      .bind(27, sharesJson(b.shares));
 }
 
 }  // namespace
@@ -264,7 +284,7 @@ Result<> BoxStore::insert(const box::Box& b) {
   HUTCH_TRY(
       Statement st,
       db_.prepare(fmt::format(
-          "INSERT INTO boxes ({}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+          "INSERT INTO boxes ({}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
           kColumns)));
   bindRow(st, b);
   auto r = st.run();
@@ -284,7 +304,8 @@ Result<> BoxStore::update(const box::Box& b) {
           "memory_mib=?5, state=?6, reason=?7, accel=?8, pid=?9, "
           "created_at=?10, updated_at=?11, disk_mib=?12, image_dir=?13, boot=?14, disk=?15, "
           "uid_index=?16, network_policy=?17, secrets=?18, owner_id=?19, owner_name=?20, env=?21, "
-          "metadata=?22, expires_at=?23, on_expiry=?24, max_exec_ms=?25, idle_pause_ms=?26 "
+          "metadata=?22, expires_at=?23, on_expiry=?24, max_exec_ms=?25, idle_pause_ms=?26, "
+          "shares=?27 "
           "WHERE id=?1"));
   bindRow(st, b);
   HUTCH_TRY_VOID(st.run());

@@ -113,6 +113,7 @@ TEST(BoxStoreTest, OwnersSeeOnlyTheirBoxesAndPrefixesDoNotLeak) {
   a.owner = {"key-a", "alice"};
   a.env = {{"K", "v"}, {"OTHER", "x y"}};
   a.metadata = {{"agent", "claude"}, {"run", "7"}};
+  a.shares = {{"/srv/project", "/work", false}, {"/srv/data", "/data", true}};
   a.expires_at = 1764650000;
   a.on_expiry = box::Expiry::kStop;
   box::Box b = makeBox("abcdef000002", "bobs");
@@ -121,7 +122,7 @@ TEST(BoxStoreTest, OwnersSeeOnlyTheirBoxesAndPrefixesDoNotLeak) {
   ASSERT_TRUE(store->insert(a));
   ASSERT_TRUE(store->insert(b));
   ASSERT_TRUE(store->insert(h));
-  EXPECT_EQ(*store->find("alices"), a) << "owner, env, metadata and lifetime round-trip";
+  EXPECT_EQ(*store->find("alices"), a) << "owner, env, metadata, lifetime and shares round-trip";
   EXPECT_EQ(store->find("alices", std::string("key-a"))->id, a.id);
   EXPECT_EQ(store->find("alices", std::string("key-b")).error().code(), Errc::kNotFound);
   EXPECT_EQ(store->find(a.id, std::string("key-b")).error().code(), Errc::kNotFound);
@@ -149,6 +150,7 @@ TEST(BoxStoreTest, MigrationGivesOlderBoxesTheirOwnUidIndex) {
     auto db = Database::open(path.string());
     ASSERT_TRUE(db);
     ASSERT_TRUE(db->exec(
+        "ALTER TABLE boxes DROP COLUMN shares; "
         "DROP TABLE audit_head; DROP INDEX events_by_box; DROP TABLE events; "
         "DROP INDEX saved_names; ALTER TABLE snapshots DROP COLUMN owner_id; "
         "ALTER TABLE snapshots DROP COLUMN source; ALTER TABLE boxes DROP COLUMN max_exec_ms; "
@@ -174,6 +176,7 @@ TEST(BoxStoreTest, MigrationGivesOlderBoxesTheirOwnUidIndex) {
   EXPECT_TRUE(store->find("first")->metadata.empty());
   EXPECT_EQ(store->find("first")->expires_at, 0);
   EXPECT_EQ(store->find("first")->on_expiry, box::Expiry::kNone);
+  EXPECT_TRUE(store->find("first")->shares.empty());
   std::filesystem::remove(path);
   std::filesystem::remove(path.string() + "-wal");
   std::filesystem::remove(path.string() + "-shm");

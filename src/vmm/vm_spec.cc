@@ -96,6 +96,29 @@ Result<> VmSpec::validate() const {
   }
   if (ram == GuestRam::kMappedFile) HUTCH_TRY_VOID(checkFile("memory file", memory_file));
   if (!incoming_state.empty()) HUTCH_TRY_VOID(checkFile("snapshot state", incoming_state));
+  for (size_t i = 0; i < shares.size(); ++i) {
+    const VmShare& share = shares[i];
+    if (share.tag.empty() || share.tag.size() > 36 ||
+        !std::all_of(share.tag.begin(), share.tag.end(), isNameChar)) {
+      return fail(Errc::kInvalidArgument, "Share tag '" + share.tag +
+                                              "' is invalid: use 1 to 36 letters, digits, '-', "
+                                              "'_' or '.'");
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (shares[j].tag == share.tag) {
+        return fail(Errc::kInvalidArgument, "Two shares have the tag '" + share.tag + "'");
+      }
+    }
+    if (!share.host_dir.is_absolute()) {
+      return fail(Errc::kInvalidArgument,
+                  "Share '" + share.tag + "': the host directory must be an absolute path");
+    }
+  }
+  if (!shares.empty() && (ram != GuestRam::kPrivate || !incoming_state.empty() || incoming_later)) {
+    return fail(Errc::kInvalidArgument,
+                "A VM with shared directories boots cold with its own RAM: QEMU cannot migrate "
+                "virtio-fs, so it is never restored from a snapshot");
+  }
   if (run_dir.empty()) return fail(Errc::kInvalidArgument, "Set the VM's run directory");
   std::error_code ec;
   if (!std::filesystem::is_directory(run_dir, ec)) {

@@ -25,6 +25,16 @@ Result<Accel> parseAccel(std::string_view text);  // "kvm" | "tcg"
 enum class GuestRam { kPrivate, kSharedFile, kMappedFile };
 std::string_view guestRamName(GuestRam ram);
 
+// A host directory shared into the VM (virtio-fs): a vhost-user-fs device whose server, virtiofsd,
+// the backend starts jailed (jail/share.h). The guest mounts it by its tag. QEMU 7.2 cannot
+// migrate a vhost-user-fs device, so a VM with shares boots cold and is never captured.
+struct VmShare {
+  std::string tag;  // what the guest mounts (mount -t virtiofs TAG DIR): 1-36 bytes
+  std::filesystem::path host_dir;
+  bool read_only = false;
+  bool operator==(const VmShare&) const = default;
+};
+
 struct VmSpec {
   std::string id;  // box id, used for QEMU's -name and logs
   unsigned cpus = 1;
@@ -55,6 +65,8 @@ struct VmSpec {
   std::filesystem::path netns;
   std::string tap = "tap0";
   std::string mac = "52:54:00:12:34:56";
+  // Shared host directories (needs GuestRam::kPrivate, no restore, and a jailing backend).
+  std::vector<VmShare> shares;
   // A jailing backend runs the VMM as its own uid and gid, derived from this index (hutchd
   // stores one per box; jail::boxIds). Required when the backend jails.
   std::optional<uint32_t> uid_index;

@@ -109,6 +109,22 @@ TEST_F(VmSpecTest, GuestParamsAreChecked) {
   EXPECT_NE(problem().find("spaces or quotes"), std::string::npos);
 }
 
+TEST_F(VmSpecTest, SharesNeedTagsAbsolutePathsAndAColdBoot) {
+  spec_.shares = {{.tag = "share0", .host_dir = "/home/a/p"}};
+  EXPECT_EQ(problem(), "");
+  spec_.shares.push_back({.tag = "share0", .host_dir = "/srv"});
+  EXPECT_NE(problem().find("Two shares"), std::string::npos);
+  spec_.shares = {{.tag = "a b", .host_dir = "/srv"}};
+  EXPECT_NE(problem().find("tag"), std::string::npos);
+  spec_.shares = {{.tag = std::string(37, 'x'), .host_dir = "/srv"}};
+  EXPECT_NE(problem().find("tag"), std::string::npos);
+  spec_.shares = {{.tag = "s", .host_dir = "relative"}};
+  EXPECT_NE(problem().find("absolute"), std::string::npos);
+  spec_.shares = {{.tag = "s", .host_dir = "/srv"}};
+  spec_.incoming_later = true;
+  EXPECT_NE(problem().find("boots cold"), std::string::npos);
+}
+
 TEST(AccelNameTest, RoundTrips) {
   EXPECT_EQ(accelName(Accel::kKvm), "kvm");
   EXPECT_EQ(*parseAccel("tcg"), Accel::kTcg);

@@ -130,6 +130,10 @@ TEST_F(RemoteTest, TheSelfSignedCertificateNeedsACaFileOrAPin) {
 TEST_F(RemoteTest, TheRemoteCliDoesWhatTheLocalOneDoes) {
   std::string key = makeKey(*daemon_, {"cli-user"});
   RemoteCli remote = pinned(key);
+  // Except share host folders: only the host's administrator may (docs/security.md).
+  auto share = daemon_->hutchAs(remote, {"run", "-d", "--name", "sharer", "-v", "/srv:/work"});
+  EXPECT_NE(share.exit_code, 0);
+  EXPECT_NE(share.err.find("administrator"), std::string::npos) << share.err;
   auto run = daemon_->hutchAs(remote, {"run", "-d", "--name", "remote-box", "-e", "GREETING=hi"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
   auto exec = daemon_->hutchAs(

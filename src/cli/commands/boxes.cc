@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 
 #include <cctype>
+#include <filesystem>
 
 #include "api/json_model.h"
 #include "cli/commands/commands.h"
@@ -63,6 +64,22 @@ std::vector<std::string> boxRow(const box::Box& b) {
 const std::vector<std::string> kBoxHeader{"ID",     "NAME",  "STATE", "TEMPLATE", "CPUS",
                                           "MEMORY", "ACCEL", "OWNER", "CREATED"};
 
+// -v HOSTDIR:BOXDIR[:ro], as docker run -v takes it; a relative HOSTDIR is from here.
+Result<box::BoxShare> parseVolume(const std::string& text) {
+  size_t colon = text.find(':');
+  std::string host = text.substr(0, colon);
+  if (colon != std::string::npos && !host.empty() && host[0] != '/') {
+    std::error_code ec;
+    std::filesystem::path absolute = std::filesystem::absolute(host, ec);
+    if (!ec) {
+      host = absolute.lexically_normal().string();
+      while (host.size() > 1 && host.back() == '/') host.pop_back();
+      return box::parseShare(host + text.substr(colon));
+    }
+  }
+  return box::parseShare(text);
+}
+
 }  // namespace
 
 int cmdRun(const ApiClient& client, const Output& out, const RunOptions& options) {
@@ -102,6 +119,11 @@ int cmdRun(const ApiClient& client, const Output& out, const RunOptions& options
     if (auto forward = box::parsePortSpec(spec); !forward) {
       return reportError(out, forward.error());
     }
+  }
+  for (const std::string& volume : options.volumes) {
+    auto share = parseVolume(volume);
+    if (!share) return reportError(out, share.error());
+    request.shares.push_back(std::move(*share));
   }
   request.secrets = options.secrets;
   // -e sets the box's environment, as `docker run -e` sets the container's: every later exec

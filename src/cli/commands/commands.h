@@ -27,6 +27,7 @@ struct RunOptions {
   std::string idle_pause;            // a duration ("5m", "0": never); empty: hutchd's default
   std::string timeout;               // the box's lifetime ("30m"); empty: none
   std::string on_timeout;            // stop, suspend or remove (default remove)
+  std::vector<std::string> volumes;  // -v HOSTDIR:BOXDIR[:ro], host folders shared in
   ExecOptions exec;
 };
 

@@ -49,7 +49,9 @@ void MemoryBackendFile::appendTo(Argv& argv) const {
   argv.insert(argv.end(), {"-m", size});
   if (mem_path.empty()) {
     argv.insert(argv.end(),
-                {"-object", "memory-backend-ram,id=" + escapeOptionValue(id) + ",size=" + size});
+                {"-object", std::string(memfd ? "memory-backend-memfd" : "memory-backend-ram") +
+                                ",id=" + escapeOptionValue(id) + ",size=" + size +
+                                (memfd ? ",share=on" : "")});
     return;
   }
   argv.insert(argv.end(),
@@ -113,6 +115,14 @@ void VirtioBalloon::appendTo(Argv& argv) const {
   argv.insert(argv.end(), {"-device", "virtio-balloon-device,free-page-reporting=on"});
 }
 
+void VhostUserFs::appendTo(Argv& argv) const {
+  argv.insert(argv.end(), {"-chardev", "socket,id=" + escapeOptionValue(chardev_id) +
+                                           ",fd=" + std::to_string(fd)});
+  argv.insert(argv.end(),
+              {"-device", "vhost-user-fs-device,chardev=" + escapeOptionValue(chardev_id) +
+                              ",tag=" + escapeOptionValue(tag)});
+}
+
 void SerialConsoleLog::appendTo(Argv& argv) const {
   argv.insert(argv.end(), {"-chardev", "file,id=console,path=" + esc(log) + ",append=on"});
   argv.insert(argv.end(), {"-serial", "chardev:console"});
@@ -145,7 +155,8 @@ QemuArgv QemuArgv::forSpec(const VmSpec& spec, std::filesystem::path binary, boo
   q.memory = MemoryBackendFile{.id = "mem",
                                .size_mib = spec.memory_mib,
                                .mem_path = spec.ram == GuestRam::kPrivate ? "" : spec.memory_file,
-                               .share = spec.ram == GuestRam::kSharedFile};
+                               .share = spec.ram == GuestRam::kSharedFile,
+                               .memfd = spec.ram == GuestRam::kPrivate && !spec.shares.empty()};
   q.machine.memory_backend = q.memory->id;
   q.boot.kernel = spec.kernel;
   q.boot.initrd = spec.initrd;
@@ -156,6 +167,11 @@ QemuArgv QemuArgv::forSpec(const VmSpec& spec, std::filesystem::path binary, boo
   if (!spec.netns.empty()) q.nic = VirtioNetTap{.fd = kTapFd, .mac = spec.mac};
   q.rng = VirtioRng{};
   if (spec.free_page_reporting) q.balloon = VirtioBalloon{};
+  for (size_t i = 0; i < spec.shares.size(); ++i) {
+    q.shares.push_back(VhostUserFs{.chardev_id = "share" + std::to_string(i),
+                                   .fd = kShareFd + static_cast<int>(i),
+                                   .tag = spec.shares[i].tag});
+  }
   q.console = SerialConsoleLog{.log = spec.consoleLog()};
   q.qmp = QmpSocket{.socket = spec.qmpSocket(), .listen_fd = kQmpFd};
   if (!spec.incoming_state.empty() || spec.incoming_later) q.incoming = IncomingMigration{};
@@ -181,6 +197,11 @@ Argv QemuArgv::render() const {
   if (nic) nic->appendTo(argv);
   if (rng) rng->appendTo(argv);
   if (balloon) balloon->appendTo(argv);
+  // libvhost-user (virtiofsd) serves only virtio 1.0 devices; microvm's virtio-mmio transport
+  // is legacy unless told otherwise. Only VMs with shares get it: they are never snapshotted,
+  // and every other VM keeps the device state its snapshots were made with.
+  if (!shares.empty()) argv.insert(argv.end(), {"-global", "virtio-mmio.force-legacy=false"});
+  for (const VhostUserFs& share : shares) share.appendTo(argv);
   if (console) console->appendTo(argv);
   qmp.appendTo(argv);
   if (incoming) incoming->appendTo(argv);

@@ -58,8 +58,11 @@ struct CpuOption {
 struct MemoryBackendFile {
   std::string id = "mem";
   uint64_t size_mib = 512;
-  std::filesystem::path mem_path;  // empty: anonymous memory-backend-ram
+  std::filesystem::path mem_path;  // empty: anonymous memory-backend-ram (or -memfd, see below)
   bool share = true;  // writes reach the file (snapshot source); false: private copy-on-write
+  // With no mem_path: memory-backend-memfd,share=on instead of -ram, so a vhost-user device's
+  // server (virtiofsd) can map the guest's RAM.
+  bool memfd = false;
   void appendTo(Argv& argv) const;
 };
 
@@ -128,6 +131,15 @@ struct VirtioBalloon {
   void appendTo(Argv& argv) const;
 };
 
+// -chardev socket,id=share<i>,fd=N -device vhost-user-fs-device,chardev=share<i>,tag=TAG: a
+// shared directory, served by virtiofsd on the other end of the connected socket N.
+struct VhostUserFs {
+  std::string chardev_id;
+  int fd = -1;
+  std::string tag;
+  void appendTo(Argv& argv) const;
+};
+
 // -chardev file,id=console,path=...,append=on -serial chardev:console: the guest's ttyS0,
 // appended to a log file so a restart does not erase the previous boot.
 struct SerialConsoleLog {
@@ -165,6 +177,7 @@ struct QemuArgv {
   std::optional<VirtioNetTap> nic;
   std::optional<VirtioRng> rng;
   std::optional<VirtioBalloon> balloon;
+  std::vector<VhostUserFs> shares;
   std::optional<SerialConsoleLog> console;
   QmpSocket qmp;
   std::optional<IncomingMigration> incoming;
@@ -175,6 +188,8 @@ struct QemuArgv {
   static constexpr int kTapFd = 4;
   static constexpr int kQmpFd = 5;
   static constexpr int kAgentFd = 6;
+  // Share i's vhost-user socket is descriptor kShareFd + i.
+  static constexpr int kShareFd = 10;
   // The command line hutch uses for `spec` (which should be valid); `pvm_host`: this host's
   // /dev/kvm is PVM (the CPU model above).
   static QemuArgv forSpec(const VmSpec& spec, std::filesystem::path binary, bool pvm_host = false);

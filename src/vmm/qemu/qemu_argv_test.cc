@@ -161,6 +161,24 @@ TEST(QemuArgvTest, BalloonOnlyWithFreePageReporting) {
   EXPECT_EQ(balloons(), 1);
 }
 
+TEST(QemuArgvTest, SharesAreVhostUserFsOnInheritedSocketsWithSharedRam) {
+  VmSpec spec = tcgSpec();
+  spec.shares = {{.tag = "share0", .host_dir = "/home/a/p"},
+                 {.tag = "share1", .host_dir = "/srv/x", .read_only = true}};
+  Argv argv = QemuArgv::forSpec(spec, "qemu").render();
+  auto has = [&](const std::string& arg) {
+    return std::find(argv.begin(), argv.end(), arg) != argv.end();
+  };
+  EXPECT_TRUE(has("memory-backend-memfd,id=mem,size=512M,share=on"));
+  EXPECT_TRUE(has("socket,id=share0,fd=10"));
+  EXPECT_TRUE(has("vhost-user-fs-device,chardev=share0,tag=share0"));
+  EXPECT_TRUE(has("socket,id=share1,fd=11"));
+  EXPECT_TRUE(has("vhost-user-fs-device,chardev=share1,tag=share1"));
+  spec.shares.clear();
+  argv = QemuArgv::forSpec(spec, "qemu").render();
+  EXPECT_TRUE(has("memory-backend-ram,id=mem,size=512M"));
+}
+
 TEST(QemuArgvTest, RestoreWaitsPausedForTheStream) {
   VmSpec spec = tcgSpec();
   Argv boot = QemuArgv::forSpec(spec, "qemu").render();

@@ -18,6 +18,7 @@
 
 #include "jail/box_dir.h"
 #include "jail/box_ids.h"
+#include "jail/share.h"
 #include "net/netns.h"
 #include "sys/files.h"
 #include "sys/pidfd.h"
@@ -97,6 +98,58 @@ asio::awaitable<Error> abandon(QemuVm& vm, Error error) {
   if (!killed) vmmLog().error("Abandoning QEMU pid {}: {}", vm.pid(), killed.error().describe());
   removeStale(vm.runDir() / "qemu.pid");
   co_return error;
+}
+
+// Starts the server of each shared directory (jail/share.h) and returns QEMU's end of each
+// vhost-user socket. Like QMP's, the socket is made and connected here before either side runs;
+// virtiofsd gets the listener and accepts QEMU's connection. A server ends when QEMU does.
+Result<std::vector<UniqueFd>> startShares(const VmSpec& spec, const jail::BoxIds& ids,
+                                          const QemuJailOptions& jail, int log_fd) {
+  std::vector<UniqueFd> qemu_ends;
+  for (size_t i = 0; i < spec.shares.size(); ++i) {
+    const VmShare& share = spec.shares[i];
+    std::string context = "Cannot share " + share.host_dir.string() + " with box " + spec.id;
+    if (auto usable = jail::checkShareDir(share.host_dir); !usable) {
+      return fail(usable.error().withContext(context));
+    }
+    std::filesystem::path socket = spec.run_dir / ("share" + std::to_string(i) + ".sock");
+    removeStale(socket);
+    auto listener = sys::listenUnix(socket);
+    if (!listener) return fail(listener.error().withContext(context));
+    auto client = sys::connectUnix(socket);
+    removeStale(socket);  // both ends are open: nothing else may connect
+    if (!client) return fail(client.error().withContext(context));
+    constexpr int kListenFd = 3;
+    std::vector<std::string> server = {jail.virtiofsd.string(),
+                                       "--fd=" + std::to_string(kListenFd),
+                                       "-o",
+                                       std::string("source=") + jail::kShareMountPoint,
+                                       "-o",
+                                       "cache=auto",
+                                       "-o",
+                                       "sandbox=namespace",
+                                       "-o",
+                                       "log_level=warn",
+                                       "--rlimit-nofile=0"};
+    jail::ShareSpec share_spec{
+        .name = spec.id, .dir = share.host_dir, .read_only = share.read_only, .box = ids};
+    sys::SpawnOptions options;
+    options.argv = jail::shareCommand(jail.helper, share_spec, server);
+    options.fds = {{log_fd, 1}, {log_fd, 2}, {listener->get(), kListenFd}};
+    options.new_session = true;
+    options.cwd = "/";
+    auto helper = sys::spawn(options);
+    if (!helper) return fail(helper.error().withContext(context));
+    // hutch-jail returns once virtiofsd runs (its child, left to init): a few milliseconds.
+    int status = 0;
+    while (::waitpid(*helper, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      return fail(Errc::kFailedPrecondition, context + ": " + logTail(spec.vmmLog()));
+    }
+    qemu_ends.push_back(std::move(*client));
+  }
+  return qemu_ends;
 }
 
 bool isUnder(const std::filesystem::path& path, const std::filesystem::path& dir) {
@@ -223,6 +276,9 @@ Result<jail::JailSpec> jailSpecFor(const VmSpec& spec, jail::BoxIds ids,
   js.cwd = spec.run_dir;
   js.paths = jailPathsFor(spec, qemu_binary, chain, preload);
   js.keep_fds = {QemuArgv::kQmpFd, QemuArgv::kAgentFd};
+  for (size_t i = 0; i < spec.shares.size(); ++i) {
+    js.keep_fds.push_back(QemuArgv::kShareFd + static_cast<int>(i));
+  }
   if (!spec.netns.empty()) js.keep_fds.push_back(QemuArgv::kTapFd);
   if (spec.ram == GuestRam::kMappedFile) {
     js.env = {"LD_PRELOAD=" + preload.string(), "HUTCH_READONLY_RAM=" + spec.memory_file.string()};
@@ -374,6 +430,21 @@ Result<QemuBackend::Started> QemuBackend::startProcess(const VmSpec& spec) const
     options.fds.push_back({jail_spec.get(), kSpecFd});
     options.clone_flags = CLONE_NEWPID;
     vm_jail = VmJail{*ids, js->cgroup};
+  }
+  std::vector<UniqueFd> share_ends;
+  if (!spec.shares.empty()) {
+    // The sharing process must not run as root (jail/share.h), so it needs the jail's ids.
+    if (!vm_jail) {
+      return fail(Errc::kUnsupported, "VM " + spec.id +
+                                          " shares host directories, which needs the jail "
+                                          "(hutchd runs with --no-jail)");
+    }
+    auto ends = startShares(spec, vm_jail->ids, *options_.jail, log->get());
+    if (!ends) return fail(ends.error());
+    share_ends = std::move(*ends);
+    for (size_t i = 0; i < share_ends.size(); ++i) {
+      options.fds.push_back({share_ends[i].get(), QemuArgv::kShareFd + static_cast<int>(i)});
+    }
   }
   auto pid = sys::spawn(options);
   if (!pid) return fail(pid.error().withContext(context));

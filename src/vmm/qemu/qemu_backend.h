@@ -28,6 +28,9 @@ struct QemuJailOptions {
   // VM uids and gids are id_base + VmSpec::uid_index (jail::boxIds). One hutchd per host uses
   // the default; test daemons sharing a host take ranges of their own.
   uint32_t id_base = jail::kDefaultIdBase;
+  // The server of shared directories (VmSpec::shares): QEMU's own C virtiofsd, packaged with
+  // it in Debian 12 (qemu-system-common).
+  std::filesystem::path virtiofsd = "/usr/lib/qemu/virtiofsd";
 };
 
 struct QemuBackendOptions {
