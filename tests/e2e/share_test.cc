@@ -68,7 +68,7 @@ class ShareTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (::geteuid() != 0) GTEST_SKIP() << "shared folders need hutchd's jail (root)";
-    if (!fs::exists("/usr/lib/qemu/virtiofsd")) GTEST_SKIP() << "no virtiofsd on this host";
+    ASSERT_TRUE(fs::exists("/usr/lib/qemu/virtiofsd")) << "virtiofsd comes with qemu-system-common";
     daemon_ = std::make_unique<Daemon>();
   }
   void TearDown() override { daemon_.reset(); }
@@ -117,9 +117,16 @@ TEST_F(ShareTest, TheHostsFolderIsTheBoxsBothWaysAndNothingElse) {
   ASSERT_EQ(::stat((dir / "from-box.txt").c_str(), &st), 0);
   EXPECT_EQ(st.st_uid, kOwner);
   EXPECT_EQ(st.st_gid, kOwner);
-  // A file the host makes now is seen at once.
+  // A file the host makes now is seen at once, and so is an edit of one the box has read.
   { std::ofstream(dir / "later.txt") << "later\n"; }
   EXPECT_EQ(exec("s", "cat /work/later.txt").out, "later\n");
+  { std::ofstream(dir / "later.txt") << "edited on the host, longer\n"; }
+  EXPECT_EQ(exec("s", "cat /work/later.txt").out, "edited on the host, longer\n");
+  // Hard links stay inside: the box cannot name a host file outside the share to link to, and
+  // a link to a file of its own disk is refused.
+  auto hard = exec("s", "ln /etc/hostname /work/hostname");
+  EXPECT_NE(hard.exit_code, 0);
+  EXPECT_FALSE(fs::exists(dir / "hostname"));
 
   // The box's root writes as the box's own uid (its QEMU's), never as the host's root; it
   // cannot make device nodes or set-uid files that mean anything on the host.
@@ -163,6 +170,11 @@ TEST_F(ShareTest, TheHostsFolderIsTheBoxsBothWaysAndNothingElse) {
   auto fork = d().hutch({"fork", "s"});
   EXPECT_NE(fork.exit_code, 0);
   EXPECT_NE(fork.err.find("shared folders"), std::string::npos) << fork.err;
+  // A running box gets no new share (as with docker, -v is for run only).
+  auto late = d().hutch({"exec", "-v", dir.string() + ":/late", "s", "--", "true"});
+  EXPECT_NE(late.exit_code, 0);
+  EXPECT_NE(late.err.find("-v"), std::string::npos) << late.err;
+  EXPECT_EQ(d().inspect("s")["shares"].size(), 1u);
   ASSERT_EQ(d().hutch({"stop", "s"}).exit_code, 0);
   EXPECT_EQ(d().inspect("s")["state"], "stopped");
   EXPECT_TRUE(serversGone(box_uid)) << "the server ends with the box's QEMU";

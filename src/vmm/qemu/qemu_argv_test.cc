@@ -174,9 +174,12 @@ TEST(QemuArgvTest, SharesAreVhostUserFsOnInheritedSocketsWithSharedRam) {
   EXPECT_TRUE(has("vhost-user-fs-device,chardev=share0,tag=share0"));
   EXPECT_TRUE(has("socket,id=share1,fd=11"));
   EXPECT_TRUE(has("vhost-user-fs-device,chardev=share1,tag=share1"));
+  EXPECT_TRUE(has("virtio-mmio.force-legacy=false")) << "virtiofsd serves virtio 1.0 only";
   spec.shares.clear();
   argv = QemuArgv::forSpec(spec, "qemu").render();
   EXPECT_TRUE(has("memory-backend-ram,id=mem,size=512M"));
+  EXPECT_FALSE(has("virtio-mmio.force-legacy=false")) << "snapshots keep legacy devices";
+  EXPECT_FALSE(has("-global"));
 }
 
 TEST(QemuArgvTest, RestoreWaitsPausedForTheStream) {

@@ -120,6 +120,9 @@ Result<std::vector<UniqueFd>> startShares(const VmSpec& spec, const jail::BoxIds
     removeStale(socket);  // both ends are open: nothing else may connect
     if (!client) return fail(client.error().withContext(context));
     constexpr int kListenFd = 3;
+    // cache=auto: the guest keeps attributes up to 1 s but drops a file's cached data when it
+    // opens it, so every read after an open sees the host's edit (bench/share_bench.py: no stale
+    // read in either direction; cache=none lists 6x slower, docs/benchmarks.md).
     std::vector<std::string> server = {jail.virtiofsd.string(),
                                        "--fd=" + std::to_string(kListenFd),
                                        "-o",
