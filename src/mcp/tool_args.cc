@@ -48,7 +48,13 @@ Result<> noArgs(const json& args, std::string_view tool) {
 }
 
 Result<box::BoxSpec> createBoxArgs(const json& args) {
-  // Exactly the body of POST /v1/boxes; the owner is set from the caller, never from here.
+  // The body of POST /v1/boxes; the owner is set from the caller, never from here. An agent gets
+  // a box, never the host's folders, whoever runs the MCP server.
+  if (args.is_object() && args.contains("shares")) {
+    return fail(Errc::kInvalidArgument,
+                "create_box takes no \"shares\": host folders are shared by the host's "
+                "administrator with hutch run -v, never by an agent");
+  }
   return api::parseCreateBox(args.dump());
 }
 

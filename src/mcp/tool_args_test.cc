@@ -102,6 +102,9 @@ TEST(ToolArgs, BoxLifecycleArguments) {
   EXPECT_NE(policy->network_policy.find("pypi.org"), std::string::npos);
   EXPECT_FALSE(createBoxArgs(parse(R"({"cpus":0})")));
   EXPECT_FALSE(createBoxArgs(parse(R"({"owner":"someone"})")));
+  auto shares = createBoxArgs(parse(R"({"shares":[{"host_dir":"/home/u","box_dir":"/work"}]})"));
+  ASSERT_FALSE(shares) << "an agent never shares the host's folders";
+  EXPECT_NE(shares.error().message().find("hutch run -v"), std::string::npos);
 
   auto fork = forkBoxArgs(parse(R"({"box":"b","count":2})"));
   ASSERT_TRUE(fork);
