@@ -17,7 +17,6 @@
 #include "event/offload.h"
 #include "jail/box_dir.h"
 #include "jail/box_ids.h"
-#include "jail/share.h"
 #include "storage/overlay.h"
 #include "sys/unix_socket.h"
 
@@ -152,65 +151,6 @@ bundle=/etc/ssl/certs/ca-certificates.crt
 line=$(sed -n 2p "$dir/hutch-box-ca.crt")
 grep -qF "$line" "$bundle" 2>/dev/null || cat "$dir/hutch-box-ca.crt" >> "$bundle"
 )sh";
-
-// Mounts each shared folder: arguments in threes, TAG BOXDIR rw|ro.
-constexpr const char* kMountShares = R"sh(set -e
-while [ $# -ge 3 ]; do
-  if [ -e "$2" ] && [ ! -d "$2" ]; then
-    echo "$2 exists in the box and is not a directory: share the folder elsewhere" >&2
-    exit 1
-  fi
-  mkdir -p -- "$2"
-  mount -t virtiofs -o "$3,nodev" -- "$1" "$2"
-  shift 3
-done
-)sh";
-
-// Shared folders: only the host's administrator may ask (a key's box must not see the host's
-// files), in a valid form, of host directories that can be shared.
-Result<> checkShares(const BoxSpec& spec) {
-  if (spec.shares.empty()) return ok();
-  if (!spec.owner.id.empty()) {
-    return fail(Errc::kPermissionDenied,
-                "Only the host's administrator (hutchd's unix socket) may share host folders "
-                "with a box; an API key cannot");
-  }
-  HUTCH_TRY_VOID(validateShares(spec.shares));
-  for (const auto& share : spec.shares) HUTCH_TRY_VOID(jail::checkShareDir(share.host_dir));
-  return ok();
-}
-
-// The virtio-fs tag of a box's i-th shared folder.
-std::string shareTag(size_t i) {
-  return "hutch-share" + std::to_string(i);
-}
-
-// Runs argv as root in the box to its end; its standard error is the error when it fails.
-asio::awaitable<Result<>> runAsRoot(guest::AgentClient& agent, std::vector<std::string> argv,
-                                    std::vector<std::string> env, std::string what) {
-  proto::ExecRequest request;
-  request.argv = std::move(argv);
-  request.env = std::move(env);
-  request.env.emplace_back("PATH=/usr/sbin:/usr/bin:/sbin:/bin");
-  request.user = "root";
-  auto session = co_await agent.exec(request);
-  if (!session) co_return fail(session.error().withContext(what));
-  std::string errors;
-  for (;;) {
-    auto event = co_await (*session)->next();
-    if (!event) co_return fail(event.error().withContext(what));
-    if (event->kind == guest::ExecEvent::Kind::kStderr && errors.size() < 4096) {
-      errors += event->data;
-    }
-    if (event->kind != guest::ExecEvent::Kind::kExit) continue;
-    if (event->exit_status.code && *event->exit_status.code == 0) co_return ok();
-    while (!errors.empty() && std::isspace(static_cast<unsigned char>(errors.back()))) {
-      errors.pop_back();
-    }
-    co_return fail(Errc::kFailedPrecondition,
-                   what + ": " + (errors.empty() ? "the command failed" : errors));
-  }
-}
 
 }  // namespace
 
@@ -434,6 +374,33 @@ asio::awaitable<Result<>> BoxService::prepareNetwork(uint32_t index) {
   co_return co_await event::offload(pool_, std::move(make));
 }
 
+asio::awaitable<Result<>> BoxService::runAsRoot(guest::AgentClient& agent,
+                                                std::vector<std::string> argv,
+                                                std::vector<std::string> env, std::string what) {
+  proto::ExecRequest request;
+  request.argv = std::move(argv);
+  request.env = std::move(env);
+  request.env.emplace_back("PATH=/usr/sbin:/usr/bin:/sbin:/bin");
+  request.user = "root";
+  auto session = co_await agent.exec(request);
+  if (!session) co_return fail(session.error().withContext(what));
+  std::string errors;
+  for (;;) {
+    auto event = co_await (*session)->next();
+    if (!event) co_return fail(event.error().withContext(what));
+    if (event->kind == guest::ExecEvent::Kind::kStderr && errors.size() < 4096) {
+      errors += event->data;
+    }
+    if (event->kind != guest::ExecEvent::Kind::kExit) continue;
+    if (event->exit_status.code && *event->exit_status.code == 0) co_return ok();
+    while (!errors.empty() && std::isspace(static_cast<unsigned char>(errors.back()))) {
+      errors.pop_back();
+    }
+    co_return fail(Errc::kFailedPrecondition,
+                   what + ": " + (errors.empty() ? "the command failed" : errors));
+  }
+}
+
 asio::awaitable<Result<>> BoxService::networkUp(const Box& box, Runtime& runtime) {
   if (!network_) co_return ok();
   if (auto attached = network_->attach(box); !attached) {
@@ -450,31 +417,6 @@ asio::awaitable<Result<>> BoxService::networkUp(const Box& box, Runtime& runtime
   std::vector<std::string> env = {"HUTCH_CA=" + ca};
   co_return co_await runAsRoot(*runtime.agent, std::move(argv), std::move(env),
                                "Cannot install the box's CA in its trust store");
-}
-
-asio::awaitable<Result<>> BoxService::mountShares(const Box& box,
-                                                  std::shared_ptr<Runtime> runtime) {
-  if (box.shares.empty()) co_return ok();
-  std::vector<std::string> argv = {"/bin/sh", "-c", kMountShares, "sh"};
-  for (size_t i = 0; i < box.shares.size(); ++i) {
-    argv.push_back(shareTag(i));
-    argv.push_back(box.shares[i].box_dir);
-    argv.push_back(box.shares[i].read_only ? "ro" : "rw");
-  }
-  std::string what = fmt::format("Cannot mount the shared folders of box {}", box.name);
-  auto timer = std::make_shared<asio::steady_timer>(loop_, config_.boot_timeout);
-  auto watchdog = [](std::shared_ptr<asio::steady_timer> timer, std::shared_ptr<Runtime> runtime,
-                     std::string id) -> asio::awaitable<void> {
-    boost::system::error_code ec;
-    co_await timer->async_wait(asio::redirect_error(asio::use_awaitable, ec));
-    if (ec || runtime->exited || !runtime->vm) co_return;
-    spdlog::warn("box={} its shared folders did not mount in time: stopping its VM", id);
-    (void)co_await runtime->vm->kill();
-  };
-  asio::co_spawn(loop_, watchdog(timer, runtime, box.id), asio::detached);
-  auto mounted = co_await runAsRoot(*runtime->agent, std::move(argv), {}, std::move(what));
-  timer->cancel();
-  co_return mounted;
 }
 
 void BoxService::networkDown(const std::string& box_id, int64_t index) {

@@ -333,6 +333,15 @@ class BoxService {
   asio::awaitable<Result<>> prepareNetwork(uint32_t index);
   // A running box: hutch-egress serves it; its CA goes into its trust store when it has secrets.
   asio::awaitable<Result<>> networkUp(const Box& box, Runtime& runtime);
+  // Runs argv as root in the box to its end; its standard error is the error when it fails.
+  static asio::awaitable<Result<>> runAsRoot(guest::AgentClient& agent,
+                                             std::vector<std::string> argv,
+                                             std::vector<std::string> env, std::string what);
+  // Shared folders (box_shares.cc): only the host's administrator may ask (a key's box must not
+  // see the host's files), in a valid form, of host directories that can be shared.
+  static Result<> checkShares(const BoxSpec& spec);
+  // The virtio-fs tag of a box's i-th shared folder.
+  static std::string shareTag(size_t i);
   // A booted box's shared folders, mounted where it asked (BoxShare::box_dir).
   // The VM is killed if that takes longer than the boot timeout (a server that never answers).
   asio::awaitable<Result<>> mountShares(const Box& box, std::shared_ptr<Runtime> runtime);
