@@ -1,6 +1,7 @@
 #include "api/http_server.h"
 
 #include <fmt/format.h>
+#include <openssl/ssl.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
@@ -51,22 +52,42 @@ awaitable<bool> sendContinue(Connection& c, const http::request_header<>& header
 }
 
 // Closes the connection's stream when it fires (idle connections, slow handshakes).
+//
+// A timer that has already expired cannot be cancelled: its handler is queued with success and
+// runs after the disarm (the event loop was busy when both the deadline and the awaited read
+// came due). So each arming has a number, and a handler closes only if its arming is still the
+// current one: a deadline that was disarmed or re-armed never closes a connection in use.
 class Watchdog {
  public:
-  Watchdog(const asio::any_io_executor& ex, std::weak_ptr<Connection> c)
-      : timer_(ex), connection_(std::move(c)) {}
+  Watchdog(const asio::any_io_executor& ex, std::weak_ptr<Connection> c, std::string_view what)
+      : timer_(ex), connection_(std::move(c)), what_(what) {}
+  ~Watchdog() { disarm(); }
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+
   void arm(std::chrono::steady_clock::duration after) {
+    const uint64_t arming = ++*current_;
     timer_.expires_after(after);
-    timer_.async_wait([c = connection_](const boost::system::error_code& ec) {
-      if (ec) return;
-      if (auto live = c.lock()) live->stream.close();
+    timer_.async_wait([c = connection_, current = current_, arming,
+                       what = what_](const boost::system::error_code& ec) {
+      if (ec || *current != arming) return;
+      if (auto live = c.lock()) {
+        spdlog::debug("api: closing the connection from {}: {} ({} bytes of a request unread)",
+                      live->peer, what, live->buffer.size());
+        live->stream.close();
+      }
     });
   }
-  void disarm() { timer_.cancel(); }
+  void disarm() {
+    ++*current_;
+    timer_.cancel();
+  }
 
  private:
   asio::steady_timer timer_;
   std::weak_ptr<Connection> connection_;
+  std::string_view what_;
+  std::shared_ptr<uint64_t> current_ = std::make_shared<uint64_t>(0);
 };
 
 }  // namespace
@@ -129,6 +150,17 @@ Result<asio::ssl::context> serverTlsContext(const std::string& cert_file,
   context.use_private_key_file(key_file, asio::ssl::context::pem, ec);
   if (ec) {
     return fail(Errc::kInvalidArgument, "Cannot use the TLS key " + key_file + ": " + ec.message());
+  }
+  // No TLS 1.3 session tickets. OpenSSL sends two right after the handshake, unasked, and a
+  // client that reads on one thread while it writes its first request on another (Python's
+  // websockets sync client: its reader thread starts before the upgrade request is sent)
+  // processes them concurrently with that write on one SSL object, which is not thread-safe:
+  // the request was lost and the client waited for an answer forever (a CI failure; made again
+  // within a few hundred `exec_session` calls of the Python SDK on a busy host). Without tickets
+  // the server sends nothing until it answers. The cost: no session resumption, so every new
+  // connection makes a full handshake (about a millisecond of CPU).
+  if (SSL_CTX_set_num_tickets(context.native_handle(), 0) != 1) {
+    return fail(Errc::kInternal, "Cannot turn off TLS session tickets");
   }
   return context;
 }
@@ -367,7 +399,8 @@ awaitable<void> HttpServer::startTcp(asio::ip::tcp::socket s, asio::ssl::context
     auto stream = std::make_unique<AnyStream::TlsStream>(std::move(s), *tls);
     AnyStream::TlsStream& raw = *stream;
     c = std::make_shared<Connection>(AnyStream(std::move(stream)));
-    Watchdog handshake_deadline(executor_, c);
+    c->peer = peer;
+    Watchdog handshake_deadline(executor_, c, "no TLS handshake within the time allowed");
     handshake_deadline.arm(kHandshakeTime);
     boost::system::error_code hs_ec;
     co_await raw.async_handshake(asio::ssl::stream_base::server,
@@ -410,7 +443,7 @@ awaitable<void> HttpServer::serve(std::shared_ptr<Connection> c, bool tcp) {
     uint64_t id;
     ~Forget() { table->open.erase(id); }
   } forget{table, id};
-  Watchdog idle(executor_, c);
+  Watchdog idle(executor_, c, "no complete request header within the idle time");
   if (!tcp) c->principal = Principal::host();
 
   while (true) {

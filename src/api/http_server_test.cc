@@ -305,6 +305,25 @@ TEST_F(HttpServerTest, TlsServesTheCertificateWhoseFingerprintIsReported) {
   EXPECT_EQ(seen, *expected);
 }
 
+TEST_F(HttpServerTest, TlsSendsNoSessionTicketsSoTheServerIsSilentUntilItAnswers) {
+  // A client whose reader thread would process unasked tickets while its writer sends the first
+  // request corrupts its own TLS state (Python's websockets sync client did): hutchd sends none.
+  asio::io_context io;
+  asio::ssl::context ctx(asio::ssl::context::tls_client);
+  ctx.load_verify_file(cert_.string());
+  ctx.set_verify_mode(asio::ssl::verify_peer);
+  asio::ssl::stream<tcp::socket> stream(io, ctx);
+  stream.next_layer().connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), https_port_));
+  stream.handshake(asio::ssl::stream_base::client);
+  ASSERT_EQ(SSL_version(stream.native_handle()), TLS1_3_VERSION);
+  // Tickets, when sent, come before the first answer: once it is read, they would have been.
+  ASSERT_EQ(exchange(stream, get("/v1/hello", user_)).status, 200);
+  SSL_SESSION* session = SSL_get1_session(stream.native_handle());
+  ASSERT_NE(session, nullptr);
+  EXPECT_EQ(SSL_SESSION_is_resumable(session), 0) << "the server sent a session ticket";
+  SSL_SESSION_free(session);
+}
+
 TEST_F(HttpServerTest, PlainHttpOnTheTlsPortIsNotServed) {
   asio::io_context io;
   tcp::socket socket(io);
