@@ -762,6 +762,18 @@ asio::awaitable<void> BoxService::cleanUp(Box box, std::shared_ptr<Runtime> runt
   spdlog::debug("box={} cleaned up", box.id);
 }
 
+asio::awaitable<void> BoxService::finishCleanups(std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (cleaning_ > 0 && std::chrono::steady_clock::now() < deadline) {
+    asio::steady_timer wait(loop_, std::chrono::milliseconds(20));
+    boost::system::error_code ec;
+    co_await wait.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+  if (cleaning_ > 0) {
+    spdlog::warn("{} removed boxes not cleaned up yet; the next start finishes them", cleaning_);
+  }
+}
+
 asio::awaitable<Result<std::shared_ptr<BoxAgent>>> BoxService::agentFor(
     const std::string& key, const observe::Actor& actor) {
   HUTCH_CO_TRY(Box box, store_.find(key));

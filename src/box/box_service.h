@@ -193,6 +193,10 @@ class BoxService {
   void detachAll();
   // Kills the warm pool's VMs (they are no one's boxes) — for daemon shutdown.
   asio::awaitable<void> drainPool();
+  // Waits (up to `limit`) for the background cleanup of boxes already removed: their QEMUs
+  // killed, networks and directories deleted — for daemon shutdown, so that `rm` followed at
+  // once by a stop leaves nothing running. What is not done by then is finished at next start.
+  asio::awaitable<void> finishCleanups(std::chrono::seconds limit);
 
  private:
   struct Runtime {

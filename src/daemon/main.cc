@@ -577,6 +577,7 @@ int run(int argc, char** argv) {
         loop,
         [&]() -> boost::asio::awaitable<void> {
           co_await service.drainPool();
+          co_await service.finishCleanups(std::chrono::seconds(30));
           service.detachAll();
           if (network) network->stop();
           loop.stop();

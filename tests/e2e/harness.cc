@@ -214,6 +214,16 @@ Daemon::~Daemon() {
     int status = 0;
     ::waitpid(pid_, &status, 0);
   }
+  // hutchd finishes removed boxes' cleanup before it exits, and leaves running boxes running by
+  // design: with every box removed, nothing of this daemon may be left. Whatever is (a test that
+  // killed hutchd mid-create) is named here and killed, so no QEMU outlives the test run.
+  for (pid_t left : pidsMentioning(dir_.string())) {
+    std::string cmdline = readFile("/proc/" + std::to_string(left) + "/cmdline");
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    std::fprintf(stderr, "[harness] pid %d outlived hutchd (%s): %s; killed\n", left, dir_.c_str(),
+                 cmdline.substr(0, 300).c_str());
+    ::kill(left, SIGKILL);
+  }
   // A failure in CI is read from its output alone: the end of hutchd's log goes with it.
   if (::testing::Test::HasFailure()) {
     std::string log = readFile(dir_ / "hutchd.log");
