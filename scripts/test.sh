@@ -23,7 +23,10 @@ HUTCH_TEST_ROOTFS=$HUTCH_TEST_IMAGE/rootfs.img
 HUTCH_TEST_CONSOLE_EXPECT="hutch-agent"
 # The docker template (Docker Engine + compose in the box): its e2e tests skip without it.
 HUTCH_TEST_DOCKER_IMAGE=$(hutch_image docker)
-export HUTCH_TEST_DOCKER_IMAGE
+# The dev templates: npm and pip in them, from a stand-in registry (tests/e2e/registry_test.cc).
+HUTCH_TEST_NODE_IMAGE=$(hutch_image node)
+HUTCH_TEST_PYTHON_IMAGE=$(hutch_image python)
+export HUTCH_TEST_DOCKER_IMAGE HUTCH_TEST_NODE_IMAGE HUTCH_TEST_PYTHON_IMAGE
 export HUTCH_TEST_IMAGE HUTCH_TEST_KERNEL HUTCH_TEST_INITRD HUTCH_TEST_ROOTFS HUTCH_TEST_CONSOLE_EXPECT
 export HUTCH_BUILD_DIR
 # Every suite runs, so that one run shows every failure; the exit status says whether any failed.

@@ -152,7 +152,35 @@ line=$(sed -n 2p "$dir/hutch-box-ca.crt")
 grep -qF "$line" "$bundle" 2>/dev/null || cat "$dir/hutch-box-ca.crt" >> "$bundle"
 )sh";
 
+// Writes $HUTCH_NPMRC to /etc/npmrc and $HUTCH_PIP_CONF to /etc/pip.conf (npm's global and
+// pip's site-wide files), or removes a file hutch wrote when there is nothing to say. A file
+// that does not start with hutch's mark is the box's own: left alone.
+constexpr const char* kWriteRegistryFiles = R"sh(set -e
+put() {
+  if [ -e "$1" ] && ! head -n 1 "$1" | grep -qF "$HUTCH_MARK"; then return 0; fi
+  if [ -z "$2" ]; then rm -f "$1"; return 0; fi
+  printf '%s' "$2" > "$1.hutch-new"
+  chmod 0644 "$1.hutch-new"
+  mv -f "$1.hutch-new" "$1"
+}
+put /etc/npmrc "$HUTCH_NPMRC"
+put /etc/pip.conf "$HUTCH_PIP_CONF"
+)sh";
+
 }  // namespace
+
+asio::awaitable<Result<>> BoxService::writeRegistryFiles(const Box& box, Runtime& runtime,
+                                                         bool even_if_empty) {
+  egress::BoxRegistryFiles files = NetworkService::registryFiles(box);
+  if (files.npmrc.empty() && files.pip_conf.empty() && !even_if_empty) co_return ok();
+  if (!runtime.agent) co_return ok();
+  // Named, not temporaries inside co_await: GCC 12 mishandles those.
+  std::vector<std::string> argv = {"/bin/sh", "-c", kWriteRegistryFiles};
+  std::vector<std::string> env = {"HUTCH_MARK=" + std::string(egress::kBoxRegistryMark),
+                                  "HUTCH_NPMRC=" + files.npmrc, "HUTCH_PIP_CONF=" + files.pip_conf};
+  co_return co_await runAsRoot(*runtime.agent, std::move(argv), std::move(env),
+                               "Cannot write the box's npm and pip registry configuration");
+}
 
 asio::awaitable<Result<Box>> BoxService::createBox(BoxSpec spec) {
   // Counted so that pool refills wait for creates (waitForCreates).
@@ -408,6 +436,7 @@ asio::awaitable<Result<>> BoxService::networkUp(const Box& box, Runtime& runtime
     if (attached.error().code() != Errc::kUnavailable) co_return fail(attached.error());
     spdlog::warn("box={} {}", box.id, attached.error().describe());
   }
+  HUTCH_CO_TRY_VOID(co_await writeRegistryFiles(box, runtime, false));
   if (box.secrets.empty()) co_return ok();
   // The box's CA in its trust store, so that TLS to its secrets' domains (which hutch-egress
   // terminates to swap the placeholder for the value) verifies.
@@ -938,6 +967,17 @@ Result<Box> BoxService::setPolicy(const std::string& key, const std::string& tex
   HUTCH_TRY_VOID(store_.update(box));
   HUTCH_TRY_VOID(network_->updatePolicy(box));
   spdlog::info("box={} network policy changed", box.id);
+  // The box's npm and pip follow: told of the registries the new policy allows (or no longer).
+  if (auto it = runtimes_.find(box.id); it != runtimes_.end() && it->second->agent) {
+    asio::co_spawn(
+        loop_,
+        [](BoxService* self, Box b, std::shared_ptr<Runtime> runtime) -> asio::awaitable<void> {
+          if (auto written = co_await self->writeRegistryFiles(b, *runtime, true); !written) {
+            spdlog::warn("box={} {}", b.id, written.error().describe());
+          }
+        }(this, box, it->second),
+        asio::detached);
+  }
   nlohmann::json policy = nlohmann::json::parse(box.network_policy, nullptr, false);
   publish("policy.changed", box, {{"policy", policy}});
   if (activity_.audit) {

@@ -336,6 +336,11 @@ class BoxService {
   // NetworkService).
   asio::awaitable<Result<>> prepareNetwork(uint32_t index);
   // A running box: hutch-egress serves it; its CA goes into its trust store when it has secrets.
+  // The box's /etc/npmrc and /etc/pip.conf: the host's registries its policy allows
+  // (NetworkService::registryFiles). Nothing is run when there is nothing to write, unless
+  // `even_if_empty` (a policy change: a file hutch wrote before goes).
+  asio::awaitable<Result<>> writeRegistryFiles(const Box& box, Runtime& runtime,
+                                               bool even_if_empty);
   asio::awaitable<Result<>> networkUp(const Box& box, Runtime& runtime);
   // Runs argv as root in the box to its end; its standard error is the error when it fails.
   static asio::awaitable<Result<>> runAsRoot(guest::AgentClient& agent,

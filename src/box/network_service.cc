@@ -372,6 +372,18 @@ Result<std::vector<BoxSecret>> NetworkService::secretsFor(const std::vector<std:
   return out;
 }
 
+egress::BoxRegistryFiles NetworkService::registryFiles(const Box& box) {
+  auto policy = egress::parsePolicy(nlohmann::json::parse(box.network_policy, nullptr, false));
+  if (!policy || policy->allow.empty()) return {};
+  auto allowed = [&](const egress::Registry& r) {
+    return egress::decide(*policy, r.host, r.port).allowed;
+  };
+  auto npm = egress::hostRegistries("npm");
+  auto pypi = egress::hostRegistries("pypi");
+  return egress::boxRegistryFiles(npm ? *npm : std::vector<egress::Registry>{},
+                                  pypi ? *pypi : std::vector<egress::Registry>{}, allowed);
+}
+
 std::vector<std::string> NetworkService::environment(const Box& box) {
   std::vector<std::string> env;
   for (const auto& s : box.secrets) env.push_back(s.name + "=" + s.placeholder);

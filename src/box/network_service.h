@@ -32,6 +32,7 @@
 #include "box/box_agent.h"
 #include "egress/log_entry.h"
 #include "egress/policy.h"
+#include "egress/registries.h"
 #include "net/box_net.h"
 #include "net/secrets.h"
 #include "observe/metrics.h"
@@ -77,6 +78,10 @@ class NetworkService {
                                             const std::string& owner_id) const;
   // NAME=placeholder for the box's environment.
   static std::vector<std::string> environment(const Box& box);
+  // The npmrc and pip.conf the box gets: the host's registries its policy lets it reach
+  // (egress::boxRegistryFiles). Empty where the host has no npm or pip, or the policy allows
+  // none of their registries.
+  static egress::BoxRegistryFiles registryFiles(const Box& box);
 
   std::filesystem::path netnsPath(uint32_t index) const { return networks_.pathFor(index); }
   // Blocking. A namespace made afresh for the VM of uid index `index`; its path for VmSpec.

@@ -373,26 +373,6 @@ Result<std::string> readFile(const std::filesystem::path& path) {
   return out.str();
 }
 
-// The registries of the host's npm or pip (registries.h), asked at most once a minute: asking
-// runs npm or python3 (~0.3 s), and policies are parsed on hutchd's event loop.
-Result<std::vector<Registry>> hostRegistries(std::string_view name) {
-  struct Cached {
-    std::chrono::steady_clock::time_point at;
-    Result<std::vector<Registry>> registries = std::vector<Registry>{};
-  };
-  static std::mutex mutex;
-  static std::map<std::string, Cached, std::less<>> cache;
-  std::lock_guard lock(mutex);
-  auto now = std::chrono::steady_clock::now();
-  auto it = cache.find(name);
-  if (it == cache.end() || now - it->second.at > std::chrono::minutes(1)) {
-    RegistryProbe probe = hostProbe();
-    Cached fresh{now, name == "npm" ? npmRegistries(probe) : pypiRegistries(probe)};
-    it = cache.insert_or_assign(std::string(name), std::move(fresh)).first;
-  }
-  return it->second.registries;
-}
-
 Result<Policy> debianMirrors(const std::filesystem::path& etc_apt) {
   MirrorHosts hosts;
   std::error_code ec;
@@ -544,7 +524,12 @@ Result<Policy> preset(std::string_view name, const std::filesystem::path& etc_ap
   if (name == "npm" || name == "pypi") {
     HUTCH_TRY(std::vector<Registry> registries, hostRegistries(name));
     Policy policy;
-    for (const Registry& r : registries) policy.allow.push_back(Rule{r.host, {r.port}});
+    for (const Registry& r : registries) {
+      Rule rule{r.host, {r.port}};
+      if (std::find(policy.allow.begin(), policy.allow.end(), rule) == policy.allow.end()) {
+        policy.allow.push_back(std::move(rule));
+      }
+    }
     return policy;
   }
   return fail(Errc::kInvalidArgument,

@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
+#include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -30,18 +33,29 @@ std::string envValue(const RegistryProbe& probe, const std::string& name) {
   return "";
 }
 
-void addUnique(std::vector<Registry>& out, Registry r) {
-  auto same = [&](const Registry& o) { return o.host == r.host && o.port == r.port; };
-  if (std::none_of(out.begin(), out.end(), same)) out.push_back(std::move(r));
+// Each configured URL once (two scopes on one host are two entries: a box's npmrc names both).
+void addUnique(std::vector<Registry>& out, Registry r, std::string key) {
+  r.key = std::move(key);
+  if (std::find(out.begin(), out.end(), r) == out.end()) out.push_back(std::move(r));
 }
 
 // Whitespace-separated URLs (pip's extra-index-url and find-links take several); local paths
 // and file: URLs are not registries a box reaches and are skipped.
-void addUrls(std::vector<Registry>& out, const std::string& text) {
+void addUrls(std::vector<Registry>& out, const std::string& text, const std::string& key) {
   std::istringstream in(text);
   for (std::string url; in >> url;) {
-    if (auto r = parseRegistryUrl(url)) addUnique(out, std::move(*r));
+    if (auto r = parseRegistryUrl(url)) addUnique(out, std::move(*r), key);
   }
+}
+
+// "https://user:secret@host/x" -> "https://host/x": credentials stay on the host.
+std::string withoutCredentials(const std::string& url) {
+  auto scheme = url.find("://");
+  if (scheme == std::string::npos) return url;
+  auto authority_end = url.find_first_of("/?#", scheme + 3);
+  auto at = url.rfind('@', authority_end == std::string::npos ? url.size() : authority_end);
+  if (at == std::string::npos || at < scheme + 3) return url;
+  return url.substr(0, scheme + 3) + url.substr(at + 1);
 }
 
 std::string unquote(std::string s) {
@@ -121,7 +135,7 @@ Result<std::vector<Registry>> npmRegistries(const RegistryProbe& probe) {
   for (const auto& [key, value] : config.items()) {
     const bool registry = key == "registry" || (key.starts_with("@") && key.ends_with(":registry"));
     if (registry && value.is_string()) {
-      if (auto r = parseRegistryUrl(value.get<std::string>())) addUnique(out, std::move(*r));
+      if (auto r = parseRegistryUrl(value.get<std::string>())) addUnique(out, std::move(*r), key);
     }
   }
   if (out.empty()) {
@@ -159,7 +173,7 @@ Result<std::vector<Registry>> pypiRegistries(const RegistryProbe& probe) {
                               "reach",
                               index));
     }
-    addUnique(out, std::move(*r));
+    addUnique(out, std::move(*r), "index-url");
   } else {
     // pip's built-in index, and the domain its pages send downloads to.
     auto builtin = probe.run({"python3", "-c",
@@ -183,12 +197,72 @@ Result<std::vector<Registry>> pypiRegistries(const RegistryProbe& probe) {
                   "pip on this host did not say which index it uses: set PIP_INDEX_URL, or allow "
                   "the index's domains in an allow rule");
     }
-    addUnique(out, std::move(*r));
-    addUnique(out, Registry{"https://" + files + "/", lower(files), 443});
+    addUnique(out, std::move(*r), "");
+    addUnique(out, Registry{"https://" + files + "/", lower(files), 443}, "");
   }
-  addUrls(out, extra);
-  addUrls(out, links);
+  addUrls(out, extra, "extra-index-url");
+  addUrls(out, links, "find-links");
   return out;
+}
+
+Result<std::vector<Registry>> hostRegistries(std::string_view name) {
+  struct Cached {
+    std::chrono::steady_clock::time_point at;
+    Result<std::vector<Registry>> registries = std::vector<Registry>{};
+  };
+  static std::mutex mutex;
+  static std::map<std::string, Cached, std::less<>> cache;
+  std::lock_guard lock(mutex);
+  auto now = std::chrono::steady_clock::now();
+  auto it = cache.find(name);
+  if (it == cache.end() || now - it->second.at > std::chrono::minutes(1)) {
+    RegistryProbe probe = hostProbe();
+    Cached fresh{now, name == "npm" ? npmRegistries(probe) : pypiRegistries(probe)};
+    it = cache.insert_or_assign(std::string(name), std::move(fresh)).first;
+  }
+  return it->second.registries;
+}
+
+BoxRegistryFiles boxRegistryFiles(const std::vector<Registry>& npm,
+                                  const std::vector<Registry>& pypi,
+                                  const std::function<bool(const Registry&)>& allowed) {
+  BoxRegistryFiles files;
+  std::string npm_lines;
+  for (const Registry& r : npm) {
+    if (!r.key.empty() && allowed(r)) npm_lines += r.key + "=" + withoutCredentials(r.url) + "\n";
+  }
+  if (!npm_lines.empty()) {
+    files.npmrc = fmt::format(
+        "{} from this host's npm configuration: the registries this box's network policy lets "
+        "it reach.\n# hutch rewrites it when the box starts or its policy changes; take this "
+        "first line out to keep a file of your own.\n{}",
+        kBoxRegistryMark, npm_lines);
+  }
+  // pip takes one value per key; extra-index-url and find-links take several, space-separated.
+  std::map<std::string, std::string> pip;
+  for (const Registry& r : pypi) {
+    if (r.key.empty() || !allowed(r)) continue;
+    std::string& value = pip[r.key];
+    if (r.key == "index-url" && !value.empty()) continue;
+    value += (value.empty() ? "" : " ") + withoutCredentials(r.url);
+    // pip ignores an index over plain HTTP unless its host is trusted (the host's pip must have
+    // been told the same to use it).
+    if (lower(r.url).starts_with("http://")) {
+      std::string& trusted = pip["trusted-host"];
+      if ((" " + trusted + " ").find(" " + r.host + " ") == std::string::npos) {
+        trusted += (trusted.empty() ? "" : " ") + r.host;
+      }
+    }
+  }
+  if (!pip.empty()) {
+    files.pip_conf = fmt::format(
+        "{} from this host's pip configuration: the indexes this box's network policy lets it "
+        "reach.\n# hutch rewrites it when the box starts or its policy changes; take this "
+        "first line out to keep a file of your own.\n[global]\n",
+        kBoxRegistryMark);
+    for (const auto& [key, value] : pip) files.pip_conf += key + " = " + value + "\n";
+  }
+  return files;
 }
 
 }  // namespace hutch::egress

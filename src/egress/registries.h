@@ -12,17 +12,22 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/result.h"
 
 namespace hutch::egress {
 
-// One registry: the URL it was configured as, the host and the port a box connects to.
+// One registry: the URL it was configured as, the host and the port a box connects to, and the
+// configuration key it came from: npm's "registry" or "@scope:registry"; pip's "index-url",
+// "extra-index-url" or "find-links"; "" for pip's built-in index and its files domain (a box's
+// pip has the same default, so there is nothing to tell it).
 struct Registry {
   std::string url;
   std::string host;
   uint16_t port = 443;
+  std::string key;
   bool operator==(const Registry&) const = default;
 };
 
@@ -40,5 +45,23 @@ Result<Registry> parseRegistryUrl(const std::string& url);
 
 Result<std::vector<Registry>> npmRegistries(const RegistryProbe& probe);
 Result<std::vector<Registry>> pypiRegistries(const RegistryProbe& probe);
+
+// npmRegistries or pypiRegistries ("npm", "pypi") of this host, asked at most once a minute:
+// asking runs npm or python3 (~0.3 s), and policies are parsed on hutchd's event loop.
+Result<std::vector<Registry>> hostRegistries(std::string_view name);
+
+// What a box's npm and pip are told, so that they use the registries the wall lets them reach
+// (the host's, which may not be npm's and pip's defaults): /etc/npmrc and /etc/pip.conf, each
+// holding the host's registries that `allowed` accepts (host and port), with any credentials
+// in their URLs left out (a key stays on the host). Empty when there is nothing to say. Each
+// starts with kBoxRegistryMark.
+struct BoxRegistryFiles {
+  std::string npmrc;
+  std::string pip_conf;
+};
+inline constexpr std::string_view kBoxRegistryMark = "# Written by hutch";
+BoxRegistryFiles boxRegistryFiles(const std::vector<Registry>& npm,
+                                  const std::vector<Registry>& pypi,
+                                  const std::function<bool(const Registry&)>& allowed);
 
 }  // namespace hutch::egress

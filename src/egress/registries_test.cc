@@ -51,6 +51,8 @@ TEST(NpmRegistriesTest, TheRegistryAndScopedOnesAsNpmResolvesThem) {
   EXPECT_EQ((*found)[0].port, 4873);
   EXPECT_EQ((*found)[1].host, "npm.example.org");
   EXPECT_EQ((*found)[1].port, 443);
+  EXPECT_EQ((*found)[0].key, "@corp:registry");
+  EXPECT_EQ((*found)[1].key, "registry");
 }
 
 TEST(NpmRegistriesTest, NoNpmOrNoRegistryIsAClearError) {
@@ -93,6 +95,50 @@ TEST(PypiRegistriesTest, ConfiguredIndexesFromFilesAndEnvironment) {
   auto missing = pypiRegistries(fake({}));
   ASSERT_FALSE(missing);
   EXPECT_NE(missing.error().message().find("PIP_INDEX_URL"), std::string::npos);
+}
+
+TEST(BoxRegistryFilesTest, TheHostsRegistriesThePolicyAllowsWithoutCredentials) {
+  std::vector<Registry> npm = {
+      {"https://bot:s3cret@npm.example.org/", "npm.example.org", 443, "registry"},
+      {"https://npm.corp.example:4873/", "npm.corp.example", 4873, "@corp:registry"},
+      {"https://npm.other.example/", "npm.other.example", 443, "@other:registry"}};
+  std::vector<Registry> pypi = {
+      {"https://mirror.example.org/simple", "mirror.example.org", 443, "index-url"},
+      {"https://a.example.org/simple", "a.example.org", 443, "extra-index-url"},
+      {"https://b.example.org/simple", "b.example.org", 443, "extra-index-url"}};
+  auto files =
+      boxRegistryFiles(npm, pypi, [](const Registry& r) { return r.host != "npm.other.example"; });
+  EXPECT_TRUE(files.npmrc.starts_with(kBoxRegistryMark)) << files.npmrc;
+  EXPECT_NE(files.npmrc.find("\nregistry=https://npm.example.org/\n"), std::string::npos)
+      << files.npmrc;
+  EXPECT_NE(files.npmrc.find("\n@corp:registry=https://npm.corp.example:4873/\n"),
+            std::string::npos);
+  EXPECT_EQ(files.npmrc.find("s3cret"), std::string::npos) << "credentials stay on the host";
+  EXPECT_EQ(files.npmrc.find("npm.other.example"), std::string::npos) << "not allowed";
+  EXPECT_TRUE(files.pip_conf.starts_with(kBoxRegistryMark));
+  EXPECT_NE(files.pip_conf.find("[global]\n"), std::string::npos);
+  EXPECT_NE(files.pip_conf.find("\nindex-url = https://mirror.example.org/simple\n"),
+            std::string::npos)
+      << files.pip_conf;
+  EXPECT_NE(files.pip_conf.find(
+                "\nextra-index-url = https://a.example.org/simple https://b.example.org/simple\n"),
+            std::string::npos)
+      << files.pip_conf;
+
+  EXPECT_EQ(files.pip_conf.find("trusted-host"), std::string::npos) << "HTTPS needs no trust";
+  std::vector<Registry> plain = {
+      {"http://plain.example.org:8081/simple/", "plain.example.org", 8081, "index-url"}};
+  EXPECT_NE(boxRegistryFiles({}, plain, [](const Registry&) { return true; })
+                .pip_conf.find("\ntrusted-host = plain.example.org\n"),
+            std::string::npos)
+      << "pip ignores a plain-HTTP index whose host is not trusted";
+
+  // Nothing allowed, or pip's built-in index (the box's pip has the same): nothing to write.
+  auto none = boxRegistryFiles(npm, pypi, [](const Registry&) { return false; });
+  EXPECT_EQ(none.npmrc, "");
+  EXPECT_EQ(none.pip_conf, "");
+  std::vector<Registry> builtin = {{"https://pypi.example.org/", "pypi.example.org", 443, ""}};
+  EXPECT_EQ(boxRegistryFiles({}, builtin, [](const Registry&) { return true; }).pip_conf, "");
 }
 
 TEST(RegistryPresetTest, PresetNamesAreKnownToThePolicyParser) {

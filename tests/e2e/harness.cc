@@ -144,10 +144,14 @@ Daemon::Daemon(std::vector<std::string> extra_args, std::string netns)
   dir_ = ::mkdtemp(tmpl);
   std::filesystem::create_directories(stateDir() / "templates");
   std::filesystem::create_symlink(image, stateDir() / "templates" / "base");
-  // The docker template, when built (scripts/test.sh: HUTCH_TEST_DOCKER_IMAGE).
-  if (const char* docker = std::getenv("HUTCH_TEST_DOCKER_IMAGE");
-      docker != nullptr && std::filesystem::exists(std::filesystem::path(docker) / "rootfs.img")) {
-    std::filesystem::create_symlink(docker, stateDir() / "templates" / "docker");
+  // The other templates, when built (scripts/test.sh: HUTCH_TEST_DOCKER_IMAGE and so on).
+  for (const auto& [name, variable] :
+       {std::pair{"docker", "HUTCH_TEST_DOCKER_IMAGE"}, std::pair{"node", "HUTCH_TEST_NODE_IMAGE"},
+        std::pair{"python", "HUTCH_TEST_PYTHON_IMAGE"}}) {
+    const char* built = std::getenv(variable);
+    if (built != nullptr && std::filesystem::exists(std::filesystem::path(built) / "rootfs.img")) {
+      std::filesystem::create_symlink(built, stateDir() / "templates" / name);
+    }
   }
   startDaemon();
 }

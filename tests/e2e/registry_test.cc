@@ -1,0 +1,167 @@
+// npm and pip in boxes made from the node and python templates (images/node, images/python)
+// through the wall, against a stand-in registry on the test's own internet
+// (standin_internet.h): registry.example.test:8081 serves an npm package and a simple index with
+// one wheel, and hutchd's environment points the host's npm and pip at it (npm_config_registry,
+// PIP_INDEX_URL), as any host's configuration may. A box whose policy has the npm or pypi preset
+// is told of that registry (/etc/npmrc, /etc/pip.conf, written by hutchd) and installs from it;
+// without the preset the install fails and nothing of the registry is written in the box.
+// Needs HUTCH_TEST_NODE_IMAGE and HUTCH_TEST_PYTHON_IMAGE (scripts/test.sh builds both).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "harness.h"
+#include "standin_internet.h"
+
+namespace hutch::e2e {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr uint16_t kRegistryPort = 8081;
+constexpr const char* kRegistry = "http://registry.example.test:8081/";
+
+// The registry's files: an npm package document and its tarball, and a PEP 503 simple index
+// with one pure-Python wheel, made with the host's tar and python3.
+void makeRegistry(const fs::path& dir) {
+  fs::create_directories(dir);
+  std::string script = R"sh(set -e
+cd "$1"
+mkdir -p pkg/package hutch-hello/- simple/hutch-hello files
+printf '{"name":"hutch-hello","version":"1.0.0","main":"index.js"}\n' > pkg/package/package.json
+printf 'module.exports = "hello from the stand-in registry";\n' > pkg/package/index.js
+tar -C pkg -czf hutch-hello/-/hutch-hello-1.0.0.tgz package
+sha=$(sha1sum hutch-hello/-/hutch-hello-1.0.0.tgz | cut -d' ' -f1)
+cat > hutch-hello/index.html <<EOF
+{"name":"hutch-hello","dist-tags":{"latest":"1.0.0"},"versions":{"1.0.0":{"name":"hutch-hello",
+"version":"1.0.0","main":"index.js","dist":{"shasum":"$sha",
+"tarball":"$2hutch-hello/-/hutch-hello-1.0.0.tgz"}}}}
+EOF
+python3 - <<'EOF'
+import base64, hashlib, zipfile
+files = {
+    "hutch_hello.py": "GREETING = 'hello from the stand-in index'\n",
+    "hutch_hello-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: hutch-hello\nVersion: 1.0\n",
+    "hutch_hello-1.0.dist-info/WHEEL":
+        "Wheel-Version: 1.0\nGenerator: hutch-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+}
+record = []
+for name, text in files.items():
+    digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=")
+    record.append(f"{name},sha256={digest.decode()},{len(text.encode())}")
+record.append("hutch_hello-1.0.dist-info/RECORD,,")
+files["hutch_hello-1.0.dist-info/RECORD"] = "\n".join(record) + "\n"
+wheel = "files/hutch_hello-1.0-py3-none-any.whl"
+with zipfile.ZipFile(wheel, "w") as z:
+    for name, text in files.items():
+        z.writestr(name, text)
+sha = hashlib.sha256(open(wheel, "rb").read()).hexdigest()
+with open("simple/hutch-hello/index.html", "w") as f:
+    f.write(f'<html><body><a href="/{wheel}#sha256={sha}">{wheel[6:]}</a></body></html>\n')
+EOF
+)sh";
+  auto made = shell("sh -c " + e2e::quoted(script) + " sh " + e2e::quoted(dir.string()) + " " +
+                    e2e::quoted(kRegistry));
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+}
+
+class RegistryTest : public NetworkTest {
+ protected:
+  void SetUp() override {
+    for (const char* variable : {"HUTCH_TEST_NODE_IMAGE", "HUTCH_TEST_PYTHON_IMAGE"}) {
+      if (std::getenv(variable) == nullptr) {
+        GTEST_SKIP() << variable << " is not set: build the node and python templates "
+                     << "(scripts/build-image.sh --recipe images/node; scripts/test.sh does)";
+      }
+    }
+    if (std::system("command -v npm >/dev/null") != 0) GTEST_SKIP() << "no npm on this host";
+    // The new hutchd asks the host's npm and pip, which read these.
+    ::setenv("npm_config_registry", kRegistry, 1);
+    ::setenv("PIP_INDEX_URL", (std::string(kRegistry) + "simple/").c_str(), 1);
+    NetworkTest::SetUp();
+    ::unsetenv("npm_config_registry");
+    ::unsetenv("PIP_INDEX_URL");
+    makeRegistry(world_->dir() / "registry");
+    registry_ = std::make_unique<Server>(world_->inetNs(), kInetAddress, kRegistryPort, nullptr,
+                                         world_->dir() / "registry");
+  }
+  void TearDown() override {
+    registry_.reset();
+    NetworkTest::TearDown();
+  }
+
+  std::unique_ptr<Server> registry_;
+};
+
+TEST_F(RegistryTest, NpmInANodeBoxInstallsFromTheRegistryThePresetAllows) {
+  ASSERT_EQ(
+      d().hutch({"run", "--name", "n", "--template", "node", "--network-policy", "npm"}).exit_code,
+      0);
+  auto npmrc = inBox("n", "cat /etc/npmrc");
+  ASSERT_EQ(npmrc.exit_code, 0) << npmrc.err;
+  EXPECT_NE(npmrc.out.find(std::string("\nregistry=") + kRegistry + "\n"), std::string::npos)
+      << npmrc.out;
+  auto installed = inBox("n",
+                         "mkdir -p /tmp/app && cd /tmp/app && npm install --no-audit --no-fund "
+                         "--fetch-retries=0 hutch-hello >/dev/null && "
+                         "node -e 'console.log(require(\"hutch-hello\"))'");
+  EXPECT_EQ(installed.exit_code, 0) << installed.out << installed.err;
+  EXPECT_EQ(installed.out, "hello from the stand-in registry\n");
+  bool fetched_tarball = false;
+  for (const std::string& head : registry_->heads()) {
+    fetched_tarball = fetched_tarball || head.starts_with("GET /hutch-hello/-/");
+  }
+  EXPECT_TRUE(fetched_tarball) << "the package came from the stand-in registry";
+
+  // A box's own npmrc (no hutch mark on its first line) is never overwritten.
+  ASSERT_EQ(
+      inBox("n", "sudo sh -c 'echo registry=http://mine.example.test/ > /etc/npmrc'").exit_code, 0);
+  ASSERT_EQ(d().hutch({"policy", "set", "n", "npm"}).exit_code, 0);
+  ASSERT_EQ(d().hutch({"stop", "--shutdown", "n"}).exit_code, 0);
+  ASSERT_EQ(d().hutch({"start", "n"}).exit_code, 0);
+  EXPECT_EQ(inBox("n", "cat /etc/npmrc").out, "registry=http://mine.example.test/\n");
+}
+
+TEST_F(RegistryTest, PipInAPythonBoxInstallsWithThePresetAndFailsWithoutIt) {
+  ASSERT_EQ(d().hutch({"run", "--name", "py", "--template", "python", "--network-policy", "pypi"})
+                .exit_code,
+            0);
+  auto conf = inBox("py", "cat /etc/pip.conf");
+  ASSERT_EQ(conf.exit_code, 0) << conf.err;
+  EXPECT_NE(conf.out.find(std::string("\nindex-url = ") + kRegistry + "simple/\n"),
+            std::string::npos)
+      << conf.out;
+  const std::string install =
+      "python3 -m venv /tmp/v && /tmp/v/bin/pip install --disable-pip-version-check --retries 0 "
+      "--timeout 20 hutch-hello >/dev/null && /tmp/v/bin/python -c "
+      "'import hutch_hello; print(hutch_hello.GREETING)'";
+  auto installed = inBox("py", install);
+  EXPECT_EQ(installed.exit_code, 0) << installed.out << installed.err;
+  EXPECT_EQ(installed.out, "hello from the stand-in index\n");
+
+  // Without the preset: the file hutch wrote goes at once, and an install fails (the wall
+  // refuses the index pip falls back to) instead of reaching anything.
+  ASSERT_EQ(d().hutch({"policy", "set", "py", "none"}).exit_code, 0);
+  EXPECT_TRUE(eventually([&] { return inBox("py", "test -e /etc/pip.conf").exit_code == 1; }))
+      << inBox("py", "cat /etc/pip.conf").out;
+  auto refused = inBox("py", "rm -rf /tmp/v && " + install);
+  EXPECT_NE(refused.exit_code, 0) << refused.out;
+  EXPECT_EQ(refused.out, "");
+}
+
+TEST_F(RegistryTest, ABoxWithoutThePresetsGetsNoRegistryConfiguration) {
+  ASSERT_EQ(d().hutch({"run", "--name", "plain", "--template", "node"}).exit_code, 0);
+  EXPECT_EQ(inBox("plain", "test -e /etc/npmrc || test -e /etc/pip.conf").exit_code, 1);
+  auto refused = inBox("plain",
+                       "mkdir -p /tmp/app && cd /tmp/app && npm install --no-audit --no-fund "
+                       "--fetch-retries=0 --registry " +
+                           std::string(kRegistry) + " hutch-hello");
+  EXPECT_NE(refused.exit_code, 0) << "the registry is not allowed: " << refused.out;
+  for (const std::string& head : registry_->heads()) {
+    ADD_FAILURE() << "the registry was reached without the preset: " << head;
+  }
+}
+
+}  // namespace
+}  // namespace hutch::e2e
