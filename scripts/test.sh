@@ -26,7 +26,9 @@ HUTCH_TEST_DOCKER_IMAGE=$(hutch_image docker)
 # The dev templates: npm and pip in them, from a stand-in registry (tests/e2e/registry_test.cc).
 HUTCH_TEST_NODE_IMAGE=$(hutch_image node)
 HUTCH_TEST_PYTHON_IMAGE=$(hutch_image python)
-export HUTCH_TEST_DOCKER_IMAGE HUTCH_TEST_NODE_IMAGE HUTCH_TEST_PYTHON_IMAGE
+# The web template: Chromium driven by Playwright in a box (tests/e2e/web_test.cc).
+HUTCH_TEST_WEB_IMAGE=$(hutch_image web)
+export HUTCH_TEST_DOCKER_IMAGE HUTCH_TEST_NODE_IMAGE HUTCH_TEST_PYTHON_IMAGE HUTCH_TEST_WEB_IMAGE
 export HUTCH_TEST_IMAGE HUTCH_TEST_KERNEL HUTCH_TEST_INITRD HUTCH_TEST_ROOTFS HUTCH_TEST_CONSOLE_EXPECT
 export HUTCH_BUILD_DIR
 # Every suite runs, so that one run shows every failure; the exit status says whether any failed.

@@ -3,7 +3,8 @@
 # installed and before mmdebstrap's cleanup).
 #   rootfs-customize.sh CHROOT RECIPE_DIR...   (parent recipes first)
 # For each recipe: copy files/ over / (owned by root:root, modes kept; existing directories keep
-# their metadata), then run setup.sh inside the chroot with /bin/sh -e. The recipe's name is in
+# their metadata), install its pinned npm packages (the `npm` file) under /usr/local, then run
+# setup.sh inside the chroot with /bin/sh -e. The recipe's name is in
 # $HUTCH_RECIPE during setup.sh.
 set -euo pipefail
 root=$1
@@ -15,6 +16,31 @@ for recipe in "$@"; do
     echo "I: hutch: recipe $name: copying files/ into the tree" >&2
     tar -C "$recipe/files" --owner=0 --group=0 --numeric-owner -cf - . |
       tar -C "$root" --no-overwrite-dir --keep-directory-symlink --numeric-owner -xpf -
+  fi
+  if [ -f "$recipe/npm" ]; then
+    # Pinned npm packages, fetched by the host's npm (its own registry configuration), checked
+    # against the recipe's integrity and installed globally (/usr/local) without the network:
+    # they must have no dependencies.
+    command -v npm >/dev/null ||
+      { echo "E: hutch: recipe $name lists npm packages: install npm on the host (scripts/install-deps.sh)" >&2; exit 1; }
+    stage=$(mktemp -d)
+    while read -r spec integrity; do
+      [ -n "$spec" ] || continue
+      echo "I: hutch: recipe $name: npm package $spec" >&2
+      packed=$(cd "$stage" && npm pack --json --silent "$spec") ||
+        { echo "E: hutch: recipe $name: npm pack $spec failed" >&2; rm -rf "$stage"; exit 1; }
+      read -r got file < <(printf '%s' "$packed" |
+        python3 -c 'import json, sys; d = json.load(sys.stdin)[0]; print(d["integrity"], d["filename"])')
+      if [ "$got" != "$integrity" ]; then
+        echo "E: hutch: recipe $name: $spec has integrity $got, the recipe pins ${integrity:-nothing}" >&2
+        rm -rf "$stage"
+        exit 1
+      fi
+      npm install --global --prefix "$root/usr/local" --offline --no-audit --no-fund \
+        --loglevel=error "$stage/$file" >&2 ||
+        { echo "E: hutch: recipe $name: installing $spec failed (a recipe's npm packages must have no dependencies)" >&2; rm -rf "$stage"; exit 1; }
+    done < <(sed 's/#.*//' "$recipe/npm")
+    rm -rf "$stage"
   fi
   if [ -f "$recipe/setup.sh" ]; then
     echo "I: hutch: recipe $name: running setup.sh in the chroot" >&2
