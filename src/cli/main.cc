@@ -64,6 +64,11 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--max-exec-time", run.max_exec_time,
                       "Kill any command in the box that runs longer (30s, 10m, 2h; detached "
                       "processes are not limited)");
+  run_cmd->add_option("--agent", run.agent,
+                      "A coding agent's box: its preset's template (made once), network and "
+                      "keys, and its CLI attached (hutch agent ls; arguments after --)");
+  run_cmd->add_option("--workspace", run.workspace,
+                      "With --agent: a host folder shared at /workspace, where the agent starts");
   run_cmd->add_option("cmd", run.exec.argv, "Command to run after -- (optional)");
 
   std::string exec_box;
@@ -268,6 +273,12 @@ int main(int argc, char** argv) {
   policy_log->add_flag("-f,--follow", policy_follow, "Keep printing new entries");
   policy_log->add_option("box", policy_box, "Box name or id")->required();
 
+  auto* agent_cmd =
+      app.add_subcommand("agent", "Coding agents in boxes (hutch run --agent NAME): 'agent ls'");
+  agent_cmd->require_subcommand(1);
+  auto* agent_ls = agent_cmd->add_subcommand(
+      "ls", "The agent presets (built in, and NAME.json files in the agents directory)");
+
   SecretOptions secret;
   auto* secret_cmd = app.add_subcommand(
       "secret", "Host secrets boxes use without seeing them: 'secret set|ls|rm'");
@@ -358,8 +369,23 @@ int main(int argc, char** argv) {
                                       "'hutch run --name N' then 'hutch shell N'"));
     }
     if (auto tty = checkTerminal(run.exec); !tty) return reportError(out, tty.error());
+    if (!run.agent.empty()) {
+      if (run_cmd->count("--template") > 0 || run_cmd->count("--network-policy") > 0) {
+        return reportError(out, hutch::Error(hutch::Errc::kInvalidArgument,
+                                             "--agent picks the template and the network policy "
+                                             "from its preset (hutch agent ls); copy the preset "
+                                             "to change them"));
+      }
+      return cmdRunAgent(client, out, run);
+    }
+    if (!run.workspace.empty()) {
+      return reportError(out, hutch::Error(hutch::Errc::kInvalidArgument,
+                                           "--workspace goes with --agent; share a folder into "
+                                           "any box with -v HOSTDIR:BOXDIR"));
+    }
     return cmdRun(client, out, run);
   }
+  if (agent_ls->parsed()) return cmdAgentList(client, out);
   if (exec_cmd->parsed()) {
     if (!exec_timeout.empty()) {
       if (exec_detach) {

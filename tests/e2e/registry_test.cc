@@ -7,6 +7,7 @@
 // without the preset the install fails and nothing of the registry is written in the box.
 // Needs HUTCH_TEST_NODE_IMAGE and HUTCH_TEST_PYTHON_IMAGE (scripts/test.sh builds both).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
@@ -37,6 +38,39 @@ cat > hutch-hello/index.html <<EOF
 {"name":"hutch-hello","dist-tags":{"latest":"1.0.0"},"versions":{"1.0.0":{"name":"hutch-hello",
 "version":"1.0.0","main":"index.js","dist":{"shasum":"$sha",
 "tarball":"$2hutch-hello/-/hutch-hello-1.0.0.tgz"}}}}
+EOF
+mkdir -p agent/package hutch-fake-agent/-
+printf '{"name":"hutch-fake-agent","version":"1.0.0","bin":{"fake-agent":"cli.js"}}\n' \
+  > agent/package/package.json
+cat > agent/package/cli.js <<'EOF'
+#!/usr/bin/env node
+const https = require("https");
+if (process.argv[2] === "--version") {
+  console.log("fake-agent 1.0.0");
+  process.exit(0);
+}
+const key = process.env.FAKE_API_KEY || "";
+console.log(`key: ${key.startsWith("hutch-secret-FAKE_API_KEY-") ? "a placeholder" : "other"}`);
+console.log(`cwd: ${process.cwd()}`);
+const get = (host, path) => new Promise((resolve) => {
+  const req = https.get({ host, path, headers: { Authorization: `Bearer ${key}` } }, (res) => {
+    let body = "";
+    res.on("data", (d) => (body += d));
+    res.on("end", () => resolve(body.trim()));
+  });
+  req.on("error", (e) => resolve(`refused (${e.code})`));
+});
+(async () => {
+  console.log(`provider: ${await get("api.example.test", "/auth")}`);
+  console.log(`elsewhere: ${(await get("other.example.test", "/")).split(" (")[0]}`);
+})();
+EOF
+tar -C agent -czf hutch-fake-agent/-/hutch-fake-agent-1.0.0.tgz package
+sha=$(sha1sum hutch-fake-agent/-/hutch-fake-agent-1.0.0.tgz | cut -d' ' -f1)
+cat > hutch-fake-agent/index.html <<EOF
+{"name":"hutch-fake-agent","dist-tags":{"latest":"1.0.0"},"versions":{"1.0.0":{
+"name":"hutch-fake-agent","version":"1.0.0","bin":{"fake-agent":"cli.js"},"dist":{"shasum":"$sha",
+"tarball":"$2hutch-fake-agent/-/hutch-fake-agent-1.0.0.tgz"}}}}
 EOF
 python3 - <<'EOF'
 import base64, hashlib, zipfile
@@ -161,6 +195,88 @@ TEST_F(RegistryTest, ABoxWithoutThePresetsGetsNoRegistryConfiguration) {
   for (const std::string& head : registry_->heads()) {
     ADD_FAILURE() << "the registry was reached without the preset: " << head;
   }
+}
+
+// hutch run --agent with a preset of the user's (a test agent from the stand-in registry): the
+// agent is installed once into a template, starts in the shared workspace, reaches its provider
+// with the real key while its environment holds a placeholder, and nothing else.
+TEST_F(RegistryTest, AnAgentIsInstalledOnceAndItsKeyIsSwappedInOnTheWire) {
+  fs::path agents = world_->dir() / "agents";
+  fs::create_directories(agents);
+  std::ofstream(agents / "fake.json") << R"({"name": "fake", "description": "a test agent",
+    "install": ["npm", "install", "-g", "--no-audit", "--no-fund", "--fetch-retries=0",
+                "hutch-fake-agent"],
+    "command": ["fake-agent"], "version": ["fake-agent", "--version"],
+    "network": {"presets": ["npm"], "allow": [{"domain": "api.example.test", "ports": [443]}]},
+    "secrets": [{"name": "FAKE_API_KEY", "domain": "api.example.test",
+                 "header": "Authorization", "format": "Bearer {value}"}]})";
+  ::setenv("HUTCH_AGENTS_DIR", agents.c_str(), 1);
+  struct Unset {
+    ~Unset() { ::unsetenv("HUTCH_AGENTS_DIR"); }
+  } unset;
+
+  auto listed = d().hutch({"--json", "agent", "ls"});
+  ASSERT_EQ(listed.exit_code, 0) << listed.err;
+  bool found = false;
+  for (const auto& a : nlohmann::json::parse(listed.out)) {
+    if (a["name"] == "fake") {
+      found = true;
+      EXPECT_FALSE(a["template_built"].get<bool>());
+      EXPECT_EQ(a["source"], (agents / "fake.json").string());
+    }
+  }
+  EXPECT_TRUE(found) << listed.out;
+
+  // Without its key on the host: refused before anything is made, saying how to set it.
+  auto keyless = d().hutch({"run", "--agent", "fake"});
+  EXPECT_EQ(keyless.exit_code, 65) << keyless.err;
+  EXPECT_NE(keyless.err.find("hutch secret set FAKE_API_KEY --domain api.example.test"),
+            std::string::npos)
+      << keyless.err;
+  EXPECT_EQ(nlohmann::json::parse(d().hutch({"--json", "ls"}).out), nlohmann::json::array());
+  auto unknown = d().hutch({"run", "--agent", "nosuch"});
+  EXPECT_NE(unknown.exit_code, 0);
+  EXPECT_NE(unknown.err.find("claude"), std::string::npos) << "names the presets: " << unknown.err;
+
+  ASSERT_EQ(d().hutch({"secret", "set", "--domain", "api.example.test", "--header", "Authorization",
+                       "--format", "Bearer {value}", "FAKE_API_KEY"},
+                      std::string(kRealKey) + "\n", true)
+                .exit_code,
+            0);
+  fs::path workspace = world_->dir() / "workspace";
+  fs::create_directories(workspace);
+  ASSERT_EQ(::chown(workspace.c_str(), 1000, 1000), 0);  // a share belongs to an ordinary user
+  auto first =
+      d().hutch({"run", "--agent", "fake", "--name", "a1", "--workspace", workspace.string()});
+  ASSERT_EQ(first.exit_code, 0) << first.out << first.err;
+  EXPECT_NE(first.err.find("Installing fake into template agent-fake-"), std::string::npos)
+      << first.err;
+  EXPECT_NE(first.out.find("fake-agent 1.0.0\n"), std::string::npos) << "its version, once";
+  EXPECT_NE(first.out.find("key: a placeholder\ncwd: /workspace\nprovider: authorized\n"
+                           "elsewhere: refused\n"),
+            std::string::npos)
+      << first.out;
+  bool upstream_saw_key = false;
+  for (const auto& head : world_->https().heads()) {
+    upstream_saw_key = upstream_saw_key || head.find(kRealKey) != std::string::npos;
+  }
+  EXPECT_TRUE(upstream_saw_key);
+  EXPECT_EQ(
+      inBox("a1", "printenv FAKE_API_KEY; cat /proc/*/environ 2>/dev/null").out.find(kRealKey),
+      std::string::npos);
+
+  // The next run starts from the agent's template: nothing is installed again.
+  auto second = d().hutch({"run", "--agent", "fake", "--name", "a2", "--rm", "--", "--version"});
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_EQ(second.out, "fake-agent 1.0.0\n");
+  EXPECT_EQ(second.err.find("Installing"), std::string::npos) << second.err;
+  listed = d().hutch({"--json", "agent", "ls"});
+  for (const auto& a : nlohmann::json::parse(listed.out)) {
+    if (a["name"] == "fake") {
+      EXPECT_TRUE(a["template_built"].get<bool>());
+    }
+  }
+  EXPECT_EQ(d().hutch({"run", "--agent", "fake", "--template", "base"}).exit_code, 64);
 }
 
 }  // namespace

@@ -137,7 +137,9 @@ int cmdRun(const ApiClient& client, const Output& out, const RunOptions& options
     request.env[entry.substr(0, eq)] = entry.substr(eq + 1);
   }
   json body = api::toJson(request);
-  if (!options.network_policy.empty()) {
+  if (options.policy_document.is_object()) {
+    body["network_policy"] = options.policy_document;
+  } else if (!options.network_policy.empty()) {
     auto policy = policyArgument(options.network_policy);
     if (!policy) return reportError(out, policy.error());
     body["network_policy"] = *policy;

@@ -28,6 +28,9 @@ struct RunOptions {
   std::string timeout;               // the box's lifetime ("30m"); empty: none
   std::string on_timeout;            // stop, suspend or remove (default remove)
   std::vector<std::string> volumes;  // -v HOSTDIR:BOXDIR[:ro], host folders shared in
+  nlohmann::json policy_document;    // a policy object (--agent's), used over network_policy
+  std::string agent;                 // --agent NAME: a coding agent's box (agent.cc)
+  std::string workspace;             // --workspace DIR: shared at /workspace for the agent
   ExecOptions exec;
 };
 
@@ -37,6 +40,11 @@ struct ForkOptions {
 };
 
 int cmdRun(const ApiClient& client, const Output& out, const RunOptions& options);
+// hutch run --agent NAME [--workspace DIR] [-- ARGS]: the preset's template (made once), policy,
+// secrets and command (agent.cc, docs/agents.md).
+int cmdRunAgent(const ApiClient& client, const Output& out, RunOptions options);
+// hutch agent ls: the presets, built in and the user's, and whether their template is made.
+int cmdAgentList(const ApiClient& client, const Output& out);
 int cmdExec(const ApiClient& client, const Output& out, const std::string& box,
             const ExecOptions& options);
 int cmdList(const ApiClient& client, const Output& out);
