@@ -165,6 +165,15 @@ put() {
 }
 put /etc/npmrc "$HUTCH_NPMRC"
 put /etc/pip.conf "$HUTCH_PIP_CONF"
+# The host's registry CA bundle comes on stdin (too large for the environment).
+mkdir -p "${HUTCH_CA_FILE%/*}"
+if [ -n "$HUTCH_WITH_CA" ]; then
+  cat > "$HUTCH_CA_FILE.hutch-new"
+  chmod 0644 "$HUTCH_CA_FILE.hutch-new"
+  mv -f "$HUTCH_CA_FILE.hutch-new" "$HUTCH_CA_FILE"
+else
+  rm -f "$HUTCH_CA_FILE"
+fi
 )sh";
 
 }  // namespace
@@ -177,9 +186,12 @@ asio::awaitable<Result<>> BoxService::writeRegistryFiles(const Box& box, Runtime
   // Named, not temporaries inside co_await: GCC 12 mishandles those.
   std::vector<std::string> argv = {"/bin/sh", "-c", kWriteRegistryFiles};
   std::vector<std::string> env = {"HUTCH_MARK=" + std::string(egress::kBoxRegistryMark),
-                                  "HUTCH_NPMRC=" + files.npmrc, "HUTCH_PIP_CONF=" + files.pip_conf};
+                                  "HUTCH_NPMRC=" + files.npmrc, "HUTCH_PIP_CONF=" + files.pip_conf,
+                                  "HUTCH_CA_FILE=" + std::string(egress::kBoxRegistryCa)};
+  if (!files.ca_pem.empty()) env.emplace_back("HUTCH_WITH_CA=1");
   co_return co_await runAsRoot(*runtime.agent, std::move(argv), std::move(env),
-                               "Cannot write the box's npm and pip registry configuration");
+                               "Cannot write the box's npm and pip registry configuration",
+                               std::move(files.ca_pem));
 }
 
 asio::awaitable<Result<Box>> BoxService::createBox(BoxSpec spec) {
@@ -404,14 +416,26 @@ asio::awaitable<Result<>> BoxService::prepareNetwork(uint32_t index) {
 
 asio::awaitable<Result<>> BoxService::runAsRoot(guest::AgentClient& agent,
                                                 std::vector<std::string> argv,
-                                                std::vector<std::string> env, std::string what) {
+                                                std::vector<std::string> env, std::string what,
+                                                std::string stdin_data) {
   proto::ExecRequest request;
   request.argv = std::move(argv);
   request.env = std::move(env);
   request.env.emplace_back("PATH=/usr/sbin:/usr/bin:/sbin:/bin");
   request.user = "root";
+  request.pipe_stdin = !stdin_data.empty();
   auto session = co_await agent.exec(request);
   if (!session) co_return fail(session.error().withContext(what));
+  if (request.pipe_stdin) {
+    constexpr size_t kChunk = 64 * 1024;
+    std::string_view rest(stdin_data);
+    while (!rest.empty()) {
+      std::string_view chunk = rest.substr(0, kChunk);
+      if (!co_await (*session)->writeStdin(chunk)) break;  // the command ended: its exit says why
+      rest.remove_prefix(chunk.size());
+    }
+    (void)(*session)->closeStdin();
+  }
   std::string errors;
   for (;;) {
     auto event = co_await (*session)->next();
@@ -444,8 +468,10 @@ asio::awaitable<Result<>> BoxService::networkUp(const Box& box, Runtime& runtime
   // Named, not temporaries inside co_await: GCC 12 mishandles those.
   std::vector<std::string> argv = {"/bin/sh", "-c", kInstallCa};
   std::vector<std::string> env = {"HUTCH_CA=" + ca};
+  std::string no_input;
   co_return co_await runAsRoot(*runtime.agent, std::move(argv), std::move(env),
-                               "Cannot install the box's CA in its trust store");
+                               "Cannot install the box's CA in its trust store",
+                               std::move(no_input));
 }
 
 void BoxService::networkDown(const std::string& box_id, int64_t index) {

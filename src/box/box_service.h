@@ -342,10 +342,12 @@ class BoxService {
   asio::awaitable<Result<>> writeRegistryFiles(const Box& box, Runtime& runtime,
                                                bool even_if_empty);
   asio::awaitable<Result<>> networkUp(const Box& box, Runtime& runtime);
-  // Runs argv as root in the box to its end; its standard error is the error when it fails.
+  // Runs argv as root in the box to its end, `stdin_data` (if any) on its standard input; its
+  // standard error is the error when it fails.
   static asio::awaitable<Result<>> runAsRoot(guest::AgentClient& agent,
                                              std::vector<std::string> argv,
-                                             std::vector<std::string> env, std::string what);
+                                             std::vector<std::string> env, std::string what,
+                                             std::string stdin_data);
   // Shared folders (box_shares.cc): only the host's administrator may ask (a key's box must not
   // see the host's files), in a valid form, of host directories that can be shared.
   static Result<> checkShares(const BoxSpec& spec);

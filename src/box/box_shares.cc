@@ -67,7 +67,11 @@ asio::awaitable<Result<>> BoxService::mountShares(const Box& box,
     (void)co_await runtime->vm->kill();
   };
   asio::co_spawn(loop_, watchdog(timer, runtime, box.id), asio::detached);
-  auto mounted = co_await runAsRoot(*runtime->agent, std::move(argv), {}, std::move(what));
+  // Named, not temporaries inside co_await: GCC 12 mishandles those.
+  std::vector<std::string> env;
+  std::string no_input;
+  auto mounted = co_await runAsRoot(*runtime->agent, std::move(argv), std::move(env),
+                                    std::move(what), std::move(no_input));
   timer->cancel();
   co_return mounted;
 }

@@ -381,7 +381,8 @@ egress::BoxRegistryFiles NetworkService::registryFiles(const Box& box) {
   auto npm = egress::hostRegistries("npm");
   auto pypi = egress::hostRegistries("pypi");
   return egress::boxRegistryFiles(npm ? *npm : std::vector<egress::Registry>{},
-                                  pypi ? *pypi : std::vector<egress::Registry>{}, allowed);
+                                  pypi ? *pypi : std::vector<egress::Registry>{}, allowed,
+                                  egress::hostRegistryCa());
 }
 
 std::vector<std::string> NetworkService::environment(const Box& box) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -63,6 +64,23 @@ std::string unquote(std::string s) {
     s = s.substr(1, s.size() - 2);
   }
   return s;
+}
+
+// `pip config list` as key -> value (section dropped, quotes removed; the first of a key wins,
+// as pip lists the files it merges in order).
+std::map<std::string, std::string> pipConfig(const RegistryProbe& probe) {
+  std::map<std::string, std::string> config;
+  auto listed = probe.run({"python3", "-m", "pip", "config", "list"});
+  if (!listed) return config;
+  std::istringstream in(*listed);
+  for (std::string line; std::getline(in, line);) {
+    auto eq = line.find('=');
+    if (eq == std::string::npos) continue;
+    std::string key = line.substr(0, eq);
+    key = key.substr(key.find('.') == std::string::npos ? 0 : key.find('.') + 1);
+    config.emplace(key, unquote(line.substr(eq + 1)));
+  }
+  return config;
 }
 
 }  // namespace
@@ -151,19 +169,13 @@ Result<std::vector<Registry>> pypiRegistries(const RegistryProbe& probe) {
   std::string extra = envValue(probe, "PIP_EXTRA_INDEX_URL");
   std::string links = envValue(probe, "PIP_FIND_LINKS");
   // Configuration files (global, user, site), as pip itself merges them.
-  if (auto listed = probe.run({"python3", "-m", "pip", "config", "list"})) {
-    std::istringstream in(*listed);
-    for (std::string line; std::getline(in, line);) {
-      auto eq = line.find('=');
-      if (eq == std::string::npos) continue;
-      std::string key = line.substr(0, eq);
-      std::string value = unquote(line.substr(eq + 1));
-      key = key.substr(key.find('.') == std::string::npos ? 0 : key.find('.') + 1);
-      if (key == "index-url" && index.empty()) index = value;
-      if (key == "extra-index-url" && extra.empty()) extra = value;
-      if (key == "find-links" && links.empty()) links = value;
-    }
-  }
+  const auto config = pipConfig(probe);
+  auto configured = [&](const char* key, std::string& value) {
+    if (auto it = config.find(key); it != config.end() && value.empty()) value = it->second;
+  };
+  configured("index-url", index);
+  configured("extra-index-url", extra);
+  configured("find-links", links);
   std::vector<Registry> out;
   if (!index.empty()) {
     auto r = parseRegistryUrl(index);
@@ -223,14 +235,59 @@ Result<std::vector<Registry>> hostRegistries(std::string_view name) {
   return it->second.registries;
 }
 
+std::vector<std::string> registryCaFiles(const RegistryProbe& probe) {
+  std::vector<std::string> files;
+  auto add = [&](std::string path) {
+    while (!path.empty() && std::isspace(static_cast<unsigned char>(path.back()))) path.pop_back();
+    path = unquote(path);
+    if (path.empty() || path == "null" || path == "undefined" || path[0] != '/') return;
+    if (std::find(files.begin(), files.end(), path) == files.end()) files.push_back(path);
+  };
+  if (auto cafile = probe.run({"npm", "config", "get", "cafile"})) add(*cafile);
+  std::string cert = envValue(probe, "PIP_CERT");
+  if (cert.empty()) {
+    const auto config = pipConfig(probe);
+    if (auto it = config.find("cert"); it != config.end()) cert = it->second;
+  }
+  add(cert);
+  return files;
+}
+
+std::string hostRegistryCa() {
+  static std::mutex mutex;
+  static std::chrono::steady_clock::time_point at;
+  static std::string pem;
+  std::lock_guard lock(mutex);
+  auto now = std::chrono::steady_clock::now();
+  if (at == std::chrono::steady_clock::time_point() || now - at > std::chrono::minutes(1)) {
+    at = now;
+    pem.clear();
+    for (const std::string& file : registryCaFiles(hostProbe())) {
+      std::ifstream in(file);
+      std::stringstream text;
+      text << in.rdbuf();
+      // Certificates only: nothing else of the file goes into a box.
+      if (in && text.str().find("-----BEGIN CERTIFICATE-----") != std::string::npos &&
+          text.str().find("PRIVATE KEY") == std::string::npos) {
+        pem += text.str();
+        if (!pem.empty() && pem.back() != '\n') pem += '\n';
+      }
+    }
+  }
+  return pem;
+}
+
 BoxRegistryFiles boxRegistryFiles(const std::vector<Registry>& npm,
                                   const std::vector<Registry>& pypi,
-                                  const std::function<bool(const Registry&)>& allowed) {
+                                  const std::function<bool(const Registry&)>& allowed,
+                                  const std::string& ca_pem) {
   BoxRegistryFiles files;
+  const std::string ca_path(kBoxRegistryCa);
   std::string npm_lines;
   for (const Registry& r : npm) {
     if (!r.key.empty() && allowed(r)) npm_lines += r.key + "=" + withoutCredentials(r.url) + "\n";
   }
+  if (!npm_lines.empty() && !ca_pem.empty()) npm_lines += "cafile=" + ca_path + "\n";
   if (!npm_lines.empty()) {
     files.npmrc = fmt::format(
         "{} from this host's npm configuration: the registries this box's network policy lets "
@@ -261,7 +318,9 @@ BoxRegistryFiles boxRegistryFiles(const std::vector<Registry>& npm,
         "first line out to keep a file of your own.\n[global]\n",
         kBoxRegistryMark);
     for (const auto& [key, value] : pip) files.pip_conf += key + " = " + value + "\n";
+    if (!ca_pem.empty()) files.pip_conf += "cert = " + ca_path + "\n";
   }
+  if (!ca_pem.empty() && (!files.npmrc.empty() || !files.pip_conf.empty())) files.ca_pem = ca_pem;
   return files;
 }
 

@@ -55,13 +55,28 @@ Result<std::vector<Registry>> hostRegistries(std::string_view name);
 // holding the host's registries that `allowed` accepts (host and port), with any credentials
 // in their URLs left out (a key stays on the host). Empty when there is nothing to say. Each
 // starts with kBoxRegistryMark.
+//
+// When the host's npm or pip trusts certificate authorities of its own for its registries (npm's
+// `cafile`, pip's `cert`: a TLS-inspecting proxy's, a private registry's), the box gets that
+// bundle too (ca_pem, written to kBoxRegistryCa) and its npmrc and pip.conf point at it: TLS to
+// a registry goes through end to end, so the box must trust what the host trusts there.
 struct BoxRegistryFiles {
   std::string npmrc;
   std::string pip_conf;
+  std::string ca_pem;
 };
 inline constexpr std::string_view kBoxRegistryMark = "# Written by hutch";
+inline constexpr std::string_view kBoxRegistryCa = "/etc/hutch/registry-ca.pem";
 BoxRegistryFiles boxRegistryFiles(const std::vector<Registry>& npm,
                                   const std::vector<Registry>& pypi,
-                                  const std::function<bool(const Registry&)>& allowed);
+                                  const std::function<bool(const Registry&)>& allowed,
+                                  const std::string& ca_pem = {});
+
+// The CA bundles this host's npm (`npm config get cafile`) and pip (PIP_CERT, `pip config list`
+// cert) are configured with: the files' paths, each once. Empty when they use their defaults.
+std::vector<std::string> registryCaFiles(const RegistryProbe& probe);
+// The certificates of those files on this host, concatenated (each file once), asked at most
+// once a minute; empty when there are none or they cannot be read.
+std::string hostRegistryCa();
 
 }  // namespace hutch::egress

@@ -141,6 +141,37 @@ TEST(BoxRegistryFilesTest, TheHostsRegistriesThePolicyAllowsWithoutCredentials) 
   EXPECT_EQ(boxRegistryFiles({}, builtin, [](const Registry&) { return true; }).pip_conf, "");
 }
 
+TEST(BoxRegistryFilesTest, TheHostsRegistryCaGoesWithTheFilesThatUseIt) {
+  std::vector<Registry> npm = {{"https://npm.example.org/", "npm.example.org", 443, "registry"}};
+  std::vector<Registry> pypi = {
+      {"https://pypi.example.org/simple", "pypi.example.org", 443, "index-url"}};
+  const std::string pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+  auto files = boxRegistryFiles(
+      npm, pypi, [](const Registry&) { return true; }, pem);
+  EXPECT_NE(files.npmrc.find("\ncafile=/etc/hutch/registry-ca.pem\n"), std::string::npos)
+      << files.npmrc;
+  EXPECT_NE(files.pip_conf.find("\ncert = /etc/hutch/registry-ca.pem\n"), std::string::npos)
+      << files.pip_conf;
+  EXPECT_EQ(files.ca_pem, pem);
+  // Nothing allowed: no files, and no bundle either.
+  auto none = boxRegistryFiles(
+      npm, pypi, [](const Registry&) { return false; }, pem);
+  EXPECT_EQ(none.ca_pem, "");
+  EXPECT_EQ(none.npmrc, "");
+}
+
+TEST(BoxRegistryFilesTest, TheCaFilesAreWhatTheHostsNpmAndPipAreConfiguredWith) {
+  auto both = registryCaFiles(fake(
+      {{"npm config get cafile", "/etc/ssl/corp.pem\n"},
+       {"python3 -m pip config list", "global.cert='/etc/ssl/pip.pem'\nglobal.timeout='60'\n"}}));
+  EXPECT_EQ(both, (std::vector<std::string>{"/etc/ssl/corp.pem", "/etc/ssl/pip.pem"}));
+  auto same = registryCaFiles(
+      fake({{"npm config get cafile", "/etc/ssl/one.pem\n"}}, {{"PIP_CERT", "/etc/ssl/one.pem"}}));
+  EXPECT_EQ(same, std::vector<std::string>{"/etc/ssl/one.pem"}) << "each file once";
+  EXPECT_TRUE(registryCaFiles(fake({{"npm config get cafile", "null\n"}})).empty());
+  EXPECT_TRUE(registryCaFiles(fake({})).empty()) << "no npm, no pip: nothing";
+}
+
 TEST(RegistryPresetTest, PresetNamesAreKnownToThePolicyParser) {
   // Whatever this host has, "npm" is a preset (its rules or why it has none), not an unknown.
   auto parsed = parsePolicyText("npm");

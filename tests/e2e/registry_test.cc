@@ -113,9 +113,14 @@ class RegistryTest : public NetworkTest {
     // The new hutchd asks the host's npm and pip, which read these.
     ::setenv("npm_config_registry", kRegistry, 1);
     ::setenv("PIP_INDEX_URL", (std::string(kRegistry) + "simple/").c_str(), 1);
+    // The host's npm trusts a CA of its own (a TLS-inspecting proxy's, say): the test internet's.
+    host_ca_ = fs::temp_directory_path() / ("hutch-registry-ca-" + std::to_string(::getpid()));
+    ::setenv("npm_config_cafile", host_ca_.c_str(), 1);
     NetworkTest::SetUp();
     ::unsetenv("npm_config_registry");
     ::unsetenv("PIP_INDEX_URL");
+    ::unsetenv("npm_config_cafile");
+    fs::copy_file(world_->caFile(), host_ca_, fs::copy_options::overwrite_existing);
     makeRegistry(world_->dir() / "registry");
     registry_ = std::make_unique<Server>(world_->inetNs(), kInetAddress, kRegistryPort, nullptr,
                                          world_->dir() / "registry");
@@ -123,9 +128,12 @@ class RegistryTest : public NetworkTest {
   void TearDown() override {
     registry_.reset();
     NetworkTest::TearDown();
+    std::error_code ec;
+    fs::remove(host_ca_, ec);
   }
 
   std::unique_ptr<Server> registry_;
+  fs::path host_ca_;
 };
 
 TEST_F(RegistryTest, NpmInANodeBoxInstallsFromTheRegistryThePresetAllows) {
@@ -136,6 +144,13 @@ TEST_F(RegistryTest, NpmInANodeBoxInstallsFromTheRegistryThePresetAllows) {
   ASSERT_EQ(npmrc.exit_code, 0) << npmrc.err;
   EXPECT_NE(npmrc.out.find(std::string("\nregistry=") + kRegistry + "\n"), std::string::npos)
       << npmrc.out;
+  // The CA bundle the host's npm is configured with, for the box's npm too.
+  EXPECT_NE(npmrc.out.find("\ncafile=/etc/hutch/registry-ca.pem\n"), std::string::npos)
+      << npmrc.out;
+  // (With the host pip's own bundle after it, on a host whose pip has one.)
+  EXPECT_TRUE(
+      inBox("n", "cat /etc/hutch/registry-ca.pem").out.starts_with(readFile(world_->caFile())))
+      << "the box's registry CA bundle does not hold the host npm's cafile";
   auto installed = inBox("n",
                          "mkdir -p /tmp/app && cd /tmp/app && npm install --no-audit --no-fund "
                          "--fetch-retries=0 hutch-hello >/dev/null && "

@@ -64,6 +64,8 @@ Result<> buildTemplate(const ApiClient& client, const AgentPreset& preset,
   api::CreateBoxRequest request;
   request.config.template_name = preset.template_name;
   request.config.memory_mib = 2048;
+  // Agents' packages are large (platform binaries): room to install them, in a sparse disk.
+  request.config.disk_mib = 8192;
   request.network_policy = preset.network.dump();
   HUTCH_TRY(auto created, client.call(verb::post, "/v1/boxes", api::toJson(request)));
   const std::string id = created.value("id", "");
