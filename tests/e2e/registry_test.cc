@@ -276,6 +276,8 @@ TEST_F(RegistryTest, AnAgentIsInstalledOnceAndItsKeyIsSwappedInOnTheWire) {
     upstream_saw_key = upstream_saw_key || head.find(kRealKey) != std::string::npos;
   }
   EXPECT_TRUE(upstream_saw_key);
+  EXPECT_TRUE(logged(policyLog("a1"), "other.example.test", "deny"))
+      << "the refusal is in the box's policy log: " << policyLog("a1").dump(1);
   EXPECT_EQ(
       inBox("a1", "printenv FAKE_API_KEY; cat /proc/*/environ 2>/dev/null").out.find(kRealKey),
       std::string::npos);
