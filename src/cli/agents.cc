@@ -135,8 +135,7 @@ Result<AgentPreset> parseAgentPreset(const std::string& text_in, const std::stri
                             "(docs/network.md)",
                             origin));
   }
-  const nlohmann::json secrets =
-      doc.contains("secrets") ? doc["secrets"] : nlohmann::json::array();
+  const nlohmann::json secrets = doc.contains("secrets") ? doc["secrets"] : nlohmann::json::array();
   if (!secrets.is_array()) {
     return fail(Errc::kInvalidArgument,
                 fmt::format("Agent preset {}: \"secrets\" must be a list", origin));
