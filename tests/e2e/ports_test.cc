@@ -212,11 +212,12 @@ TEST_F(PortsTest, PortInUseIsAClearErrorAndNothingIsRecorded) {
       << r.err;
   EXPECT_TRUE(ports("b").empty());
 
-  // run -p with a busy port: an error, and no box is left behind.
-  auto run = d().hutch({"run", "--name", "c", "-p", std::to_string(busy) + ":80"});
+  // run -p with a busy port: an error, and no box is left behind. (Not a name that could be a
+  // prefix of box b's id: inspect takes those too.)
+  auto run = d().hutch({"run", "--name", "busy-port", "-p", std::to_string(busy) + ":80"});
   EXPECT_EQ(run.exit_code, 73) << run.err;
   EXPECT_NE(run.err.find("in use"), std::string::npos) << run.err;
-  EXPECT_EQ(d().hutch({"inspect", "c"}).exit_code, 66) << run.err;
+  EXPECT_EQ(d().hutch({"inspect", "busy-port"}).exit_code, 66) << run.err;
   ::close(holder);
 
   // Two boxes cannot publish the same host port; bad specs are refused before anything runs.
