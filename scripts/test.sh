@@ -28,7 +28,10 @@ HUTCH_TEST_NODE_IMAGE=$(hutch_image node)
 HUTCH_TEST_PYTHON_IMAGE=$(hutch_image python)
 # The web template: Chromium driven by Playwright in a box (tests/e2e/web_test.cc).
 HUTCH_TEST_WEB_IMAGE=$(hutch_image web)
+# The systemd template: systemd as PID 1, the agent its service (tests/e2e/systemd_test.cc).
+HUTCH_TEST_SYSTEMD_IMAGE=$(hutch_image systemd)
 export HUTCH_TEST_DOCKER_IMAGE HUTCH_TEST_NODE_IMAGE HUTCH_TEST_PYTHON_IMAGE HUTCH_TEST_WEB_IMAGE
+export HUTCH_TEST_SYSTEMD_IMAGE
 export HUTCH_TEST_IMAGE HUTCH_TEST_KERNEL HUTCH_TEST_INITRD HUTCH_TEST_ROOTFS HUTCH_TEST_CONSOLE_EXPECT
 export HUTCH_BUILD_DIR
 # Every suite runs, so that one run shows every failure; the exit status says whether any failed.

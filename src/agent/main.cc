@@ -2,6 +2,9 @@
 //
 //   hutch-agent                         as PID 1 in the guest: init duties, then serve the
 //                                       virtio-serial port named hutch.agent
+//   hutch-agent --service               as a service of the box's init (systemd, in the systemd
+//                                       template): the hostname, network and root growth, then
+//                                       serve the port; a power-off is asked of the init
 //   hutch-agent --listen SOCKET_PATH    on a host, for tests: no init duties, serve each
 //                                       connection to the unix socket as a session
 //     [--root DIR]                      the box's files the agent manages (identity files,
@@ -15,6 +18,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -34,17 +38,23 @@ namespace hutch::agent {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: hutch-agent [--listen SOCKET_PATH [--root DIR]] [--port-name NAME]\n"
+    "usage: hutch-agent [--service | --listen SOCKET_PATH [--root DIR]] [--port-name NAME]\n"
     "  Without --listen the agent must be PID 1 (the box's init) and serves the virtio-serial\n"
-    "  port NAME (default hutch.agent). --listen serves a unix socket instead, skipping every\n"
-    "  PID-1 duty (for tests on a host). --root gives a --listen agent a pretend box under DIR:\n"
-    "  identity files, logs of detached processes and services are there, and clock, hostname\n"
-    "  and RNG changes are recorded in DIR/system.log instead of being made.\n";
+    "  port NAME (default hutch.agent). --service does the same as a service of another init\n"
+    "  (systemd): no mounts, and a power-off is asked of PID 1 (SIGRTMIN+4). --listen serves a\n"
+    "  unix socket instead, skipping every PID-1 duty (for tests on a host). --root gives a\n"
+    "  --listen agent a pretend box under DIR: identity files, logs of detached processes and\n"
+    "  services are there, and clock, hostname and RNG changes are recorded in DIR/system.log\n"
+    "  instead of being made.\n";
 
 // Logs of detached processes in a box.
 constexpr const char* kExecLogDir = "/var/log/hutch/exec";
 
+// How the agent runs: as the box's init, as a service of the box's init, or on a host for tests.
+enum class Mode { kInit, kService, kListen };
+
 struct Options {
+  bool service = false;
   std::string listen_path;
   std::string port_name = "hutch.agent";
   std::string root;
@@ -63,8 +73,9 @@ void ensureStandardFds() {
   }
 }
 
-int serve(const Options& options) {
-  const bool as_pid1 = options.listen_path.empty();
+int serve(const Options& options, Mode mode) {
+  const bool as_pid1 = mode == Mode::kInit;
+  const bool in_box = mode != Mode::kListen;
   auto loop_or = EventLoop::create();
   if (!loop_or) {
     logError(loop_or.error().describe());
@@ -79,7 +90,7 @@ int serve(const Options& options) {
   }
 
   std::unique_ptr<ChannelSource> source;
-  if (as_pid1) {
+  if (in_box) {
     source = std::make_unique<VirtioPort>(loop, options.port_name);
   } else {
     source = std::make_unique<UnixListener>(loop, options.listen_path);
@@ -96,11 +107,19 @@ int serve(const Options& options) {
     server->closeAllStreams();
     loop.stop();
   };
+  // As a service, the host's power-off goes to the init, which stops the agent (SIGTERM: the
+  // shutdown above) with the other services; until then the agent serves.
+  auto power_off_via_init = [&] {
+    if (supervisor) supervisor->stopAll();
+    server->finishFileWork();
+    if (!askInitToPowerOff()) powerOff();  // the init is gone or deaf: power off as PID 1 would
+  };
 
   ServerOptions server_options;
   server_options.agent_version = HUTCH_VERSION;
-  server_options.on_poweroff = shutdown;
-  if (as_pid1) {
+  server_options.on_poweroff = mode == Mode::kService ? std::function<void()>(power_off_via_init)
+                                                      : std::function<void()>(shutdown);
+  if (in_box) {
     system = realSystemControl();
     server_options.exec_log_dir = kExecLogDir;
     supervisor = std::make_unique<Supervisor>(loop, SupervisorOptions{});
@@ -154,7 +173,9 @@ int main(int argc, char** argv) {
   Options options;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg == "--listen" && i + 1 < argc) {
+    if (arg == "--service") {
+      options.service = true;
+    } else if (arg == "--listen" && i + 1 < argc) {
       options.listen_path = argv[++i];
     } else if (arg == "--port-name" && i + 1 < argc) {
       options.port_name = argv[++i];
@@ -176,12 +197,23 @@ int main(int argc, char** argv) {
   ensureStandardFds();
   ::signal(SIGPIPE, SIG_IGN);  // a closed pipe or socket is an EPIPE, handled where it happens
 
-  const bool as_pid1 = options.listen_path.empty();
-  if (as_pid1 && !options.root.empty() && ::getpid() != 1) {
+  if (options.service && !options.listen_path.empty()) {
+    std::fprintf(stderr, "hutch-agent: --service and --listen exclude each other\n%s", kUsage);
+    return 2;
+  }
+  const Mode mode = options.service               ? Mode::kService
+                    : options.listen_path.empty() ? Mode::kInit
+                                                  : Mode::kListen;
+  const bool as_pid1 = mode == Mode::kInit;
+  if (mode != Mode::kListen && !options.root.empty() && ::getpid() != 1) {
     std::fprintf(stderr, "hutch-agent: --root needs --listen\n%s", kUsage);
     return 2;
   }
-  if (as_pid1) {
+  if (mode == Mode::kService) {
+    // Orphans of exec'd processes come to the agent, as they would to it as PID 1.
+    ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+    setUpAsService();
+  } else if (as_pid1) {
     if (::getpid() != 1) {
       std::fprintf(stderr,
                    "hutch-agent: without --listen the agent must run as PID 1 (the box's init)\n"
@@ -195,7 +227,7 @@ int main(int argc, char** argv) {
     ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   }
 
-  const int code = serve(options);
+  const int code = serve(options, mode);
   if (as_pid1) {
     // PID 1 exiting panics the kernel; power off instead.
     logError("The agent cannot serve; powering off");

@@ -103,8 +103,8 @@ TEST_F(ServerIdentityTest, AppliesTheIdentityAndAnswersOnItsStream) {
   proto::Identity identity{"clone-1", kMachineId, 1700000000000000001, std::string(96, 'b'), false};
   ASSERT_TRUE(conn_->send(identityFrame(3, identity)));
   EXPECT_EQ(expectResult(3), proto::IdentityResult{});
-  EXPECT_EQ(systemLog(),
-            "clock 1700000000000000001\nseed " + std::string(96, 'b') + "\nhostname clone-1\n");
+  EXPECT_EQ(systemLog(), "clock 1700000000000000001\nseed " + std::string(96, 'b') +
+                             "\nmachine_id\nhostname clone-1\n");
   EXPECT_EQ(slurp(root_ + "/etc/hostname"), "clone-1\n");
   EXPECT_EQ(slurp(root_ + "/etc/hosts"), "127.0.0.1\tlocalhost\n127.0.1.1\tclone-1\n");
   EXPECT_EQ(slurp(root_ + "/etc/machine-id"), kMachineId + "\n");

@@ -147,7 +147,8 @@ Daemon::Daemon(std::vector<std::string> extra_args, std::string netns)
   // The other templates, when built (scripts/test.sh: HUTCH_TEST_DOCKER_IMAGE and so on).
   for (const auto& [name, variable] :
        {std::pair{"docker", "HUTCH_TEST_DOCKER_IMAGE"}, std::pair{"node", "HUTCH_TEST_NODE_IMAGE"},
-        std::pair{"python", "HUTCH_TEST_PYTHON_IMAGE"}, std::pair{"web", "HUTCH_TEST_WEB_IMAGE"}}) {
+        std::pair{"python", "HUTCH_TEST_PYTHON_IMAGE"}, std::pair{"web", "HUTCH_TEST_WEB_IMAGE"},
+        std::pair{"systemd", "HUTCH_TEST_SYSTEMD_IMAGE"}}) {
     const char* built = std::getenv(variable);
     if (built != nullptr && std::filesystem::exists(std::filesystem::path(built) / "rootfs.img")) {
       std::filesystem::create_symlink(built, stateDir() / "templates" / name);

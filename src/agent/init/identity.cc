@@ -162,11 +162,15 @@ Result<> applyIdentity(const proto::Identity& identity, SystemControl& system,
   }
   if (!identity.machine_id.empty()) {
     const std::string content = identity.machine_id + "\n";
-    collect(first, updateFile(files.machine_id, content, 0444));
+    auto before = readFile(files.machine_id);
+    const bool changed = !before || *before != content;
+    auto written = updateFile(files.machine_id, content, 0444);
+    collect(first, written);
     struct stat st {};
     if (::lstat(files.dbus_machine_id.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
       collect(first, updateFile(files.dbus_machine_id, content, 0444));
     }
+    if (written && changed) collect(first, system.machineIdChanged());
   }
   if (!identity.hostname.empty()) collect(first, setHostname(identity.hostname, system, files));
   if (first) return fail(*first);

@@ -69,8 +69,9 @@ TEST_F(IdentityApplyTest, AppliesEveryPartInOrder) {
   identity.time_ns = 1700000000123456789;
   identity.seed = std::string(64, 'a');
   ASSERT_TRUE(applyIdentity(identity, *system_, files_));
-  EXPECT_EQ(slurp(root_ + "/system.log"),
-            "clock 1700000000123456789\nseed " + std::string(64, 'a') + "\nhostname clone-7\n");
+  EXPECT_EQ(slurp(root_ + "/system.log"), "clock 1700000000123456789\nseed " +
+                                              std::string(64, 'a') +
+                                              "\nmachine_id\nhostname clone-7\n");
   EXPECT_EQ(slurp(files_.hostname), "clone-7\n");
   EXPECT_EQ(slurp(files_.hosts),
             "127.0.0.1\tlocalhost\n127.0.1.1\tclone-7\n::1\tlocalhost ip6-localhost\n");

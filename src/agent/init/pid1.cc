@@ -13,10 +13,9 @@
 
 namespace hutch::agent {
 
-void setUpAsPid1() {
-  ::umask(022);
-  mountSystemFilesystems();
-  if (auto up = bringUpLoopback(); !up) logWarning(up.error().describe());
+namespace {
+
+void configureBox() {
   auto system = realSystemControl();
   std::string cmdline = readKernelCmdline();
   if (auto named = applyHostname(cmdline, *system); !named) {
@@ -32,8 +31,21 @@ void setUpAsPid1() {
   } else if (grown->grew()) {
     logInfo("Grew the root filesystem to " + std::to_string(grown->blocks_after) + " blocks");
   }
+}
+
+}  // namespace
+
+void setUpAsPid1() {
+  ::umask(022);
+  mountSystemFilesystems();
+  if (auto up = bringUpLoopback(); !up) logWarning(up.error().describe());
+  configureBox();
   // Ctrl-Alt-Del arrives as SIGINT (handled as a power-off) instead of an immediate reboot.
   ::reboot(RB_DISABLE_CAD);
+}
+
+void setUpAsService() {
+  configureBox();
 }
 
 }  // namespace hutch::agent

@@ -48,4 +48,13 @@ void powerOff() {
   while (true) ::pause();  // PID 1 must not exit
 }
 
+bool askInitToPowerOff() {
+  logInfo("Powering off: asking the init (PID 1) to stop the box's services and power off");
+  if (::kill(1, SIGRTMIN + 4) != 0) {
+    logError(std::string("Cannot signal PID 1 to power off: ") + std::strerror(errno));
+    return false;
+  }
+  return true;
+}
+
 }  // namespace hutch::agent

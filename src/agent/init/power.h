@@ -1,4 +1,4 @@
-// Power-off of the box, by the agent as PID 1.
+// Power-off of the box: by the agent as PID 1, or asked of the init the agent serves under.
 #pragma once
 
 #include <sys/reboot.h>
@@ -15,5 +15,10 @@ inline constexpr int kTermGraceMs = 3000;
 // SIGTERM to every process, up to kTermGraceMs for them to exit (reaping meanwhile), SIGKILL
 // to the rest, sync, remount / read-only, then reboot(kPowerOffCommand). Never returns.
 [[noreturn]] void powerOff();
+
+// As a service of systemd (the systemd template): asks PID 1 for an orderly power-off with
+// SIGRTMIN+4, systemd's signal for poweroff.target. systemd stops every service (the agent too,
+// with SIGTERM) and then powers the VM off. Returns false, logged, if the signal cannot be sent.
+bool askInitToPowerOff();
 
 }  // namespace hutch::agent

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <linux/random.h>
+#include <spawn.h>
 #include <sys/ioctl.h>
 #include <time.h>
 #include <unistd.h>
@@ -60,6 +61,20 @@ class RealSystemControl : public SystemControl {
   }
 
   Result<RootGrowth> growRoot() override { return growRootFilesystem(deviceOf("/"), "/"); }
+
+  Result<> machineIdChanged() override {
+    // sd_booted()'s test: systemd is the init when /run/systemd/system exists.
+    if (::getpid() == 1 || ::access("/run/systemd/system", F_OK) != 0) return ok();
+    // Started, not waited for: the agent's SIGCHLD handler reaps it like any child.
+    const char* argv[] = {"/bin/systemctl", "--no-block", "restart", "systemd-journald.service",
+                          nullptr};
+    const char* envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", nullptr};
+    pid_t pid = 0;
+    const int error = ::posix_spawn(&pid, argv[0], nullptr, nullptr, const_cast<char**>(argv),
+                                    const_cast<char**>(envp));
+    if (error != 0) return fail(sysError("Cannot restart journald for the new machine id", error));
+    return ok();
+  }
 };
 
 class RecordingSystemControl : public SystemControl {
@@ -73,6 +88,7 @@ class RecordingSystemControl : public SystemControl {
   Result<> seedRandom(std::string_view seed) override {
     return record("seed " + proto::encodeHex(seed));
   }
+  Result<> machineIdChanged() override { return record("machine_id"); }
   Result<RootGrowth> growRoot() override {
     constexpr uint64_t kBlock = 4096;
     if (::access((dir_ + "/disk-grown").c_str(), F_OK) != 0) return RootGrowth{kBlock, 256, 256};

@@ -29,11 +29,17 @@ class SystemControl {
   virtual Result<> seedRandom(std::string_view seed) = 0;
   // One attempt: grows the root filesystem if its disk is larger (see grow_root.h).
   virtual Result<RootGrowth> growRoot() = 0;
+  // /etc/machine-id was just changed. Under systemd (the systemd template), journald keeps
+  // writing to the directory of the id it started with, and journalctl reads only the current
+  // id's: journald is restarted (without waiting) so that the box's journal follows its new id.
+  // As PID 1 there is nothing to tell.
+  virtual Result<> machineIdChanged() = 0;
 };
 
 std::unique_ptr<SystemControl> realSystemControl();
 
-// Records "clock NS", "hostname NAME", "seed HEX" and "grow_root" lines in dir/system.log.
+// Records "clock NS", "hostname NAME", "seed HEX", "machine_id" and "grow_root" lines in
+// dir/system.log.
 // growRoot() reports a disk that grew from 1 MiB to 2 MiB (4 KiB blocks) once the file
 // dir/disk-grown exists, and an unchanged 1 MiB disk before that; the file lets a test decide
 // when the "disk" grows.
