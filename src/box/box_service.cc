@@ -12,6 +12,7 @@
 #include <chrono>
 #include <fstream>
 #include <limits>
+#include <set>
 
 #include "box/network_service.h"
 #include "event/offload.h"
@@ -940,6 +941,14 @@ asio::awaitable<Result<>> BoxService::recoverAfterRestart() {
           setState(box, BoxState::kFailed,
                    "hutchd restarted while the box was " + std::string(stateName(box.state))));
     }
+  }
+  // A QEMU that no box took back is killed before anything is deleted: a warm-pool VM, a fork
+  // child or a template VM caught restoring (its QMP may not answer, so adopting it to kill it
+  // fails), or the VM of a box that could not be reattached (marked failed above).
+  std::set<std::filesystem::path> adopted;
+  for (const auto& [id, runtime] : runtimes_) adopted.insert(boxDir(id).lexically_normal());
+  for (const auto& root : {config_.boxes_dir, config_.snapshots_dir}) {
+    backend_.killStrays(root, adopted);  // each logged by the backend
   }
   co_await removeOrphans();
   if (network_) {

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "base/result.h"
@@ -113,6 +114,15 @@ class VmBackend {
   virtual asio::awaitable<Result<std::unique_ptr<Vm>>> adopt(std::filesystem::path run_dir) {
     co_return fail(Errc::kUnsupported,
                    "The " + name() + " backend cannot adopt the VM in " + run_dir.string());
+  }
+  // Kills, without adopting them, the VMMs this backend started whose run dir lies below `root`
+  // and is not in `keep` (lexically normal paths): what an earlier hutchd left running that
+  // nothing adopted, such as a warm-pool VM or a fork child caught restoring, whose QMP may not
+  // answer, or one whose run dir is already gone. Waits (briefly) for them to exit. Returns the
+  // run dirs whose VMM it killed.
+  virtual std::vector<std::filesystem::path> killStrays(
+      const std::filesystem::path& /*root*/, const std::set<std::filesystem::path>& /*keep*/) {
+    return {};
   }
 };
 

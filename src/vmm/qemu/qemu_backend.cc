@@ -196,21 +196,57 @@ std::vector<jail::BindPath> jailPathsFor(const VmSpec& spec, const std::filesyst
   return paths;
 }
 
-bool isQemuForRunDir(const std::vector<std::string>& cmdline,
-                     const std::filesystem::path& run_dir) {
-  if (cmdline.empty()) return false;
+namespace {
+
+// The value of an option-value path that QEMU's parser reads up to an unescaped comma (",,"
+// is a literal comma: escapeOptionValue), from the start of `text`.
+std::string unescapeOptionValue(std::string_view text) {
+  std::string value;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == ',') {
+      if (i + 1 < text.size() && text[i + 1] == ',') {
+        value += ',';
+        ++i;
+        continue;
+      }
+      break;
+    }
+    value += text[i];
+  }
+  return value;
+}
+
+}  // namespace
+
+std::filesystem::path qemuRunDir(const std::vector<std::string>& cmdline) {
+  if (cmdline.empty()) return {};
   std::string program = std::filesystem::path(cmdline.front()).filename().string();
-  if (program.rfind("qemu-system-", 0) != 0) return false;
+  if (program.rfind("qemu-system-", 0) != 0) return {};
   // QEMU inherits its QMP socket (fd=N), so the run dir shows in the console log's path; QEMUs
   // an older hutchd started name their QMP socket's path instead.
-  std::string console =
-      "file,id=console,path=" + escapeOptionValue((run_dir / "console.log").string()) + ",";
-  std::string qmp = "unix:" + escapeOptionValue((run_dir / "qmp.sock").string()) + ",";
+  constexpr std::string_view kConsole = "file,id=console,path=";
+  constexpr std::string_view kQmp = "unix:";
   for (size_t i = 1; i + 1 < cmdline.size(); ++i) {
-    if (cmdline[i] == "-chardev" && cmdline[i + 1].rfind(console, 0) == 0) return true;
-    if (cmdline[i] == "-qmp" && cmdline[i + 1].rfind(qmp, 0) == 0) return true;
+    std::string_view value = cmdline[i + 1];
+    std::filesystem::path file;
+    if (cmdline[i] == "-chardev" && value.starts_with(kConsole)) {
+      file = unescapeOptionValue(value.substr(kConsole.size()));
+      if (file.filename() != "console.log") continue;
+    } else if (cmdline[i] == "-qmp" && value.starts_with(kQmp)) {
+      file = unescapeOptionValue(value.substr(kQmp.size()));
+      if (file.filename() != "qmp.sock") continue;
+    } else {
+      continue;
+    }
+    return file.parent_path().lexically_normal();
   }
-  return false;
+  return {};
+}
+
+bool isQemuForRunDir(const std::vector<std::string>& cmdline,
+                     const std::filesystem::path& run_dir) {
+  std::filesystem::path dir = qemuRunDir(cmdline);
+  return !dir.empty() && dir == run_dir.lexically_normal();
 }
 
 Result<pid_t> findRunningQemu(const std::filesystem::path& run_dir) {
@@ -612,6 +648,46 @@ asio::awaitable<Result<std::unique_ptr<QemuVm>>> QemuBackend::adoptQemu(
     co_return fail(status.error().withContext("Adopting QEMU pid " + std::to_string(*pid)));
   vmmLog().info("Adopted QEMU pid {} in {} ({})", *pid, run_dir.string(), *status);
   co_return std::move(vm);
+}
+
+std::vector<std::filesystem::path> QemuBackend::killStrays(
+    const std::filesystem::path& root, const std::set<std::filesystem::path>& keep) {
+  const std::filesystem::path base = root.lexically_normal();
+  std::vector<std::pair<UniqueFd, std::filesystem::path>> killed;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    pid_t pid = 0;
+    const std::string name = entry.path().filename().string();
+    auto [end, err] = std::from_chars(name.data(), name.data() + name.size(), pid);
+    if (err != std::errc() || end != name.data() + name.size() || pid <= 1) continue;
+    auto pidfd = sys::pidfdOpen(pid);
+    if (!pidfd) continue;
+    // Read after the pidfd pins the process: the command line is that process's.
+    auto cmdline = sys::readCmdline(pid);
+    if (!cmdline) continue;
+    std::filesystem::path dir = qemuRunDir(*cmdline);
+    if (dir.empty() || keep.contains(dir)) continue;
+    auto [mismatch, rest] = std::mismatch(base.begin(), base.end(), dir.begin(), dir.end());
+    if (mismatch != base.end() || rest == dir.end()) continue;  // not below root
+    if (auto signalled = sys::pidfdSignal(pidfd->get(), SIGKILL); !signalled) {
+      vmmLog().warn("Cannot kill stray QEMU pid {} ({}): {}", pid, dir.string(),
+                    signalled.error().describe());
+      continue;
+    }
+    vmmLog().warn("Killed QEMU pid {} of {}: no box or VM of this hutchd owns it", pid,
+                  dir.string());
+    killed.emplace_back(std::move(*pidfd), std::move(dir));
+  }
+  // Gone before their directories are deleted (they are not our children: no reaping).
+  const auto deadline = Clock::now() + milliseconds(5000);
+  std::vector<std::filesystem::path> dirs;
+  for (auto& [pidfd, dir] : killed) {
+    while (!sys::pidfdExited(pidfd.get()) && Clock::now() < deadline) {
+      ::usleep(10 * 1000);
+    }
+    dirs.push_back(std::move(dir));
+  }
+  return dirs;
 }
 
 Result<std::string> qemuVersion(const std::filesystem::path& binary) {

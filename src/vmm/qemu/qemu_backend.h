@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,9 @@ class QemuBackend : public VmBackend {
   // run as the run dir's owner and sit in the run dir's cgroup (adoptedJail): its command line
   // is its own to rewrite, so it says nothing about which box it is.
   asio::awaitable<Result<std::unique_ptr<Vm>>> adopt(std::filesystem::path run_dir) override;
+  // Every QEMU process on the host whose run dir (qemuRunDir) is below `root`, not in `keep`.
+  std::vector<std::filesystem::path> killStrays(
+      const std::filesystem::path& root, const std::set<std::filesystem::path>& keep) override;
 
   // launch() with the concrete type, for QEMU-specific callers (snapshots, tests).
   asio::awaitable<Result<std::unique_ptr<QemuVm>>> launchQemu(const VmSpec& spec);
@@ -123,6 +127,11 @@ Result<std::optional<VmJail>> adoptedJail(const std::filesystem::path& run_dir, 
 std::vector<jail::BindPath> jailPathsFor(const VmSpec& spec, const std::filesystem::path& binary,
                                          const std::vector<std::filesystem::path>& backing,
                                          const std::filesystem::path& ram_preload);
+
+// The run dir of a QEMU that hutchd started, read from its command line (/proc/PID/cmdline):
+// the directory of its console log (or, for QEMUs an older hutchd started, of its QMP socket).
+// Empty if `cmdline` is not such a QEMU.
+std::filesystem::path qemuRunDir(const std::vector<std::string>& cmdline);
 
 // Whether `cmdline` (from /proc/PID/cmdline) is a QEMU serving the QMP socket of `run_dir`.
 bool isQemuForRunDir(const std::vector<std::string>& cmdline, const std::filesystem::path& run_dir);

@@ -20,6 +20,7 @@
 #include <iterator>
 #include <optional>
 #include <sstream>
+#include <thread>
 
 #include "jail/box_dir.h"
 #include "jail/box_ids.h"
@@ -721,6 +722,62 @@ TEST(IsQemuForRunDirTest, MatchesOnlyOurConsoleLog) {
   EXPECT_FALSE(isQemuForRunDir(cmdline, "/b/r,1/x"));
   cmdline[0] = "/bin/sleep";
   EXPECT_FALSE(isQemuForRunDir(cmdline, "/b/r,1"));
+}
+
+TEST(QemuRunDirTest, IsTheConsoleLogsOrTheQmpSocketsDirectory) {
+  EXPECT_EQ(qemuRunDir({"/usr/bin/qemu-system-x86_64", "-chardev",
+                        "file,id=console,path=/s/boxes/a,,b/console.log,append=on"}),
+            "/s/boxes/a,b");
+  EXPECT_EQ(qemuRunDir({"qemu-system-x86_64", "-qmp", "unix:/s/snapshots/t/qmp.sock,server=on"}),
+            "/s/snapshots/t");
+  // Another chardev's file, another program, no such option: no run dir.
+  EXPECT_EQ(qemuRunDir({"qemu-system-x86_64", "-chardev", "file,id=console,path=/s/x.log"}), "");
+  EXPECT_EQ(qemuRunDir({"/bin/sleep", "-chardev", "file,id=console,path=/s/b/console.log"}), "");
+  EXPECT_EQ(qemuRunDir({"qemu-system-x86_64", "-chardev"}), "");
+  EXPECT_EQ(qemuRunDir({}), "");
+}
+
+// A process that looks like a QEMU of `run_dir` to /proc (argv[0] and the console chardev), but
+// is Python sleeping: killStrays must tell them apart by run dir alone.
+pid_t decoyQemu(const std::filesystem::path& run_dir, const std::string& program) {
+  std::string chardev =
+      "file,id=console,path=" + escapeOptionValue((run_dir / "console.log").string()) +
+      ",append=on";
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::execl("/usr/bin/python3", program.c_str(), "-c", "import time; time.sleep(600)", "-chardev",
+            chardev.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  return pid;
+}
+
+TEST(KillStraysTest, KillsOnlyQemusBelowTheRootThatNothingKeeps) {
+  boost::asio::io_context ctx;
+  QemuBackend backend(ctx.get_executor());
+  const std::filesystem::path root = "/tmp/hutch-kill-strays-" + std::to_string(::getpid());
+  const pid_t stray = decoyQemu(root / "boxes" / "pool-vm", "qemu-system-x86_64");
+  const pid_t kept = decoyQemu(root / "boxes" / "adopted", "qemu-system-x86_64");
+  const pid_t outside = decoyQemu("/tmp/another-hutchd/boxes/x", "qemu-system-x86_64");
+  const pid_t not_qemu = decoyQemu(root / "boxes" / "y", "sleeper");
+  // Their command lines are in place once exec has happened.
+  for (pid_t pid : {stray, kept, outside, not_qemu}) {
+    for (int i = 0; i < 500; ++i) {
+      auto cmdline = sys::readCmdline(pid);
+      if (cmdline && cmdline->size() > 3) break;
+      std::this_thread::sleep_for(10ms);
+    }
+  }
+  auto killed = backend.killStrays(root, {(root / "boxes" / "adopted").lexically_normal()});
+  EXPECT_EQ(killed, std::vector<std::filesystem::path>{root / "boxes" / "pool-vm"});
+  int status = 0;
+  ASSERT_EQ(::waitpid(stray, &status, 0), stray);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  for (pid_t pid : {kept, outside, not_qemu}) {
+    EXPECT_EQ(::waitpid(pid, &status, WNOHANG), 0) << "pid " << pid << " was killed";
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+  }
 }
 
 TEST(IsQemuForRunDirTest, MatchesOnlyOurQmpSocket) {
