@@ -24,6 +24,7 @@
 #include "box/network_service.h"
 #include "box/port_forwards.h"
 #include "box/snapshot.h"
+#include "daemon/layout.h"
 #include "e2b/facade.h"
 #include "egress/proxy/ca.h"
 #include "jail/box_ids.h"
@@ -58,10 +59,20 @@ int run(int argc, char** argv) {
   std::string log_level = "info";
   unsigned boot_timeout = 120;
   std::string default_user = "hutch";
-  std::string recipes = HUTCH_SOURCE_DIR "/images";
-  std::string builder = HUTCH_SOURCE_DIR "/scripts/build-image.sh";
-  std::string agent = HUTCH_AGENT_PATH;
-  std::string ui_dir = HUTCH_SOURCE_DIR "/web/dashboard/dist";
+  // Beside an installed hutchd, else in the build tree it was built in (layout.h).
+  std::error_code exe_error;
+  const hutch::daemon::Layout layout =
+      hutch::daemon::defaultLayout(std::filesystem::read_symlink("/proc/self/exe", exe_error),
+                                   {.recipes = HUTCH_SOURCE_DIR "/images",
+                                    .builder = HUTCH_SOURCE_DIR "/scripts/build-image.sh",
+                                    .agent = HUTCH_AGENT_PATH,
+                                    .ui_dir = HUTCH_SOURCE_DIR "/web/dashboard/dist",
+                                    .jail = HUTCH_JAIL_PATH,
+                                    .egress = HUTCH_EGRESS_PATH});
+  std::string recipes = layout.recipes;
+  std::string builder = layout.builder;
+  std::string agent = layout.agent;
+  std::string ui_dir = layout.ui_dir;
   const char* cache_env = std::getenv("HUTCH_CACHE_DIR");
   std::string image_cache = cache_env && *cache_env ? cache_env : "/var/cache/hutch";
   app.add_option("--socket", socket_path, "API socket")->capture_default_str();
@@ -136,7 +147,7 @@ int run(int argc, char** argv) {
                  "Seconds a grown warm pool may go unused before it gives a VM back")
       ->capture_default_str()
       ->check(CLI::Range(1U, 86400U));
-  std::string jail = HUTCH_JAIL_PATH;
+  std::string jail = layout.jail;
   bool no_jail = false;
   uint32_t uid_base = hutch::jail::kDefaultIdBase;
   app.add_option("--jail", jail, "The hutch-jail helper every QEMU is started through")
@@ -156,7 +167,7 @@ int run(int argc, char** argv) {
   bool no_network = false;
   app.add_flag("--no-network", no_network,
                "Give boxes no network at all (no NIC, no hutch-egress; see docs/network.md)");
-  std::string egress = HUTCH_EGRESS_PATH;
+  std::string egress = layout.egress;
   app.add_option("--egress", egress, "The hutch-egress proxy boxes reach the network through")
       ->capture_default_str();
   std::string default_policy = "none";
