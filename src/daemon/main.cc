@@ -12,6 +12,7 @@
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
+#include <charconv>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -154,9 +155,11 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--no-jail", no_jail,
                "Run QEMU unjailed, as root (debugging only: see docs/security.md)");
-  app.add_option("--uid-base", uid_base,
-                 "First uid (and gid) of the boxes' VMMs: box N runs as uid-base + N")
-      ->capture_default_str();
+  auto* uid_base_option =
+      app.add_option("--uid-base", uid_base,
+                     "First uid (and gid) of the boxes' VMMs: box N runs as uid-base + N "
+                     "(default: 2080374784 for /var/lib/hutch, a range of its own for another "
+                     "state directory, kept in STATE/uid-base)");
   bool no_snapshots = false;
   app.add_flag("--no-snapshots", no_snapshots,
                "Boot every box cold instead of restoring its template's snapshot");
@@ -252,6 +255,9 @@ int run(int argc, char** argv) {
 
   std::filesystem::path state(state_dir);
   std::error_code ec;
+  // Made before the database: a state directory with a database but no uid-base file is an
+  // earlier hutchd's, whose boxes have uids from the old default.
+  const bool had_state = std::filesystem::exists(state / "hutch.db", ec);
   for (const char* sub : {"boxes", "templates", "images", "snapshots", "layers"}) {
     std::filesystem::create_directories(state / sub, ec);
     if (ec) {
@@ -260,6 +266,51 @@ int run(int argc, char** argv) {
     }
   }
   ::chmod(state.c_str(), 0700);
+  // The boxes' uids: --uid-base, else the range this state directory took at its first start
+  // (state/uid-base), else a free range of its own (jail::defaultIdBase, the next one while
+  // another hutchd holds it), kept from then on. Held for hutchd's lifetime: two hutchd on one
+  // host never share uids, nor the network namespaces named after them.
+  hutch::Result<hutch::UniqueFd> range_lock = hutch::fail(hutch::Errc::kInternal, "not locked");
+  const std::filesystem::path kept_base = state / "uid-base";
+  auto kept_text = hutch::sys::readFile(kept_base);
+  uint32_t kept = 0;
+  const bool has_kept =
+      kept_text &&
+      std::from_chars(kept_text->data(), kept_text->data() + kept_text->size(), kept).ec ==
+          std::errc();
+  if (uid_base_option->count() > 0) {
+    range_lock = hutch::jail::lockIdRange(uid_base);
+    // The operator chose it: said, not refused.
+    if (!range_lock) spdlog::warn("--uid-base {}: {}", uid_base, range_lock.error().describe());
+  } else if (has_kept || had_state) {
+    uid_base = has_kept ? kept : hutch::jail::kDefaultIdBase;
+    range_lock = hutch::jail::lockIdRange(uid_base);
+    if (!range_lock) {
+      spdlog::error(
+          "{}, which {} has used since its first start: stop the other hutchd, or "
+          "give this one --uid-base",
+          range_lock.error().describe(), state.string());
+      return 75;
+    }
+  } else {
+    uid_base = hutch::jail::defaultIdBase(std::filesystem::absolute(state));
+    for (int tries = 0; tries < 64; ++tries) {
+      range_lock = hutch::jail::lockIdRange(uid_base);
+      if (range_lock || range_lock.error().code() != hutch::Errc::kFailedPrecondition) break;
+      uid_base = hutch::jail::nextIdBase(uid_base);
+    }
+    if (!range_lock) {
+      spdlog::error("No free uid range for the boxes: {}", range_lock.error().describe());
+      return 75;
+    }
+  }
+  if (!has_kept && range_lock) {
+    if (auto written = hutch::sys::writeFileAtomic(kept_base, std::to_string(uid_base) + "\n");
+        !written) {
+      spdlog::error("{}", written.error().describe());
+      return 73;
+    }
+  }
   auto store = hutch::storage::BoxStore::open((state / "hutch.db").string());
   if (!store) {
     spdlog::error("{}", store.error().describe());

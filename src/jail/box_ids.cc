@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -90,9 +91,13 @@ Result<std::vector<pid_t>> processesWithUid(uid_t uid) {
   return found;
 }
 
-Result<UniqueFd> lockUid(uid_t uid, const std::filesystem::path& dir) {
+namespace {
+
+// An exclusive, non-blocking flock on <dir>/<name>, in a directory only root may write.
+Result<UniqueFd> lockIn(const std::filesystem::path& dir, const std::string& name,
+                        const std::string& held_message) {
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    return fail(sysError("Cannot create the uid lock directory " + dir.string(), errno));
+    return fail(sysError("Cannot create the lock directory " + dir.string(), errno));
   }
   struct stat st {};
   if (::lstat(dir.c_str(), &st) != 0) return fail(sysError("Cannot check " + dir.string(), errno));
@@ -101,18 +106,57 @@ Result<UniqueFd> lockUid(uid_t uid, const std::filesystem::path& dir) {
         Errc::kFailedPrecondition,
         dir.string() + " must be a directory of root's that only root can write: remove it");
   }
-  std::filesystem::path file = dir / ("uid-" + std::to_string(uid) + ".lock");
+  std::filesystem::path file = dir / name;
   UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
-  if (!fd) return fail(sysError("Cannot open the uid lock " + file.string(), errno));
+  if (!fd) return fail(sysError("Cannot open the lock " + file.string(), errno));
   if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
     if (errno == EWOULDBLOCK) {
-      return fail(Errc::kFailedPrecondition,
-                  "uid " + std::to_string(uid) + " is held by another jail (" + file.string() +
-                      " is locked): refusing to share it with a new box");
+      return fail(Errc::kFailedPrecondition, held_message + " (" + file.string() + " is locked)");
     }
     return fail(sysError("Cannot lock " + file.string(), errno));
   }
   return fd;
+}
+
+}  // namespace
+
+Result<UniqueFd> lockUid(uid_t uid, const std::filesystem::path& dir) {
+  return lockIn(dir, "uid-" + std::to_string(uid) + ".lock",
+                "uid " + std::to_string(uid) +
+                    " is held by another jail: refusing to share it with a new box");
+}
+
+namespace {
+
+constexpr uint32_t kFirstSlot = 513;
+constexpr uint32_t kSlots = 500;
+constexpr uint32_t kSlotSize = 65536;
+
+}  // namespace
+
+uint32_t defaultIdBase(const std::filesystem::path& state_dir) {
+  const std::string path = state_dir.lexically_normal().string();
+  if (path == "/var/lib/hutch" || path == "/var/lib/hutch/") return kDefaultIdBase;
+  // FNV-1a: stable across builds and hosts (std::hash is not).
+  uint64_t hash = 1469598103934665603ULL;
+  for (unsigned char c : path) {
+    hash ^= c;
+    hash *= 1099511628211ULL;
+  }
+  return kDefaultIdBase + (kFirstSlot + static_cast<uint32_t>(hash % kSlots)) * kSlotSize;
+}
+
+uint32_t nextIdBase(uint32_t base) {
+  const uint32_t slot = base >= kDefaultIdBase ? (base - kDefaultIdBase) / kSlotSize : 0;
+  const uint32_t next = slot < kFirstSlot ? 0 : (slot - kFirstSlot + 1) % kSlots;
+  return kDefaultIdBase + (kFirstSlot + next) * kSlotSize;
+}
+
+Result<UniqueFd> lockIdRange(uint32_t base, const std::filesystem::path& dir) {
+  char hex[16];
+  std::snprintf(hex, sizeof hex, "%x", base);
+  return lockIn(dir, std::string("range-") + hex + ".lock",
+                "uids from " + std::to_string(base) + " are another hutchd's");
 }
 
 }  // namespace hutch::jail

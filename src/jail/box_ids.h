@@ -52,6 +52,21 @@ bool inOwnUserNamespace(pid_t pid);
 // whose ranges overlap exclude each other too. Emptied by a reboot, like the locks.
 inline constexpr std::string_view kUidLockDir = "/run/hutch-jail";
 
+// The id base of a hutchd given none (--uid-base), for its state directory `state_dir`:
+// kDefaultIdBase for the default /var/lib/hutch, else one of 500 other ranges, picked by a hash
+// of the directory's path: kDefaultIdBase + (513..1012) * 65536, above the ranges the test
+// harnesses take (1..512) and below systemd's foreign range. hutchd keeps the one it picked in its
+// state directory, so that a box's uid never changes.
+uint32_t defaultIdBase(const std::filesystem::path& state_dir);
+// The range after `base` among defaultIdBase's 500 (wrapping), for when `base` is taken.
+uint32_t nextIdBase(uint32_t base);
+
+// A host-wide lock on the id range starting at `base` (flock(2) on <dir>/range-<hex>.lock),
+// held while the descriptor is open: hutchd holds it for its lifetime, so that two hutchd never
+// share uids, nor the network namespaces named after the range. kFailedPrecondition when another
+// process holds it.
+Result<UniqueFd> lockIdRange(uint32_t base, const std::filesystem::path& dir = kUidLockDir);
+
 // The scan above is check-then-act: two jails started at once for one uid could both pass it.
 // So hutch-jail first takes this exclusive lock (flock(2) on <dir>/uid-N.lock, made root's and
 // 0600) and hands its descriptor to the program: the kernel drops the lock when the last holder,

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <fstream>
 #include <iterator>
+#include <set>
 #include <thread>
 
 namespace hutch::jail {
@@ -71,6 +72,44 @@ TEST(BoxIdsTest, ZombiesDoNotCount) {
   ASSERT_TRUE(mine);
   EXPECT_EQ(std::find(mine->begin(), mine->end(), child), mine->end());
   ::waitpid(child, nullptr, 0);
+}
+
+TEST(BoxIdsTest, EachStateDirectoryHasARangeOfItsOwnByDefault) {
+  EXPECT_EQ(defaultIdBase("/var/lib/hutch"), kDefaultIdBase);
+  EXPECT_EQ(defaultIdBase("/var/lib/hutch/"), kDefaultIdBase);
+  const uint32_t other = defaultIdBase("/srv/hutch-b");
+  EXPECT_NE(other, kDefaultIdBase);
+  EXPECT_EQ(defaultIdBase("/srv/hutch-b"), other);  // the same every time
+  EXPECT_EQ((other - kDefaultIdBase) % 65536, 0U);
+  // Above the test harnesses' ranges (slots 1..512), below systemd's foreign range.
+  EXPECT_GE(other, kDefaultIdBase + 513U * 65536U);
+  EXPECT_LT(other + kMaxBoxIndex, 0x7FFE0000U);
+  EXPECT_TRUE(boxIds(kMaxBoxIndex, other));
+  // When a range is taken, the next one; the last wraps to the first.
+  EXPECT_EQ(nextIdBase(other), other + 65536U == kDefaultIdBase + 1013U * 65536U
+                                   ? kDefaultIdBase + 513U * 65536U
+                                   : other + 65536U);
+  EXPECT_EQ(nextIdBase(kDefaultIdBase + 1012U * 65536U), kDefaultIdBase + 513U * 65536U);
+  // Ten directories: not all in one range.
+  std::set<uint32_t> bases;
+  for (int i = 0; i < 10; ++i) bases.insert(defaultIdBase("/tmp/state-" + std::to_string(i)));
+  EXPECT_GT(bases.size(), 5U);
+}
+
+TEST(BoxIdsTest, ARangeIsLockedByOneHolderAtATime) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("hutch-range-locks-" + std::to_string(::getpid()));
+  {
+    auto first = lockIdRange(0x7C400000, dir);
+    ASSERT_TRUE(first) << first.error().describe();
+    auto second = lockIdRange(0x7C400000, dir);
+    ASSERT_FALSE(second);
+    EXPECT_EQ(second.error().code(), Errc::kFailedPrecondition);
+    EXPECT_NE(second.error().describe().find("another hutchd"), std::string::npos);
+    EXPECT_TRUE(lockIdRange(0x7C410000, dir)) << "another range is free";
+  }
+  EXPECT_TRUE(lockIdRange(0x7C400000, dir)) << "free again once the holder closed it";
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -6,6 +6,8 @@
 #   3. that hutchd and hutch run a box (the base template: $HUTCH_TEST_IMAGE), jailed with the
 #      installed hutch-jail; a SIGKILLed hutchd's successor adopts the box (what KillMode=process
 #      in the unit relies on: QEMU outlives hutchd);
+#      two hutchd given no --uid-base (two state directories) take ranges of their own; a third
+#      whose state directory kept a range a running one holds is refused (exit 75);
 #   4. the unit passes `systemd-analyze verify`;
 #   5. `cpack -G DEB` makes a package of the same files, whose unit starts /usr/sbin/hutchd.
 # Usage: tests/install/install_test.sh BUILD_DIR   (root; ctest runs it as install.layout)
@@ -86,6 +88,48 @@ if [ -n "${HUTCH_TEST_IMAGE:-}" ] && [ -f "$HUTCH_TEST_IMAGE/rootfs.img" ]; then
   kill -TERM "$daemon"
   wait "$daemon" 2>/dev/null || true
   daemon=""
+
+  # Two hutchd on one host, neither given --uid-base: each state directory takes a range of its
+  # own (kept in it), so their boxes' uids and network namespaces differ; a third hutchd on a
+  # running one's range is refused, saying why.
+  bases=()
+  pids=()
+  for name in one two; do
+    mkdir -p "$tmp/$name/templates"
+    ln -s "$HUTCH_TEST_IMAGE" "$tmp/$name/templates/base"
+    "$prefix/sbin/hutchd" --socket "$tmp/$name.sock" --state-dir "$tmp/$name" --pool-size 0 \
+      --image-cache "$tmp/cache" >>"$tmp/hutchd.log" 2>&1 &
+    pids+=($!)
+    for _ in $(seq 300); do
+      "$prefix/bin/hutch" --socket "$tmp/$name.sock" ls >/dev/null 2>&1 && break
+      sleep 0.1
+    done
+    "$prefix/bin/hutch" --socket "$tmp/$name.sock" run --name "box-$name" >/dev/null ||
+      fail "hutchd $name could not run a box"
+    bases+=("$(cat "$tmp/$name/uid-base")")
+  done
+  [ "${bases[0]}" != "${bases[1]}" ] || fail "two state directories took the same uid range ${bases[0]}"
+  for base in "${bases[@]}"; do
+    ip netns list | grep -q "^hutch-$(printf '%x' "$base")-" ||
+      fail "no network namespace named after the range $base"
+  done
+  # A state directory whose range (kept from its first start) another hutchd now holds.
+  mkdir -p "$tmp/three"
+  echo "${bases[0]}" >"$tmp/three/uid-base"
+  if "$prefix/sbin/hutchd" --socket "$tmp/three.sock" --state-dir "$tmp/three" \
+    >"$tmp/three.log" 2>&1; then
+    fail "a hutchd on a running hutchd's uid range started"
+  else
+    code=$?
+  fi
+  [ "$code" = 75 ] || fail "a hutchd on a taken range exited $code, not 75: $(cat "$tmp/three.log")"
+  grep -q "another hutchd" "$tmp/three.log" || fail "the refusal does not say why: $(cat "$tmp/three.log")"
+  for i in 0 1; do
+    name=$([ "$i" = 0 ] && echo one || echo two)
+    "$prefix/bin/hutch" --socket "$tmp/$name.sock" rm -f "box-$name" >/dev/null
+    kill -TERM "${pids[$i]}"
+    wait "${pids[$i]}" 2>/dev/null || true
+  done
 else
   echo "install_test: HUTCH_TEST_IMAGE is not set: no box run from the installed binaries" >&2
 fi
