@@ -7,6 +7,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <charconv>
 #include <chrono>
@@ -579,6 +580,7 @@ asio::awaitable<Result<>> BoxService::boot(Box& box, std::shared_ptr<Runtime> ru
         fmt::format("The guest agent did not answer within {} s", config_.boot_timeout.count())));
   }
   runtime->agent = std::move(*agent);
+  asio::co_spawn(loop_, watchAgent(box.id, runtime), asio::detached);
   if (restored) HUTCH_CO_TRY_VOID(co_await applyIdentity(box, *runtime, false));
   HUTCH_CO_TRY_VOID(co_await networkUp(box, *runtime));
   HUTCH_CO_TRY_VOID(co_await mountShares(box, runtime));
@@ -626,6 +628,40 @@ asio::awaitable<void> BoxService::watch(std::string id, std::shared_ptr<Runtime>
   if (box->state == BoxState::kRunning) {
     runtimes_.erase(id);
     (void)setState(*box, BoxState::kFailed, fmt::format("QEMU {} unexpectedly", how));
+  }
+}
+
+asio::awaitable<void> BoxService::watchAgent(std::string id, std::shared_ptr<Runtime> runtime) {
+  std::shared_ptr<guest::AgentClient> agent = runtime->agent;
+  if (!agent) co_return;
+  Error why = co_await agent->closed();
+  // hutchd's own close (stop, suspend, rollback, rm, the VM's exit) is not the agent's doing.
+  if (why.code() == Errc::kCancelled) co_return;
+  // A guest that powers itself off closes the channel just before its VM exits: watch() says so.
+  asio::steady_timer grace(loop_);
+  for (int i = 0; i < 20 && !runtime->exited; ++i) {
+    grace.expires_after(std::chrono::milliseconds(100));
+    boost::system::error_code ec;
+    co_await grace.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+  auto it = runtimes_.find(id);
+  if (it == runtimes_.end() || it->second != runtime || runtime->agent != agent) co_return;
+  if (runtime->exited || runtime->stopping || runtime->removed || runtime->busy) co_return;
+  auto box = store_.find(id);
+  if (!box || box->state != BoxState::kRunning) co_return;
+  spdlog::warn("box={} the agent's connection ended: {}; stopping the box's VM", id,
+               why.describe());
+  runtime->stopping = true;  // watch() networks it down and leaves the state to us
+  (void)setState(*box, BoxState::kFailed,
+                 fmt::format("The agent's connection ended ({}); its VM was stopped: start boots "
+                             "it again from its disk",
+                             why.describe()));
+  if (auto killed = co_await runtime->vm->kill(); !killed) {
+    spdlog::error("box={} its QEMU cannot be killed: {}", id, killed.error().describe());
+  }
+  co_await waitExit(*runtime, std::chrono::seconds(10));
+  if (auto now = runtimes_.find(id); now != runtimes_.end() && now->second == runtime) {
+    runtimes_.erase(now);
   }
 }
 
@@ -978,6 +1014,7 @@ asio::awaitable<Result<>> BoxService::adopt(Box& box) {
                                      std::chrono::steady_clock::now() + std::chrono::seconds(10));
   if (!agent) co_return fail(agent.error().withContext("The guest agent did not answer"));
   runtime->agent = std::move(*agent);
+  asio::co_spawn(loop_, watchAgent(box.id, runtime), asio::detached);
   box.pid = runtime->vm->pid();
   HUTCH_CO_TRY_VOID(store_.update(box));
   runtimes_[box.id] = runtime;

@@ -360,6 +360,10 @@ class BoxService {
   // namespace.
   void networkDown(const std::string& box_id, int64_t index);
   asio::awaitable<void> watch(std::string id, std::shared_ptr<Runtime> runtime);
+  // Waits for the box's agent connection to end. Ended by the agent while the box runs (it broke
+  // the protocol, stopped reading, or went away without its VM), the box is failed with that
+  // reason and its VM stopped: `start` boots it again from its disk.
+  asio::awaitable<void> watchAgent(std::string id, std::shared_ptr<Runtime> runtime);
   asio::awaitable<bool> waitExit(Runtime& runtime, std::chrono::steady_clock::duration timeout);
   Result<> setState(Box& box, BoxState state, std::string reason = {});
   // Events (docs/observability.md): one about `box`; an operation that failed with the box as

@@ -72,7 +72,8 @@ AgentClient::AgentClient(ByteChannel channel, AgentClientOptions options)
       channel_(std::move(channel)),
       options_(std::move(options)),
       changed_(executor_),
-      output_ready_(executor_) {}
+      output_ready_(executor_),
+      drained_(executor_) {}
 
 AgentClient::~AgentClient() = default;
 
@@ -83,8 +84,22 @@ Error AgentClient::closedError() const {
 
 void AgentClient::send(FrameType type, uint32_t stream, std::string_view payload) {
   if (!open_) return;
+  if (queued() + proto::kHeaderSize + payload.size() > kMaxQueued) {
+    // Only frames the host sends without waiting get here (data senders wait in writable()):
+    // answers to the agent's own pings, grants, signals. An agent that asks for them and does
+    // not read them would otherwise grow this queue without bound.
+    shutdown(Error(Errc::kUnavailable, "The agent does not read what the host sends it (" +
+                                           std::to_string(queued() >> 20) +
+                                           " MiB queued for it); the connection is closed"));
+    return;
+  }
   proto::encodeFrame(type, stream, payload, out_);
   output_ready_.notify();
+}
+
+asio::awaitable<void> AgentClient::writable() {
+  auto self = shared_from_this();
+  while (open_ && queued() >= kWriteHighWater) co_await drained_.wait();
 }
 
 void AgentClient::forget(uint32_t stream) {
@@ -106,9 +121,12 @@ asio::awaitable<void> AgentClient::writeLoop() {
     }
     writing.clear();
     writing.swap(out_);
+    in_flight_ = writing.size();
     boost::system::error_code ec;
     co_await asio::async_write(channel_, asio::buffer(writing),
                                asio::redirect_error(asio::use_awaitable, ec));
+    in_flight_ = 0;
+    drained_.notify();
     if (ec) {
       if (open_)
         shutdown(Error(Errc::kUnavailable, "Writing to the agent failed: " + ec.message()));
@@ -237,6 +255,7 @@ void AgentClient::shutdown(const Error& reason) {
   }
   changed_.notify();
   output_ready_.notify();
+  drained_.notify();
 }
 
 void AgentClient::close() {
@@ -295,8 +314,18 @@ asio::awaitable<Result<std::shared_ptr<ExecSession>>> AgentClient::exec(
       new ExecSession(self, stream, request.pipe_stdin, request.tty, request.detach));
   streams_[stream] = session;
   send(FrameType::kExec, stream, proto::encodeMessage(request));
-  while (!session->started_ && !session->start_error_) co_await session->changed_.wait();
+  const auto deadline = Clock::now() + options_.exec_start_timeout;
+  while (!session->started_ && !session->start_error_ && Clock::now() < deadline) {
+    co_await session->changed_.waitUntil(deadline);
+  }
   if (session->start_error_) co_return fail(*session->start_error_);
+  if (!session->started_) {
+    // Dropping the session forgets the stream and kills the process should it start late.
+    co_return fail(Errc::kTimeout,
+                   "The agent did not start the command within " +
+                       std::to_string(options_.exec_start_timeout.count()) +
+                       " ms (no kStarted and no error: the guest may be hung or misbehaving)");
+  }
   co_return session;
 }
 

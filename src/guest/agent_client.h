@@ -51,6 +51,9 @@ struct AgentClientOptions {
   // kHello is resent this often until answered: a guest that has not booted yet leaves it unread
   // (QEMU accepts the connection before the guest opens its port).
   std::chrono::milliseconds hello_interval{200};
+  // exec() gives up when the agent reports neither kStarted nor an error in this time: a guest
+  // that stopped answering (or sent half a frame) must not hold the caller forever.
+  std::chrono::milliseconds exec_start_timeout{30000};
 };
 
 class AgentClient : public std::enable_shared_from_this<AgentClient> {
@@ -78,10 +81,11 @@ class AgentClient : public std::enable_shared_from_this<AgentClient> {
 
   // Starts a process; returns once the agent reports it started (kStarted) or refused it: a
   // missing command, cwd or user is kNotFound, a bad request kInvalidArgument, tty with an agent
-  // that lacks the "tty" capability kUnsupported. With request.detach the process runs on its
-  // own (outliving this connection, output to a log file in the box): the returned session is
-  // already finished and carries pid(), detachedId() and logPath(); kUnsupported without the
-  // agent's "detach" capability.
+  // that lacks the "tty" capability kUnsupported; kTimeout when the agent answers neither within
+  // options.exec_start_timeout (the stream is then given up: a late start is killed). With
+  // request.detach the process runs on its own (outliving this connection, output to a log file in
+  // the box): the returned session is already finished and carries pid(), detachedId() and
+  // logPath(); kUnsupported without the agent's "detach" capability.
   boost::asio::awaitable<Result<std::shared_ptr<ExecSession>>> exec(proto::ExecRequest request);
 
   // Gives a box restored from a snapshot its own identity (docs/protocol.md, "Identity"): the
@@ -173,6 +177,16 @@ class AgentClient : public std::enable_shared_from_this<AgentClient> {
   // Closes the connection; every open session ends with kCancelled.
   void close();
 
+  // What the host may queue for an agent that does not read it. Senders of data (stdin, TCP,
+  // file content) wait while kWriteHighWater bytes are queued or being written (back-pressure,
+  // on top of the agent's windows, which a hostile agent may inflate); what the host must send
+  // at once (pongs, window grants, signals) is queued regardless, and the connection is closed
+  // when that exceeds kMaxQueued: the agent does not read what it asks for.
+  static constexpr size_t kWriteHighWater = size_t{1} << 20;
+  static constexpr size_t kMaxQueued = size_t{16} << 20;
+  // Bytes queued for the agent or being written to it.
+  size_t queued() const { return out_.size() + in_flight_; }
+
   bool isOpen() const { return open_; }
   const std::optional<proto::HelloAck>& helloAck() const { return hello_ack_; }
 
@@ -201,6 +215,9 @@ class AgentClient : public std::enable_shared_from_this<AgentClient> {
 
   // Used by ExecSession.
   void send(proto::FrameType type, uint32_t stream, std::string_view payload);
+  // Waits while kWriteHighWater bytes are queued (returns at once when closed): data senders
+  // call it before each chunk and then check their stream again.
+  boost::asio::awaitable<void> writable();
   void forget(uint32_t stream);
   Error closedError() const;
 
@@ -211,10 +228,12 @@ class AgentClient : public std::enable_shared_from_this<AgentClient> {
   std::optional<Error> close_reason_;
   event::AsyncEvent changed_;  // connection-level state changed (hello, pong, closed)
   event::AsyncEvent output_ready_;
+  event::AsyncEvent drained_;  // a write to the channel completed, or the connection closed
 
   HandshakeScanner scanner_;     // until the handshake
   proto::FrameDecoder decoder_;  // after it
   std::string out_;
+  size_t in_flight_ = 0;  // bytes of the write in progress
 
   std::optional<proto::HelloAck> hello_ack_;
   std::optional<Error> hello_error_;

@@ -190,6 +190,12 @@ asio::awaitable<Result<>> ExecSession::writeStdin(std::string_view bytes) {
       co_await changed_.wait();
       continue;
     }
+    if (client_->queued() >= AgentClient::kWriteHighWater) {
+      // The agent's window is not enough: one that grants and does not read would have the
+      // host queue everything.
+      co_await client_->writable();
+      continue;
+    }
     const size_t chunk = static_cast<size_t>(
         std::min<uint64_t>({bytes.size() - offset, stdin_credit_, kMaxStdinFrame}));
     client_->send(FrameType::kStdin, stream_, bytes.substr(offset, chunk));

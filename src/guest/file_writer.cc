@@ -98,6 +98,12 @@ asio::awaitable<Result<>> FileWriter::write(std::string_view bytes) {
       co_await changed_.wait();
       continue;
     }
+    if (client_->queued() >= AgentClient::kWriteHighWater) {
+      // The agent's window is not enough: one that grants and does not read would have the
+      // host queue everything.
+      co_await client_->writable();
+      continue;
+    }
     const size_t chunk = static_cast<size_t>(
         std::min<uint64_t>({bytes.size() - offset, send_credit_, proto::kMaxDataPayload}));
     client_->send(FrameType::kData, stream_, bytes.substr(offset, chunk));
