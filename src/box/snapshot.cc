@@ -2,10 +2,13 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <openssl/evp.h>
 #include <unistd.h>
 
 #include <array>
 #include <fstream>
+#include <memory>
+#include <vector>
 
 #include "base/unique_fd.h"
 #include "sys/files.h"
@@ -62,7 +65,9 @@ nlohmann::json SnapshotManifest::toJson() const {
           {"image_key", image_key},
           {"layer", layer},
           {"disk_bytes", disk_bytes},
-          {"created_at", created_at}};
+          {"created_at", created_at},
+          {"files", file_sizes},
+          {"state_sha256", state_sha256}};
 }
 
 Result<SnapshotManifest> SnapshotManifest::fromJson(const nlohmann::json& json) {
@@ -91,6 +96,9 @@ Result<SnapshotManifest> SnapshotManifest::fromJson(const nlohmann::json& json) 
     m.layer = json.at("layer").get<std::string>();
     m.disk_bytes = json.value("disk_bytes", uint64_t{0});
     m.created_at = json.value("created_at", int64_t{0});
+    if (json.contains("files"))
+      m.file_sizes = json.at("files").get<std::map<std::string, uint64_t>>();
+    m.state_sha256 = json.value("state_sha256", "");
   } catch (const nlohmann::json::exception& e) {
     return fail(Errc::kInvalidArgument, fmt::format("Bad snapshot manifest: {}", e.what()));
   }
@@ -139,6 +147,71 @@ std::optional<std::string> incompatibility(const SnapshotManifest& m, const Snap
   return std::nullopt;
 }
 
+namespace {
+
+// Where a manifest's file lives: "state" and "memory" in the directory, "layer" where it says.
+std::filesystem::path snapshotFile(const std::filesystem::path& dir, const SnapshotManifest& m,
+                                   const std::string& name) {
+  if (name == "layer") return m.layer;
+  return dir / name;
+}
+
+Result<std::string> sha256File(const std::filesystem::path& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return fail(sysError("Cannot open " + path.string(), errno));
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) {
+    return fail(Errc::kInternal, "Cannot start a SHA-256 digest");
+  }
+  std::vector<char> buffer(1 << 20);
+  while (true) {
+    ssize_t n = ::read(fd.get(), buffer.data(), buffer.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return fail(sysError("Cannot read " + path.string(), errno));
+    }
+    if (n == 0) break;
+    EVP_DigestUpdate(ctx.get(), buffer.data(), static_cast<size_t>(n));
+  }
+  std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
+  unsigned int length = 0;
+  EVP_DigestFinal_ex(ctx.get(), digest.data(), &length);
+  std::string hex;
+  for (unsigned int i = 0; i < length; ++i) hex += fmt::format("{:02x}", digest[i]);
+  return hex;
+}
+
+Result<> checkFiles(const std::filesystem::path& dir, const SnapshotManifest& m) {
+  for (const auto& [name, size] : m.file_sizes) {
+    std::filesystem::path file = snapshotFile(dir, m, name);
+    std::error_code ec;
+    uint64_t now = std::filesystem::file_size(file, ec);
+    if (ec) {
+      return fail(Errc::kFailedPrecondition,
+                  fmt::format("Snapshot {}: its {} file {} is gone ({})", dir.filename().string(),
+                              name, file.string(), ec.message()));
+    }
+    if (now != size) {
+      return fail(Errc::kFailedPrecondition,
+                  fmt::format("Snapshot {}: its {} file {} is {} bytes, {} when it was made "
+                              "(truncated or replaced since): it cannot be restored",
+                              dir.filename().string(), name, file.string(), now, size));
+    }
+  }
+  if (!m.state_sha256.empty()) {
+    HUTCH_TRY(std::string now, sha256File(dir / "state"));
+    if (now != m.state_sha256) {
+      return fail(Errc::kFailedPrecondition,
+                  fmt::format("Snapshot {}: its state file's content is not what was saved "
+                              "(SHA-256 {}, {} when it was made): it cannot be restored",
+                              dir.filename().string(), now, m.state_sha256));
+    }
+  }
+  return ok();
+}
+
+}  // namespace
+
 Result<SnapshotManifest> readManifest(const std::filesystem::path& dir) {
   std::filesystem::path file = dir / "manifest.json";
   HUTCH_TRY(std::string text, sys::readFile(file, 1 << 20));
@@ -148,11 +221,26 @@ Result<SnapshotManifest> readManifest(const std::filesystem::path& dir) {
   }
   auto manifest = SnapshotManifest::fromJson(json);
   if (!manifest) return fail(manifest.error().withContext(file.string()));
+  HUTCH_TRY_VOID(checkFiles(dir, *manifest));
   return manifest;
 }
 
 Result<> writeManifest(const std::filesystem::path& dir, const SnapshotManifest& manifest) {
-  return sys::writeFileAtomic(dir / "manifest.json", manifest.toJson().dump(2) + "\n");
+  SnapshotManifest m = manifest;
+  m.file_sizes.clear();
+  m.state_sha256.clear();
+  for (const char* name : {"state", "memory", "layer"}) {
+    std::filesystem::path path = snapshotFile(dir, m, name);
+    std::error_code ec;
+    if (path.empty() || !std::filesystem::is_regular_file(path, ec)) continue;
+    uint64_t size = std::filesystem::file_size(path, ec);
+    if (!ec) m.file_sizes[name] = size;
+  }
+  if (auto it = m.file_sizes.find("state");
+      it != m.file_sizes.end() && it->second <= kHashedStateMax) {
+    HUTCH_TRY(m.state_sha256, sha256File(dir / "state"));
+  }
+  return sys::writeFileAtomic(dir / "manifest.json", m.toJson().dump(2) + "\n");
 }
 
 std::string templateSnapshotKey(const std::string& image_dir, unsigned cpus, uint64_t memory_mib) {

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -78,6 +79,12 @@ struct SnapshotManifest {
   std::string layer;      // the frozen disk layer
   uint64_t disk_bytes = 0;
   int64_t created_at = 0;
+  // What the files were when the manifest was written (writeManifest fills these): the sizes of
+  // "state", "memory" (in the directory) and "layer", and the SHA-256 of "state" when it is
+  // small enough to hash on every restore (device state without the RAM). Empty in manifests
+  // of hutchd versions before them: nothing to check.
+  std::map<std::string, uint64_t> file_sizes;
+  std::string state_sha256;
 
   nlohmann::json toJson() const;
   static Result<SnapshotManifest> fromJson(const nlohmann::json& json);
@@ -89,8 +96,16 @@ struct SnapshotManifest {
 std::optional<std::string> incompatibility(const SnapshotManifest& manifest, const SnapshotEnv& env,
                                            unsigned cpus, uint64_t memory_mib);
 
+// Reads <dir>/manifest.json and checks the snapshot's files against it: a file that is missing,
+// truncated or grown, or a state whose content changed, is kFailedPrecondition saying what differs
+// (a disk that filled up while it was written, a file damaged since): such a snapshot is never
+// restored.
 Result<SnapshotManifest> readManifest(const std::filesystem::path& dir);
+// Writes <dir>/manifest.json (atomically), with the sizes (and the state's hash) of the files
+// as they are now: call it once they are complete.
 Result<> writeManifest(const std::filesystem::path& dir, const SnapshotManifest& manifest);
+// The state files up to this size are hashed (SHA-256) into the manifest and checked.
+inline constexpr uint64_t kHashedStateMax = 64ULL << 20;
 
 // Template snapshots are looked up by what a restore must match besides the host.
 std::string templateSnapshotKey(const std::string& image_dir, unsigned cpus, uint64_t memory_mib);

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <map>
 
 #include "sys/run.h"
 
@@ -120,6 +121,59 @@ TEST_F(SnapshotFilesTest, ManifestFileRoundTripAndCorruption) {
   auto bad = readManifest(dir_);
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.error().message().find("not valid JSON"), std::string::npos);
+}
+
+TEST_F(SnapshotFilesTest, DamagedFilesAreRefusedSayingWhatChanged) {
+  // A snapshot as hutchd leaves it: state, memory and a layer, then the manifest.
+  auto write = [](const std::filesystem::path& path, const std::string& content) {
+    std::ofstream(path, std::ios::binary) << content;
+  };
+  write(dir_ / "state", std::string(4096, 's'));
+  write(dir_ / "memory", std::string(8192, 'm'));
+  write(dir_ / "layer.qcow2", std::string(1024, 'l'));
+  SnapshotManifest m = manifest();
+  m.layer = (dir_ / "layer.qcow2").string();
+  ASSERT_TRUE(writeManifest(dir_, m));
+  auto read = readManifest(dir_);
+  ASSERT_TRUE(read) << read.error().describe();
+  EXPECT_EQ(read->file_sizes,
+            (std::map<std::string, uint64_t>{{"layer", 1024}, {"memory", 8192}, {"state", 4096}}));
+  EXPECT_EQ(read->state_sha256.size(), 64U);
+
+  // A memory file cut short (a disk that filled up): refused, naming the file and both sizes.
+  std::filesystem::resize_file(dir_ / "memory", 4000);
+  auto truncated = readManifest(dir_);
+  ASSERT_FALSE(truncated);
+  EXPECT_EQ(truncated.error().code(), Errc::kFailedPrecondition);
+  EXPECT_NE(truncated.error().message().find("memory file"), std::string::npos);
+  EXPECT_NE(truncated.error().message().find("4000 bytes, 8192"), std::string::npos)
+      << truncated.error().message();
+  write(dir_ / "memory", std::string(8192, 'm'));
+  ASSERT_TRUE(readManifest(dir_));
+
+  // A state of the same size with one byte changed: its hash tells.
+  write(dir_ / "state", std::string(4095, 's') + "x");
+  auto changed = readManifest(dir_);
+  ASSERT_FALSE(changed);
+  EXPECT_NE(changed.error().message().find("state file's content"), std::string::npos);
+  write(dir_ / "state", std::string(4096, 's'));
+
+  // A layer that is gone.
+  std::filesystem::remove(dir_ / "layer.qcow2");
+  auto gone = readManifest(dir_);
+  ASSERT_FALSE(gone);
+  EXPECT_NE(gone.error().message().find("layer file"), std::string::npos);
+}
+
+TEST_F(SnapshotFilesTest, ManifestsFromBeforeTheChecksAreReadAsTheyAre) {
+  // An earlier hutchd's manifest: no "files", no "state_sha256".
+  auto json = manifest().toJson();
+  json.erase("files");
+  json.erase("state_sha256");
+  std::ofstream(dir_ / "manifest.json") << json.dump();
+  auto read = readManifest(dir_);
+  ASSERT_TRUE(read) << read.error().describe();
+  EXPECT_TRUE(read->file_sizes.empty());
 }
 
 TEST_F(SnapshotFilesTest, FollowsQcow2BackingChains) {

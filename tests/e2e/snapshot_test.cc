@@ -237,6 +237,29 @@ TEST_F(SnapshotTest, IncompatibleSnapshotsAreNeverRestored) {
   EXPECT_EQ(out("a", "cat ~/here.txt"), "still\n");
 }
 
+TEST_F(SnapshotTest, ADamagedCheckpointIsRefusedAndTheBoxGoesOn) {
+  run("d");
+  ASSERT_EQ(out("d", "echo kept > ~/kept.txt; sync; echo ok"), "ok\n");
+  ASSERT_EQ(d().hutch({"checkpoint", "d", "--name", "c"}).exit_code, 0);
+  // Its state file cut in half, as a disk that filled up would leave it.
+  std::filesystem::path state;
+  for (const auto& dir : std::filesystem::directory_iterator(d().stateDir() / "snapshots")) {
+    if (readFile(dir.path() / "manifest.json").find("\"checkpoint\"") != std::string::npos) {
+      state = dir.path() / "state";
+    }
+  }
+  ASSERT_FALSE(state.empty()) << "no checkpoint's directory";
+  std::filesystem::permissions(state, std::filesystem::perms::owner_write,
+                               std::filesystem::perm_options::add);
+  std::filesystem::resize_file(state, std::filesystem::file_size(state) / 2);
+  auto rollback = d().hutch({"rollback", "d", "c"});
+  EXPECT_NE(rollback.exit_code, 0);
+  EXPECT_NE(rollback.err.find("truncated"), std::string::npos) << rollback.err;
+  // Nothing happened to the box.
+  EXPECT_EQ(d().inspect("d")["state"], "running");
+  EXPECT_EQ(out("d", "cat ~/kept.txt"), "kept\n");
+}
+
 TEST_F(SnapshotTest, KillingHutchdDuringForkOrCheckpointLeavesTheParentUsable) {
   run("p");
   ASSERT_EQ(out("p", std::string("echo mine > ~/mine.txt; ") + kStartMarker), "started\n");
