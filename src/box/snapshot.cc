@@ -229,7 +229,10 @@ Result<> writeManifest(const std::filesystem::path& dir, const SnapshotManifest&
   SnapshotManifest m = manifest;
   m.file_sizes.clear();
   m.state_sha256.clear();
-  for (const char* name : {"state", "memory", "layer"}) {
+  for (const std::string name : {"state", "memory", "layer"}) {
+    // A suspended box's disk is its own, not frozen: it changes with the box (a checkpoint of
+    // the suspended box gives it a new top layer).
+    if (name == "layer" && m.kind == SnapshotKind::kSuspend) continue;
     std::filesystem::path path = snapshotFile(dir, m, name);
     std::error_code ec;
     if (path.empty() || !std::filesystem::is_regular_file(path, ec)) continue;

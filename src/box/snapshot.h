@@ -80,7 +80,8 @@ struct SnapshotManifest {
   uint64_t disk_bytes = 0;
   int64_t created_at = 0;
   // What the files were when the manifest was written (writeManifest fills these): the sizes of
-  // "state", "memory" (in the directory) and "layer", and the SHA-256 of "state" when it is
+  // "state", "memory" (in the directory) and "layer" (frozen layers only: not a suspended box's
+  // own disk), and the SHA-256 of "state" when it is
   // small enough to hash on every restore (device state without the RAM). Empty in manifests
   // of hutchd versions before them: nothing to check.
   std::map<std::string, uint64_t> file_sizes;

@@ -165,6 +165,20 @@ TEST_F(SnapshotFilesTest, DamagedFilesAreRefusedSayingWhatChanged) {
   EXPECT_NE(gone.error().message().find("layer file"), std::string::npos);
 }
 
+TEST_F(SnapshotFilesTest, ASuspendedBoxsOwnDiskIsNotChecked) {
+  std::ofstream(dir_ / "state") << "device state";
+  std::ofstream(dir_ / "disk.qcow2") << "the box's disk";
+  SnapshotManifest m = manifest();
+  m.kind = SnapshotKind::kSuspend;
+  m.layer = (dir_ / "disk.qcow2").string();
+  ASSERT_TRUE(writeManifest(dir_, m));
+  // The box's disk changes while it is suspended (a checkpoint gives it a new top layer).
+  std::ofstream(dir_ / "disk.qcow2") << "the box's disk, and a new layer over it";
+  auto read = readManifest(dir_);
+  ASSERT_TRUE(read) << read.error().describe();
+  EXPECT_EQ(read->file_sizes, (std::map<std::string, uint64_t>{{"state", 12}}));
+}
+
 TEST_F(SnapshotFilesTest, ManifestsFromBeforeTheChecksAreReadAsTheyAre) {
   // An earlier hutchd's manifest: no "files", no "state_sha256".
   auto json = manifest().toJson();
