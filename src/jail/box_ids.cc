@@ -94,8 +94,9 @@ Result<std::vector<pid_t>> processesWithUid(uid_t uid) {
 namespace {
 
 // An exclusive, non-blocking flock on <dir>/<name>, in a directory only root may write.
+// Held by another: "<held> (<file> is locked)<then>".
 Result<UniqueFd> lockIn(const std::filesystem::path& dir, const std::string& name,
-                        const std::string& held_message) {
+                        const std::string& held, const std::string& then) {
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
     return fail(sysError("Cannot create the lock directory " + dir.string(), errno));
   }
@@ -111,7 +112,7 @@ Result<UniqueFd> lockIn(const std::filesystem::path& dir, const std::string& nam
   if (!fd) return fail(sysError("Cannot open the lock " + file.string(), errno));
   if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
     if (errno == EWOULDBLOCK) {
-      return fail(Errc::kFailedPrecondition, held_message + " (" + file.string() + " is locked)");
+      return fail(Errc::kFailedPrecondition, held + " (" + file.string() + " is locked)" + then);
     }
     return fail(sysError("Cannot lock " + file.string(), errno));
   }
@@ -122,8 +123,8 @@ Result<UniqueFd> lockIn(const std::filesystem::path& dir, const std::string& nam
 
 Result<UniqueFd> lockUid(uid_t uid, const std::filesystem::path& dir) {
   return lockIn(dir, "uid-" + std::to_string(uid) + ".lock",
-                "uid " + std::to_string(uid) +
-                    " is held by another jail: refusing to share it with a new box");
+                "uid " + std::to_string(uid) + " is held by another jail",
+                ": refusing to share it with a new box");
 }
 
 namespace {
@@ -156,7 +157,7 @@ Result<UniqueFd> lockIdRange(uint32_t base, const std::filesystem::path& dir) {
   char hex[16];
   std::snprintf(hex, sizeof hex, "%x", base);
   return lockIn(dir, std::string("range-") + hex + ".lock",
-                "uids from " + std::to_string(base) + " are another hutchd's");
+                "uids from " + std::to_string(base) + " are another hutchd's", "");
 }
 
 }  // namespace hutch::jail
