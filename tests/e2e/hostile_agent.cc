@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <csignal>
 #include <cstdint>
@@ -266,7 +267,11 @@ class Hostile {
     } else if (command == "silent") {
       started(s);
     } else if (command == "flood") {
-      const int seconds = request->argv.size() > 1 ? std::atoi(request->argv[1].c_str()) : 20;
+      int seconds = 20;
+      if (request->argv.size() > 1) {
+        const std::string& arg = request->argv[1];
+        std::from_chars(arg.data(), arg.data() + arg.size(), seconds);
+      }
       flood(s, seconds);
     } else if (command == "deaf") {
       deaf(s);
