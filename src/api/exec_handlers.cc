@@ -34,6 +34,11 @@ constexpr uint32_t kExecStream = 1;  // the one stream of an upgraded exec conne
 constexpr std::string_view kWsProtocol = "hutch.exec.v1";
 constexpr size_t kStdinChunk = size_t{64} << 10;
 
+// How long a command whose client went away has to exit after its SIGKILL. A guest that never
+// sends the exit (a hostile one) would otherwise keep the client's connection, and the relay
+// waiting on it, open for as long as the box lives.
+constexpr auto kExitAfterKill = std::chrono::seconds(10);
+
 const std::string& param(const RequestContext& ctx, const char* name) {
   return ctx.params.find(name)->second;
 }
@@ -55,6 +60,19 @@ awaitable<Result<std::shared_ptr<box::BoxAgent>>> prepare(box::BoxService& servi
                                                           proto::ExecRequest& request) {
   const observe::Actor actor = ctx.principal.actor();
   co_return co_await prepare(service, param(ctx, "box"), actor, request);
+}
+
+// The client of a running command is gone: kill the command, as a terminal hang-up would, so
+// nothing is left running unobserved; and stop waiting for its exit after kExitAfterKill.
+awaitable<void> killAbandoned(std::shared_ptr<guest::ExecSession> session) {
+  (void)session->signal(SIGKILL);
+  asio::steady_timer wait(co_await asio::this_coro::executor, kExitAfterKill);
+  boost::system::error_code ec;
+  co_await wait.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  session->abandon(Error(Errc::kTimeout,
+                         fmt::format("The client went away and the command did not exit {} s "
+                                     "after SIGKILL; hutch stopped waiting for it",
+                                     kExitAfterKill.count())));
 }
 
 // Sends frames to the client, one at a time (the writer side of an exec relay).
@@ -103,9 +121,8 @@ awaitable<void> relayInput(std::shared_ptr<Connection> c,
       if (size) (void)session->resize(size->rows, size->cols);
     }
   }
-  // The client is gone (or sent garbage) while the command still runs: kill it, as a terminal
-  // hang-up would, so nothing is left running unobserved.
-  if (!*finished) (void)session->signal(SIGKILL);
+  // The client is gone (or sent garbage) while the command still runs.
+  if (!*finished) co_await killAbandoned(session);
 }
 
 awaitable<Reply> execUpgraded(box::BoxService& service, RequestContext& ctx) {
@@ -277,7 +294,7 @@ awaitable<void> wsInput(std::shared_ptr<WsStream> ws, std::shared_ptr<Connection
       case WsControl::Kind::kSignal: (void)session->signal(control->signal); break;
     }
   }
-  if (!*finished) (void)session->signal(SIGKILL);
+  if (!*finished) co_await killAbandoned(session);
   (void)keep;
 }
 

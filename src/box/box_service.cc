@@ -876,6 +876,15 @@ asio::awaitable<Result<std::shared_ptr<BoxAgent>>> BoxService::agentFor(
     HUTCH_CO_TRY(box, store_.find(box.id));
   }
   auto it = runtimes_.find(box.id);
+  if (box.state == BoxState::kRunning && it != runtimes_.end() && it->second->agent &&
+      !it->second->agent->isOpen()) {
+    // Between the agent's connection ending and watchAgent() stopping the VM, the box still
+    // reads as running: say what is true instead of "is running; needs a running box".
+    co_return fail(Errc::kUnavailable,
+                   fmt::format("Box {}'s agent is not connected ({}); hutch is stopping its VM: "
+                               "start it again once 'hutch ls' shows it failed",
+                               box.name, it->second->agent->closedError().message()));
+  }
   if (box.state != BoxState::kRunning || it == runtimes_.end() || !it->second->agent ||
       !it->second->agent->isOpen()) {
     std::string hint;

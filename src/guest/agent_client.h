@@ -188,6 +188,8 @@ class AgentClient : public std::enable_shared_from_this<AgentClient> {
   size_t queued() const { return out_.size() + in_flight_; }
 
   bool isOpen() const { return open_; }
+  // Why the connection is closed (what closed() returns); kUnavailable when it never opened.
+  Error closedError() const;
   const std::optional<proto::HelloAck>& helloAck() const { return hello_ack_; }
 
  private:
@@ -219,7 +221,6 @@ class AgentClient : public std::enable_shared_from_this<AgentClient> {
   // call it before each chunk and then check their stream again.
   boost::asio::awaitable<void> writable();
   void forget(uint32_t stream);
-  Error closedError() const;
 
   boost::asio::any_io_executor executor_;
   ByteChannel channel_;

@@ -229,6 +229,14 @@ Result<> ExecSession::killForTimeout() {
   return ok();
 }
 
+void ExecSession::abandon(Error why) {
+  if (finished_) return;
+  if (client_->isOpen()) {
+    client_->send(FrameType::kSignal, stream_, proto::encodeMessage(proto::SignalRequest{SIGKILL}));
+  }
+  finishWith(std::move(why));
+}
+
 Result<> ExecSession::resize(uint16_t rows, uint16_t cols) {
   // Only a tty session may send kResize: the agent then has the "tty" capability (an older one
   // would take the unknown frame type for a broken connection).

@@ -73,6 +73,11 @@ class ExecSession : public StreamHandler {
   Result<> killForTimeout();
   bool timedOut() const { return summary_.timed_out; }
 
+  // Gives up on the process without waiting for the agent: SIGKILL is sent (while the
+  // connection is open), the session finishes with `why`, and next() returns it once the queued
+  // events are taken. For an owner that cannot wait for an exit a hostile guest may never send.
+  void abandon(Error why);
+
   // Sets the terminal's window size (the process gets SIGWINCH). kFailedPrecondition unless the
   // session was started with tty, or once the process has exited.
   Result<> resize(uint16_t rows, uint16_t cols);

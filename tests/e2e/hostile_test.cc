@@ -254,6 +254,10 @@ class HostileGuestTest : public ::testing::Test {
                 argv[0].c_str(), c.r.exit_code, c.seconds, c.hung ? " (HUNG, killed)" : "",
                 err.c_str());
     EXPECT_FALSE(c.hung) << "exec " << box << " -- " << argv[0] << " did not return";
+    // While its agent's connection is ending the box still reads as running: the refusal must
+    // not contradict itself.
+    EXPECT_EQ(c.r.err.find("is running; exec needs a running box"), std::string::npos)
+        << c.r.err;
     return c;
   }
 
@@ -327,6 +331,7 @@ TEST_F(HostileGuestTest, MisbehavingStreamsStayInTheirOwnExec) {
   EXPECT_EQ(still.r.out, "still here\n");
 
   // A stream that never ends: its CLI is what a user ^C's.
+  const int fds_steady = fdCount(d().pid());
   {
     BoundedCli endless(d(), {"exec", "evil-streams", "--", "endless"});
     EXPECT_TRUE(eventually([&] { return endless.output().find("tick") != std::string::npos; }))
@@ -340,6 +345,12 @@ TEST_F(HostileGuestTest, MisbehavingStreamsStayInTheirOwnExec) {
     EXPECT_TRUE(silent.running());
     silent.kill();
   }
+  // The guest never sends the exits that the SIGKILLs ask for: hutchd stops waiting for them
+  // (10 s after each) and lets go of both clients' connections while the box still runs.
+  int fds_now = 0;
+  EXPECT_TRUE(eventually([&] { return (fds_now = fdCount(d().pid())) <= fds_steady; }, 40s))
+      << "hutchd holds " << fds_now << " descriptors, " << fds_steady
+      << " before the abandoned execs: their connections are still open";
   othersWork("after the stream tricks");
   auto after = execIn("evil-streams", {"echo", "after", "abandoned", "streams"});
   EXPECT_EQ(after.r.out, "after abandoned streams\n") << after.r.err;
