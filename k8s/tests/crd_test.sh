@@ -58,7 +58,11 @@ spec:
   resources: {cpus: 2}
   unknownField: dropped
 YAML
-check "a Box is created" kubectl apply -f "$DIR/box.yaml"
+# kubectl 1.20 validates against the served schema before sending; the server's own pruning
+# is what is checked next, so the object goes in with that client-side check off.
+out=$(kubectl apply -f "$DIR/box.yaml" 2>&1)
+if echo "$out" | grep -q 'unknown field "unknownField"'; then ok "kubectl validates against the served schema: ${out:0:110}"; else bad "kubectl's validation: $out"; fi
+check "a Box is created" kubectl apply --validate=false -f "$DIR/box.yaml"
 check "get: defaults are applied (memoryMiB 512, runState Running)" bash -c \
   '[ "$(kubectl get box demo -o jsonpath="{.spec.resources.memoryMiB} {.spec.runState} {.spec.resources.cpus}")" = "512 Running 2" ]'
 check "unknown fields are pruned (structural schema)" bash -c \
@@ -75,6 +79,12 @@ out=$(api PATCH /apis/hutch.dev/v1alpha1/namespaces/default/boxes/demo/status \
 if [ "$(echo "$out" | jq -r '.status.phase + " " + .spec.runState')" = "Running Running" ]; then
   ok "status subresource: status changed, spec untouched"
 else bad "status subresource: $out"; fi
+# Kubernetes 1.20's validator took "" for null when built with Go 1.18 or newer (k8s-build.sh
+# fixes it): controllers clear messages with "".
+out=$(api PATCH /apis/hutch.dev/v1alpha1/namespaces/default/boxes/demo/status '{"status":{"message":""}}' application/merge-patch+json)
+if [ "$(echo "$out" | jq -r '.status.message | type')" = string ]; then
+  ok "an empty string is a value, not null (status.message \"\")"
+else bad "an empty status.message: $out"; fi
 check "a spec patch leaves status alone" bash -c \
   'kubectl patch box demo --type merge -p "{\"spec\":{\"runState\":\"Stopped\"},\"status\":{\"phase\":\"Failed\"}}" >/dev/null &&
    [ "$(kubectl get box demo -o jsonpath="{.spec.runState} {.status.phase}")" = "Stopped Running" ]'
@@ -101,7 +111,7 @@ else bad "watch: $(cat "$DIR/watch.out" "$DIR/watch.err")"; fi
 # A raw watch from a resourceVersion, as client-go's reflector does it.
 rv=$(api GET /apis/hutch.dev/v1alpha1/namespaces/default/boxes | jq -r .metadata.resourceVersion)
 (curl -sS -N --max-time 8 --cacert "$DIR/pki/ca.crt" --cert "$DIR/pki/admin.crt" --key "$DIR/pki/admin.key" \
-  "$HUTCH_K8S_APISERVER/apis/hutch.dev/v1alpha1/namespaces/default/boxes?watch=1&resourceVersion=$rv" >"$DIR/raw.watch" &)
+  "$HUTCH_K8S_APISERVER/apis/hutch.dev/v1alpha1/namespaces/default/boxes?watch=1&resourceVersion=$rv" >"$DIR/raw.watch" 2>/dev/null &)
 sleep 1
 bad_box raw '{template: base}' >/dev/null
 sleep 2
@@ -127,7 +137,8 @@ check "BoxPool scales through the scale subresource" bash -c \
   'kubectl scale boxpool warm --replicas=5 >/dev/null && [ "$(kubectl get boxpool warm -o jsonpath="{.spec.replicas}")" = 5 ]'
 check "BoxTemplate is cluster-scoped" bash -c \
   'printf "apiVersion: hutch.dev/v1alpha1\nkind: BoxTemplate\nmetadata: {name: base}\nspec: {recipe: base}\n" | kubectl apply -f - >/dev/null &&
-   kubectl get boxtemplate base -o jsonpath="{.metadata.namespace}" | grep -qv .'
+   [ "$(kubectl get boxtemplate base -o jsonpath="{.metadata.name}|{.metadata.namespace}")" = "base|" ] &&
+   kubectl api-resources --api-group=hutch.dev --namespaced=false -o name | grep -qx boxtemplates.hutch.dev'
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -28,7 +28,7 @@ for conf in "${configs[@]}"; do
   "$CP" start "$dir" --no-controller-manager --scheduler-config "$K8S/config/scheduler-$conf.yaml"
   # shellcheck disable=SC1091
   . "$dir/env"
-  "$BIN/kubectl" apply -f "$K8S/crds/" >/dev/null 2>&1 || kubectl apply -f "$K8S/crds/" >/dev/null
+  kubectl apply -f "$K8S/crds/" >/dev/null
   kubectl wait --for condition=established --timeout=60s crd/boxes.hutch.dev >/dev/null
   "$BIN/hutch-controller" --qps 400 --workers 8 ${CONTROLLER_ARGS:-} >"$dir/logs/controller.log" 2>&1 &
   ctl_pid=$!

@@ -158,7 +158,24 @@ func registerNodes(ctx context.Context, cl *kube.Clients, c cfg) error {
 		created.Status = corev1.NodeStatus{Capacity: capacity, Allocatable: capacity,
 			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "HutchSimulated",
 				Message: "simulated by hutch-sim (no kubelet)", LastHeartbeatTime: now, LastTransitionTime: now}}}
-		_, err = cl.Core.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{})
+		updated, err := cl.Core.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{})
+		if err != nil {
+			return err
+		}
+		// The apiserver taints every new Node not-ready (admission TaintNodesByCondition); the
+		// node lifecycle controller lifts it once the node reports Ready. That controller does
+		// not run here (nothing would renew these nodes' Leases), so lift it as it would.
+		var keep []corev1.Taint
+		for _, t := range updated.Spec.Taints {
+			if t.Key != corev1.TaintNodeNotReady {
+				keep = append(keep, t)
+			}
+		}
+		if len(keep) == len(updated.Spec.Taints) {
+			return nil
+		}
+		updated.Spec.Taints = keep
+		_, err = cl.Core.CoreV1().Nodes().Update(ctx, updated, metav1.UpdateOptions{})
 		return err
 	})
 }
@@ -316,6 +333,13 @@ func run(ctx context.Context, cl *kube.Clients, c cfg) (*result, error) {
 	if _, err := cl.Core.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, err
 	}
+	// The simulation runs without the controller-manager (simulated nodes send no heartbeats),
+	// so nothing makes the namespace's default ServiceAccount, which the apiserver's
+	// ServiceAccount admission requires of every pod: make it, as that controller would.
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: c.ns}}
+	if _, err := cl.Core.CoreV1().ServiceAccounts(c.ns).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, err
+	}
 	tr, err := newTracker(ctx, cl, c.ns)
 	if err != nil {
 		return nil, err
@@ -343,6 +367,10 @@ func run(ctx context.Context, cl *kube.Clients, c cfg) (*result, error) {
 		where[k] = v
 	}
 	log.Printf("hutch-sim: wave boxes: %+v", w)
+	if w.Bound == 0 {
+		// Nothing placed says nothing about placement: the cluster itself is broken.
+		return nil, fmt.Errorf("the scheduler bound none of the %d boxes of the first wave: %s", w.Requested, w.FirstReason)
+	}
 	res.SpreadAfter = spreadOf(c, where, sizeOf)
 	// Wave 2: forks of random bound parents, same size as their parent.
 	var bound []string

@@ -72,7 +72,7 @@ func Build(box *v1.Box, parentNode string, o Options) *corev1.Pod {
 	if box.Spec.Template != "" {
 		labels[v1.LabelTemplate] = box.Spec.Template
 	}
-	grace := int64(60)
+	grace, noToken := int64(60), false
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: Name(box), Namespace: box.Namespace, Labels: labels,
@@ -98,6 +98,8 @@ func Build(box *v1.Box, parentNode string, o Options) *corev1.Pod {
 			}},
 			RestartPolicy:                 corev1.RestartPolicyNever,
 			TerminationGracePeriodSeconds: &grace,
+			// The launcher talks to its node's hutchd, never to the apiserver: no token in it.
+			AutomountServiceAccountToken: &noToken,
 			Tolerations: []corev1.Toleration{
 				{Key: "node.kubernetes.io/unreachable", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: &o.LostAfterSeconds},
 				{Key: "node.kubernetes.io/not-ready", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: &o.LostAfterSeconds},

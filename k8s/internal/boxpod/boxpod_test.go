@@ -38,6 +38,9 @@ func TestRequestsHoldTheBoxAndItsVMM(t *testing.T) {
 	if p.Spec.NodeSelector[v1.LabelNode] != "true" {
 		t.Errorf("the pod may land on a node without hutchd: %v", p.Spec.NodeSelector)
 	}
+	if a := p.Spec.AutomountServiceAccountToken; a == nil || *a {
+		t.Errorf("the launcher gets an apiserver token it never uses: automount %v", a)
+	}
 }
 
 func TestAStoppedBoxResumesOnItsSnapshotsNodeUntilItIsDurable(t *testing.T) {
