@@ -41,7 +41,8 @@ log "Running tests (unit, then end to end with image $HUTCH_TEST_IMAGE)"
 "$HUTCH_ROOT/scripts/fuzz.sh" --time "${HUTCH_FUZZ_SMOKE_TIME:-20}" || failed+=(fuzz)
 # Clients someone else wrote, against a real hutchd with real boxes: the OpenAPI validator and
 # schemathesis (tests/api), the SDKs' own suites with their pinned dependencies, E2B's own SDKs
-# (tests/e2b), the MCP Inspector (tests/mcp) and the dashboard in Chromium (tests/dashboard).
+# (tests/e2b), the MCP Inspector (tests/mcp), the dashboard in Chromium (tests/dashboard), and
+# a real Kubernetes control plane with hutch's controller, node agents and gateway (k8s/tests).
 # Each suite starts its own hutchd (its own state, uid range and network namespaces), so they
 # run in two lanes side by side: a lane mostly waits on its TCG guests, and two keep both cores
 # busy. Each lane's output is printed when it ends.
@@ -58,11 +59,12 @@ lane() {
     bash $suite >>"$lanes/$name.log" 2>&1 || echo "$suite" >>"$lanes/$name.failed"
   done
 }
-log "Client suites in two lanes: tests/api, the TypeScript SDK, MCP | the Python SDK, E2B's SDKs, the dashboard in Chromium"
+log "Client suites in two lanes: tests/api, the TypeScript SDK, MCP, Kubernetes | the Python SDK, E2B's SDKs, the dashboard in Chromium"
 # schemathesis fuzzes for 90 s here; the long run (HUTCH_FUZZ_TIME=1800) is written down in
 # tests/api/README.md.
 (export HUTCH_FUZZ_TIME=${HUTCH_FUZZ_TIME:-90}; lane a "$HUTCH_ROOT/tests/api/run.sh" \
-  "$HUTCH_ROOT/sdk/typescript/scripts/test.sh" "$HUTCH_ROOT/tests/mcp/run.sh") &
+  "$HUTCH_ROOT/sdk/typescript/scripts/test.sh" "$HUTCH_ROOT/tests/mcp/run.sh" \
+  "$HUTCH_ROOT/k8s/tests/run.sh") &
 lane_a=$!
 lane b "$HUTCH_ROOT/sdk/python/scripts/test.sh --integration" "$HUTCH_ROOT/tests/e2b/run.sh" \
   "$HUTCH_ROOT/tests/dashboard/run.sh" &

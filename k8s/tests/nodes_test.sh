@@ -146,6 +146,7 @@ wait_until 60 "three is removed from its hutchd (finalizer)" sh -c \
 # Kill the hutchd of two's node: the box is Lost, the node tainted; both recover when it returns.
 nb=${n2#node-}
 kill -KILL "${HPID[$nb]}"
+wait "${HPID[$nb]}" 2>/dev/null # reaped here: bash would report the kill later
 t0=$SECONDS
 wait_until 30 "two is Lost when $n2's hutchd dies" sh -c "[ \"\$(kubectl get box two -o jsonpath='{.status.phase}')\" = Lost ]"
 echo "   after $((SECONDS - t0)) s: $(kubectl get box two -o jsonpath='{.status.message}')"
