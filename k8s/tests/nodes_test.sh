@@ -40,6 +40,16 @@ kubectl apply -f "$K8S/crds/" >/dev/null && kubectl wait --for condition=establi
 head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$DIR/node-token"
 key=$(head -c 20 /dev/urandom | od -An -tx1 | tr -d ' \n')
 printf '%s default\n' "$key" >"$DIR/keys"
+# The gateway and the node agents serve TLS with a certificate of the cluster's CA, and check
+# each other's against it: API keys and the node token never cross in clear.
+(
+  cd "$DIR" && umask 077 &&
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=hutch-k8s-test" -keyout tls.key -out tls.csr 2>/dev/null &&
+    printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' >tls.ext &&
+    openssl x509 -req -in tls.csr -CA pki/ca.crt -CAkey pki/ca.key -CAcreateserial -days 1 -extfile tls.ext \
+      -out tls.crt 2>/dev/null
+) || { echo "cannot make the test's TLS certificate"; echo "0 passed, 1 failed"; exit 1; }
+TLS=(--tls-cert "$DIR/tls.crt" --tls-key "$DIR/tls.key" --ca-file "$DIR/pki/ca.crt")
 
 # Node A's image cache is the shared one (a template built before is found there); node B's is
 # empty: B gets the template only from A.
@@ -62,15 +72,15 @@ start_hutchd() {
 for n in a b; do
   start_hutchd $n || { echo "$pass passed, $((fail + 1)) failed"; exit 1; }
   "$GO_BIN/hutch-node" --node-name "node-$n" --hutchd-socket "$DIR/$n/hutchd.sock" --image-cache "${CACHE[$n]}" \
-    --listen "${ADDR[$n]}" --token-file "$DIR/node-token" --cpus 1 --memory-mib 2048 >"$DIR/$n/agent.log" 2>&1 &
+    --listen "${ADDR[$n]}" --token-file "$DIR/node-token" --cpus 1 --memory-mib 2048 "${TLS[@]}" >"$DIR/$n/agent.log" 2>&1 &
   pids+=("$!")
 done
 "$GO_BIN/hutch-controller" >"$DIR/controller.log" 2>&1 &
 pids+=("$!")
 gw=127.0.0.1:$((30000 + RANDOM % 20000))
-"$GO_BIN/hutch-gateway" --listen "$gw" --keys "$DIR/keys" --node-token-file "$DIR/node-token" --wait 15m >"$DIR/gateway.log" 2>&1 &
+"$GO_BIN/hutch-gateway" --listen "$gw" --keys "$DIR/keys" --node-token-file "$DIR/node-token" --wait 15m "${TLS[@]}" >"$DIR/gateway.log" 2>&1 &
 pids+=("$!")
-GW=(curl -sS -H "Authorization: Bearer $key" -H 'Content-Type: application/json')
+GW=(curl -sS --cacert "$DIR/pki/ca.crt" -H "Authorization: Bearer $key" -H 'Content-Type: application/json')
 
 wait_until() { # seconds description command...
   local deadline=$((SECONDS + $1)) what=$2
@@ -86,6 +96,14 @@ node_of() { kubectl get box "$1" -o jsonpath='{.status.nodeName}' 2>/dev/null; }
 
 wait_until 30 "both nodes registered Ready with 1 CPU" sh -c \
   '[ "$(kubectl get nodes -l hutch.dev/node=true -o jsonpath="{range .items[*]}{.metadata.name}={.status.allocatable.cpu}/{.status.conditions[?(@.type==\"Ready\")].status} {end}")" = "node-a=1/True node-b=1/True " ]'
+
+# Everything reachable over TCP asks who is calling.
+code=$(curl -sS -o /dev/null -w '%{http_code}' --cacert "$DIR/pki/ca.crt" "https://$gw/v1/boxes")
+if [ "$code" = 401 ]; then ok "the gateway refuses a call without an API key (401, over TLS)"; else bad "the gateway without a key: HTTP $code"; fi
+code=$(curl -sS -o /dev/null -w '%{http_code}' --cacert "$DIR/pki/ca.crt" "https://${ADDR[a]}/hutchd/v1/boxes")
+if [ "$code" = 401 ]; then ok "a node agent refuses a call without the node token (401, over TLS)"; else bad "a node agent without the token: HTTP $code"; fi
+code=$(curl -sS -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $key" "http://$gw/v1/boxes" 2>/dev/null)
+if [ "$code" != 200 ]; then ok "the gateway does not serve plain HTTP (a plain request gets $code)"; else bad "the gateway answered plain HTTP"; fi
 
 t0=$SECONDS
 printf 'apiVersion: hutch.dev/v1alpha1\nkind: BoxTemplate\nmetadata: {name: base}\nspec: {recipe: base, buildOn: node-a}\n' | kubectl apply -f - >/dev/null
@@ -115,30 +133,30 @@ else bad "rootfs.img differs between node A and node B"; fi
 
 # exec through the gateway: the request reaches the node that runs the box.
 for b in one two; do
-  out=$("${GW[@]}" -D "$DIR/h.$b" -X POST "http://$gw/v1/boxes/$b/exec" -d '{"argv":["sh","-c","echo hello from $(hostname)"]}')
+  out=$("${GW[@]}" -D "$DIR/h.$b" -X POST "https://$gw/v1/boxes/$b/exec" -d '{"argv":["sh","-c","echo hello from $(hostname)"]}')
   hn=$(tr -d '\r' <"$DIR/h.$b" | awk -F': ' 'tolower($1)=="x-hutch-node" {print $2}')
   if echo "$out" | jq -e '.exit_code == 0 or .code == 0 or .exit.code == 0' >/dev/null 2>&1 && echo "$out" | grep -q 'hello from' && [ "$hn" = "$(node_of $b)" ]; then
     ok "exec in $b through the gateway answered from $hn: $(echo "$out" | jq -c '.stdout' 2>/dev/null)"
   else bad "exec in $b: $out (node header '$hn')"; fi
 done
-"${GW[@]}" -X POST "http://$gw/v1/boxes/two/exec" -d '{"argv":["sh","-c","echo kept > /home/hutch/mark"]}' >/dev/null
+"${GW[@]}" -X POST "https://$gw/v1/boxes/two/exec" -d '{"argv":["sh","-c","echo kept > /home/hutch/mark"]}' >/dev/null
 id2=$(kubectl get box two -o jsonpath='{.status.boxID}')
 
 # stop through the gateway; its CPU is free, so a box created through the gateway lands there.
-out=$("${GW[@]}" -X POST "http://$gw/v1/boxes/two/stop")
+out=$("${GW[@]}" -X POST "https://$gw/v1/boxes/two/stop")
 if echo "$out" | jq -e '.phase == "Stopped"' >/dev/null; then ok "two stopped through the gateway"; else bad "stop: $out"; fi
 wait_until 30 "two's pod is gone and its disk is recorded on $n2" sh -c \
   "! kubectl get pod box-two >/dev/null 2>&1 && [ \"\$(kubectl get box two -o jsonpath='{.status.snapshot.node}')\" = $n2 ]"
-out=$("${GW[@]}" -X POST "http://$gw/v1/boxes" -d '{"name":"three","template":"base","cpus":1,"memory_mib":512}')
+out=$("${GW[@]}" -X POST "https://$gw/v1/boxes" -d '{"name":"three","template":"base","cpus":1,"memory_mib":512}')
 if echo "$out" | jq -e --arg n "$n2" '.phase == "Running" and .node == $n' >/dev/null; then ok "three, created through the gateway (hutch's API), runs on the freed node $n2"; else bad "create through gateway: $out"; fi
-out=$("${GW[@]}" -X POST "http://$gw/v1/boxes/two/start" --max-time 15 2>&1)
+out=$("${GW[@]}" -X POST "https://$gw/v1/boxes/two/start" --max-time 15 2>&1)
 wait_until 30 "two cannot start while its node is full: Pending with the scheduler's reason" sh -c \
   "kubectl get box two -o jsonpath='{.status.phase} {.status.message}' | grep -E '^Pending .*(Insufficient cpu|affinity|selector)'"
 echo "   $(kubectl get box two -o jsonpath='{.status.message}')"
-out=$("${GW[@]}" -X DELETE "http://$gw/v1/boxes/three")
+out=$("${GW[@]}" -X DELETE "https://$gw/v1/boxes/three")
 wait_until 600 "with three removed, two starts again on $n2 with its disk" sh -c \
   "[ \"\$(kubectl get box two -o jsonpath='{.status.phase} {.status.nodeName} {.status.boxID}')\" = 'Running $n2 $id2' ]"
-out=$("${GW[@]}" -X POST "http://$gw/v1/boxes/two/exec" -d '{"argv":["cat","/home/hutch/mark"]}')
+out=$("${GW[@]}" -X POST "https://$gw/v1/boxes/two/exec" -d '{"argv":["cat","/home/hutch/mark"]}')
 if echo "$out" | grep -q kept; then ok "the file written before the stop is still there"; else bad "after restart: $out"; fi
 wait_until 60 "three is removed from its hutchd (finalizer)" sh -c \
   "! kubectl get box three >/dev/null 2>&1 && ! curl -fsS --unix-socket $DIR/${n2#node-}/hutchd.sock http://h/v1/boxes/default.three"
@@ -158,7 +176,7 @@ wait_until 60 "two is Running again (same box id) when hutchd returns" sh -c \
   "[ \"\$(kubectl get box two -o jsonpath='{.status.phase} {.status.boxID}')\" = 'Running $id2' ]"
 echo "   after $((SECONDS - t0)) s"
 wait_until 15 "the taint is gone" sh -c "! kubectl get node $n2 -o jsonpath='{.spec.taints[*].key}' | grep -q hutchd-down"
-out=$("${GW[@]}" -X POST "http://$gw/v1/boxes/two/exec" -d '{"argv":["cat","/home/hutch/mark"]}')
+out=$("${GW[@]}" -X POST "https://$gw/v1/boxes/two/exec" -d '{"argv":["cat","/home/hutch/mark"]}')
 if echo "$out" | grep -q kept; then ok "two answers exec after its hutchd came back (its QEMU outlived hutchd)"; else bad "exec after hutchd restart: $out"; fi
 
 kubectl delete box one two --wait=true --timeout=120s >/dev/null

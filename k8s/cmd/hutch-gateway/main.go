@@ -4,6 +4,7 @@ package main
 import (
 	"flag"
 	"log"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"hutch.dev/k8s/internal/gateway"
 	"hutch.dev/k8s/internal/kube"
+	"hutch.dev/k8s/internal/tlsflags"
 )
 
 func main() {
@@ -19,9 +21,18 @@ func main() {
 	keysFile := flag.String("keys", "", "File of 'KEY NAMESPACE' lines: who may call, and whose boxes they see")
 	tokenFile := flag.String("node-token-file", "", "File with the token the node agents expect")
 	wait := flag.Duration("wait", 10*time.Minute, "How long a create, start or stop waits for the box before answering 504")
+	var tf tlsflags.Flags
+	tf.Register(flag.CommandLine)
 	flag.Parse()
 	if *keysFile == "" || *tokenFile == "" {
 		log.Fatal("hutch-gateway: --keys and --node-token-file are required")
+	}
+	if err := tf.Check("hutch-gateway"); err != nil {
+		log.Fatal(err)
+	}
+	transport, err := tf.Transport()
+	if err != nil {
+		log.Fatalf("hutch-gateway: %v", err)
 	}
 	kt, err := os.ReadFile(*keysFile)
 	if err != nil {
@@ -40,7 +51,11 @@ func main() {
 		log.Fatal(err)
 	}
 	g := gateway.New(c, keys, strings.TrimSpace(string(tok)))
-	g.Wait = *wait
-	log.Printf("hutch-gateway: serving on %s", *listen)
-	log.Fatal(http.ListenAndServe(*listen, g))
+	g.Wait, g.Transport = *wait, transport
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		log.Fatalf("hutch-gateway: cannot listen on %s: %v", *listen, err)
+	}
+	log.Printf("hutch-gateway: serving %s on %s", tf.Scheme(), *listen)
+	log.Fatal(tf.Serve(&http.Server{Handler: g}, ln))
 }

@@ -21,14 +21,18 @@ func main() {
 	flag.StringVar(&cfg.Socket, "hutchd-socket", "/run/hutch/hutchd.sock", "hutchd's API socket")
 	flag.StringVar(&cfg.ImageCache, "image-cache", "/var/cache/hutch", "hutchd's --image-cache (fetched templates land in its images/)")
 	flag.StringVar(&cfg.Listen, "listen", "127.0.0.1:7443", "ADDR:PORT of the agent's listener (peers' chunks, the gateway's proxy)")
-	flag.StringVar(&cfg.Advertise, "advertise", "", "URL others reach the listener at (default http://LISTEN)")
+	flag.StringVar(&cfg.Advertise, "advertise", "", "URL others reach the listener at (default https://LISTEN, http:// with --plain-http)")
 	tokenFile := flag.String("token-file", "", "File with the token node agents and the gateway share")
 	flag.Int64Var(&cfg.CPUs, "cpus", 2, "CPUs this node offers boxes")
 	flag.Int64Var(&cfg.MemoryMiB, "memory-mib", 4096, "Memory (MiB) this node offers boxes")
 	flag.Int64Var(&cfg.MaxPods, "max-boxes", 110, "Most box pods on this node")
+	cfg.TLS.Register(flag.CommandLine)
 	flag.Parse()
+	if err := cfg.TLS.Check("hutch-node"); err != nil {
+		log.Fatal(err)
+	}
 	if cfg.Advertise == "" {
-		cfg.Advertise = "http://" + cfg.Listen
+		cfg.Advertise = cfg.TLS.Scheme() + "://" + cfg.Listen
 	}
 	if err := node.EndpointURL(cfg.Advertise); err != nil {
 		log.Fatal(err)

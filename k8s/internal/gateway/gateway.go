@@ -30,7 +30,8 @@ type Gateway struct {
 	c         *kube.Clients
 	keys      map[string]string // API key -> namespace (the key's owner)
 	nodeToken string
-	Wait      time.Duration // how long a create, start or stop waits for the box
+	Wait      time.Duration     // how long a create, start or stop waits for the box
+	Transport http.RoundTripper // to node agents (TLS verified against the cluster's CA)
 }
 
 func New(c *kube.Clients, keys map[string]string, nodeToken string) *Gateway {
@@ -270,6 +271,7 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request, ns, name, sub st
 		return
 	}
 	rp := &httputil.ReverseProxy{
+		Transport: g.Transport,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
 			pr.Out.URL.Path = "/hutchd/v1/boxes/" + url.PathEscape(b.Status.BoxID) + sub

@@ -48,6 +48,7 @@ import (
 	"hutch.dev/k8s/internal/chunks"
 	"hutch.dev/k8s/internal/hutchd"
 	"hutch.dev/k8s/internal/kube"
+	"hutch.dev/k8s/internal/tlsflags"
 )
 
 type Config struct {
@@ -60,6 +61,7 @@ type Config struct {
 	CPUs       int64
 	MemoryMiB  int64
 	MaxPods    int64
+	TLS        tlsflags.Flags // its listener's certificate; the CA its peers' are checked against
 }
 
 type Agent struct {
@@ -76,12 +78,17 @@ type Agent struct {
 	mu      sync.Mutex
 	busy    map[string]bool // boxes with a slow hutchd call under way
 	healthy bool
-	tmplMu  sync.Mutex // one template build or fetch at a time
+	peers   *http.Client // to other node agents, over TLS verified against the cluster's CA
+	tmplMu  sync.Mutex   // one template build or fetch at a time
 }
 
 func New(cfg Config, c *kube.Clients) (*Agent, error) {
 	if cfg.NodeName == "" || cfg.Socket == "" {
 		return nil, fmt.Errorf("a node name and hutchd's socket are required")
+	}
+	transport, err := cfg.TLS.Transport()
+	if err != nil {
+		return nil, err
 	}
 	dyn := dynamicinformer.NewFilteredDynamicSharedInformerFactory(c.Dynamic, 10*time.Minute, metav1.NamespaceAll, func(o *metav1.ListOptions) {
 		o.LabelSelector = v1.LabelNodeName + "=" + cfg.NodeName
@@ -95,7 +102,7 @@ func New(cfg Config, c *kube.Clients) (*Agent, error) {
 		boxes: dyn.ForResource(v1.BoxGVR).Informer(), tmpls: tmplInf.ForResource(v1.BoxTemplateGVR).Informer(),
 		pods:  podInf.Core().V1().Pods().Lister(),
 		queue: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
-		busy:  map[string]bool{}, healthy: true}
+		busy:  map[string]bool{}, healthy: true, peers: &http.Client{Transport: transport}}
 	enqueue := func(obj any) {
 		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = t.Obj
@@ -130,7 +137,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("cannot listen on %s: %w", a.cfg.Listen, err)
 	}
-	go srv.Serve(ln)
+	go func() {
+		if err := a.cfg.TLS.Serve(srv, ln); err != nil && err != http.ErrServerClosed {
+			log.Printf("node %s: listener: %v", a.cfg.NodeName, err)
+		}
+	}()
 	defer srv.Close()
 	a.start(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), a.synced...) {
@@ -682,7 +693,7 @@ func (a *Agent) ensureTemplate(ctx context.Context, name string) error {
 		return fmt.Errorf("no node holds template %s (digest %s) to fetch it from", name, bt.Status.Digest[:12])
 	}
 	t0 := time.Now()
-	f := &chunks.Fetcher{Client: http.DefaultClient, Header: http.Header{"Authorization": {"Bearer " + a.cfg.Token}}}
+	f := &chunks.Fetcher{Client: a.peers, Header: http.Header{"Authorization": {"Bearer " + a.cfg.Token}}}
 	images := filepath.Join(a.cfg.ImageCache, "images")
 	os.MkdirAll(images, 0o755)
 	m, st, err := f.Fetch(ctx, peers, bt.Status.Digest, images, a.store)
