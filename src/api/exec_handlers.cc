@@ -69,10 +69,10 @@ awaitable<void> killAbandoned(std::shared_ptr<guest::ExecSession> session) {
   asio::steady_timer wait(co_await asio::this_coro::executor, kExitAfterKill);
   boost::system::error_code ec;
   co_await wait.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-  session->abandon(Error(Errc::kTimeout,
-                         fmt::format("The client went away and the command did not exit {} s "
-                                     "after SIGKILL; hutch stopped waiting for it",
-                                     kExitAfterKill.count())));
+  session->abandon(
+      Error(Errc::kTimeout, fmt::format("The client went away and the command did not exit {} s "
+                                        "after SIGKILL; hutch stopped waiting for it",
+                                        kExitAfterKill.count())));
 }
 
 // Sends frames to the client, one at a time (the writer side of an exec relay).

@@ -256,8 +256,7 @@ class HostileGuestTest : public ::testing::Test {
     EXPECT_FALSE(c.hung) << "exec " << box << " -- " << argv[0] << " did not return";
     // While its agent's connection is ending the box still reads as running: the refusal must
     // not contradict itself.
-    EXPECT_EQ(c.r.err.find("is running; exec needs a running box"), std::string::npos)
-        << c.r.err;
+    EXPECT_EQ(c.r.err.find("is running; exec needs a running box"), std::string::npos) << c.r.err;
     return c;
   }
 
