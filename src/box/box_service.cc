@@ -15,6 +15,7 @@
 #include <limits>
 #include <set>
 
+#include "base/fault.h"
 #include "box/network_service.h"
 #include "event/offload.h"
 #include "jail/box_dir.h"
@@ -369,6 +370,7 @@ asio::awaitable<Result<Box>> BoxService::bootBox(Box& box, const RestoreSource* 
     co_return fail(booted.error().withContext(fmt::format(
         "Box {} failed to start (see 'hutch logs {}' for its console)", box.name, box.name)));
   }
+  fault::point("boot.agent-ready");
   HUTCH_CO_TRY_VOID(setState(box, BoxState::kRunning));
   spdlog::info("box={} running (pid {})", box.id, box.pid);
   co_return box;
@@ -562,6 +564,7 @@ asio::awaitable<Result<>> BoxService::boot(Box& box, std::shared_ptr<Runtime> ru
   }
   box.pid = runtime->vm->pid();
   HUTCH_CO_TRY_VOID(store_.update(box));
+  fault::point("boot.vm-launched");
   asio::co_spawn(loop_, watch(box.id, runtime), asio::detached);
   if (restored) HUTCH_CO_TRY_VOID(co_await runtime->vm->resume());
 
@@ -818,6 +821,7 @@ asio::awaitable<Result<>> BoxService::removeBox(const std::string& key, bool for
   HUTCH_CO_TRY(std::vector<Snapshot> checkpoints, store_.checkpoints(box.id));
   for (const Snapshot& snap : checkpoints) HUTCH_CO_TRY_VOID(store_.removeSnapshot(snap.id));
   HUTCH_CO_TRY_VOID(store_.remove(box.id));
+  fault::point("remove.recorded");
   if (box.uid_index >= 0) held_uid_indices_.insert(static_cast<uint32_t>(box.uid_index));
   ++cleaning_;
   if (observer_) observer_->boxRemoved(box.id);

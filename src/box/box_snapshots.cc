@@ -15,6 +15,7 @@
 #include <set>
 #include <tuple>
 
+#include "base/fault.h"
 #include "box/box_service.h"
 #include "box/network_service.h"
 #include "box/snapshot_helpers.h"
@@ -475,6 +476,7 @@ asio::awaitable<Result<BoxService::Capture>> BoxService::freezeDisk(Box& box, Ru
   box.disk = new_name;
   auto stored = store_.update(box);
   freeze(cap.layer);
+  fault::point("capture.disk-frozen");
   if (!stored) {
     // The journal stays: a restarted hutchd reads it and records the new top.
     co_await resume();
@@ -836,6 +838,7 @@ asio::awaitable<Result<Snapshot>> BoxService::checkpointBox(const std::string& k
   snap.size_bytes = allocatedBytes(snap.dir) + allocatedBytes(snap.layer);
   HUTCH_CO_TRY(SnapshotManifest manifest, manifestFor(box, SnapshotKind::kCheckpoint, *captured));
   HUTCH_CO_TRY_VOID(writeManifest(snap.dir, manifest));
+  fault::point("checkpoint.saved");
   HUTCH_CO_TRY_VOID(store_.insertSnapshot(snap));
   spdlog::info("box={} checkpoint {} in {} ms ({} MiB)", box.id, snap.name,
                captured->stats.took.count(), snap.size_bytes >> 20);

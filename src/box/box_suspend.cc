@@ -11,6 +11,7 @@
 #include <charconv>
 #include <optional>
 
+#include "base/fault.h"
 #include "box/box_service.h"
 #include "box/snapshot_helpers.h"
 #include "guest/exec_session.h"
@@ -134,6 +135,7 @@ asio::awaitable<Result<Box>> BoxService::suspendBox(const std::string& key, std:
   }
   // The state is on disk and recorded: from here on the box is suspended, whatever happens to
   // its QEMU (a restarted hutchd finishes the job, recoverAfterRestart).
+  fault::point("suspend.state-recorded");
   runtime->stopping = true;
   HUTCH_CO_TRY_VOID(setState(box, BoxState::kStopping));
   if (runtime->agent) runtime->agent->close();

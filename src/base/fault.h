@@ -1,0 +1,31 @@
+// Named fault points (issue 18.3): steps of box operations at which a test has hutchd killed
+// with SIGKILL, as `kill -9` would, to check that the next hutchd finds every box in a defined
+// state with nothing lost (tests/e2e/fault_test.cc).
+//
+// Off unless hutchd's environment names them: HUTCH_FAULT_POINTS=NAME[@N][,NAME[@N]...] kills
+// hutchd at the Nth time NAME is passed (the first when @N is left out). The variable is read
+// once; a point that is not named costs a branch.
+#pragma once
+
+#include <string_view>
+
+namespace hutch::fault {
+
+// Every point hutchd has, in the order an operation passes them; tests iterate over it.
+inline constexpr std::string_view kPoints[] = {
+    "boot.vm-launched",        // a box's QEMU runs (created, started or restored); not running yet
+    "boot.agent-ready",        // its agent answered and its network is up; state not yet running
+    "capture.disk-frozen",     // checkpoint/fork: the disk's layer is frozen, the VM still paused
+    "checkpoint.saved",        // the checkpoint's files are written, not yet recorded
+    "suspend.state-recorded",  // a suspend's state is saved and recorded; QEMU still runs
+    "remove.recorded",         // rm: the box's record is gone; its VM and files not yet
+};
+
+// Kills this process with SIGKILL if HUTCH_FAULT_POINTS names `point` for this passage; says
+// so on stderr first. `point` must be one of kPoints.
+void point(std::string_view point);
+
+// The parsed variable: which passage of `point` kills, 0 for none. For tests of the parser.
+int passageToFail(std::string_view spec, std::string_view point);
+
+}  // namespace hutch::fault

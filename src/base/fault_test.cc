@@ -1,0 +1,28 @@
+#include "base/fault.h"
+
+#include <gtest/gtest.h>
+
+namespace hutch::fault {
+namespace {
+
+TEST(FaultTest, TheVariableNamesAPointAndWhichPassageKills) {
+  EXPECT_EQ(passageToFail("boot.vm-launched", "boot.vm-launched"), 1);
+  EXPECT_EQ(passageToFail("boot.vm-launched@3", "boot.vm-launched"), 3);
+  EXPECT_EQ(passageToFail("remove.recorded,boot.vm-launched@2", "boot.vm-launched"), 2);
+  EXPECT_EQ(passageToFail("remove.recorded,boot.vm-launched@2", "remove.recorded"), 1);
+  EXPECT_EQ(passageToFail("boot.vm-launched", "boot.agent-ready"), 0);
+  // A prefix is not the point, and a count that is not a positive number disables it.
+  EXPECT_EQ(passageToFail("boot", "boot.vm-launched"), 0);
+  EXPECT_EQ(passageToFail("boot.vm-launched@0", "boot.vm-launched"), 0);
+  EXPECT_EQ(passageToFail("boot.vm-launched@x", "boot.vm-launched"), 0);
+  EXPECT_EQ(passageToFail("", "boot.vm-launched"), 0);
+}
+
+TEST(FaultTest, UnnamedPointsAreNoOps) {
+  // HUTCH_FAULT_POINTS is not set for unit tests: passing every point does nothing.
+  for (std::string_view p : kPoints) point(p);
+  SUCCEED();
+}
+
+}  // namespace
+}  // namespace hutch::fault
