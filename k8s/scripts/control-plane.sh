@@ -5,9 +5,11 @@
 # Debian's etcd-server, all on loopback with certificates made here for each run.
 #
 #   control-plane.sh build          builds (or finds cached) binaries; prints their directory
-#   control-plane.sh start DIR [--no-controller-manager] [--scheduler-config FILE]
+#   control-plane.sh start DIR [--no-controller-manager] [--scheduler-config FILE] [--address IP]
 #                                   starts etcd + apiserver + scheduler (+ controller-manager)
-#                                   with state, certificates, logs and kubeconfigs in DIR
+#                                   with state, certificates, logs and kubeconfigs in DIR; the
+#                                   apiserver on IP (default 127.0.0.1: a test's own bridge
+#                                   address when nodes in other network namespaces must reach it)
 #   control-plane.sh stop DIR       stops what `start DIR` started (by the pids it recorded)
 #   control-plane.sh env DIR        prints the KUBECONFIG and PATH exports for DIR
 set -euo pipefail
@@ -35,13 +37,21 @@ apt_install() {
 
 cmd_build() { "$HERE/k8s-build.sh" | tail -n 1; }
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# N distinct free loopback ports, held together while they are picked (two picks one after the
+# other may return the same port). Another process may still take one before it is used:
+# start_ready() then starts that component again on a new one.
+free_ports() {
+  python3 -c 'import socket, sys
+ss = [socket.socket() for _ in range(int(sys.argv[1]))]
+for s in ss: s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in ss))' "$1"
+}
 
 # Makes the certificates of a control plane on loopback in $1/pki: a CA, the apiserver's serving
 # certificate, client certificates for the admin, the scheduler and the controller-manager, and
 # the service-account key pair. Each run makes its own; nothing is shared between runs.
 make_pki() {
-  local pki=$1/pki
+  local pki=$1/pki address=$2
   mkdir -p "$pki"
   (
     cd "$pki"
@@ -54,7 +64,9 @@ make_pki() {
         ${3:+-extfile "$3"} -out "$1.crt" 2>/dev/null
       rm -f "$1.csr"
     }
-    printf '%s\n' "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,IP:10.96.0.1" \
+    local san=IP:127.0.0.1
+    [ "$address" = 127.0.0.1 ] || san="IP:$address,$san"
+    printf '%s\n' "subjectAltName=$san,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,IP:10.96.0.1" \
       "extendedKeyUsage=serverAuth" >apiserver.ext
     cert apiserver "/CN=kube-apiserver" apiserver.ext
     printf 'extendedKeyUsage=clientAuth\n' >client.ext
@@ -97,6 +109,22 @@ launch() {
   echo "$! $name" >>"$DIR/pids"
 }
 
+# Starts NAME with @PORT@ in its command line replaced by a free port and waits (SECONDS) until
+# HEALTH (a curl URL with @PORT@) answers; when the port was taken meanwhile ("address already
+# in use" in its log), starts it again on another, up to three times. Sets PORT.
+start_ready() { # name seconds health-url command...
+  local name=$1 seconds=$2 health=$3 attempt
+  shift 3
+  for attempt in 1 2 3; do
+    PORT=$(free_ports 1)
+    launch "$name" "${@//@PORT@/$PORT}"
+    if wait_for "$name" "$seconds" curl -fsSk "${health//@PORT@/$PORT}"; then return 0; fi
+    grep -q 'address already in use' "$DIR/logs/$name.log" || return 1
+    say "$name lost port $PORT to another process before binding it; starting it again"
+  done
+  return 1
+}
+
 wait_for() { # what seconds command...
   local what=$1 deadline=$((SECONDS + $2))
   shift 2
@@ -114,12 +142,13 @@ cmd_start() {
   local dir=${1:-}
   [ -n "$dir" ] || die "usage: control-plane.sh start DIR [--no-controller-manager] [--scheduler-config FILE]"
   shift
-  local with_cm=1 sched_config=""
+  local with_cm=1 sched_config="" address=127.0.0.1
   while [ $# -gt 0 ]; do
     case $1 in
     --no-controller-manager) with_cm=0 ;;
     --scheduler-config) sched_config=$(readlink -f "$2"); shift ;;
-    *) die "unknown option '$1' (try --no-controller-manager or --scheduler-config FILE)" ;;
+    --address) address=$2; shift ;;
+    *) die "unknown option '$1' (try --no-controller-manager, --scheduler-config FILE or --address IP)" ;;
     esac
     shift
   done
@@ -134,11 +163,11 @@ cmd_start() {
   mkdir -p "$dir/logs"
   DIR=$(readlink -f "$dir")
   : >"$DIR/pids"
-  make_pki "$DIR"
-  local etcd_port peer_port api_port sched_port cm_port
-  etcd_port=$(free_port) peer_port=$(free_port) api_port=$(free_port)
-  sched_port=$(free_port) cm_port=$(free_port)
-  APISERVER=https://127.0.0.1:$api_port
+  [[ $address =~ ^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "--address wants an IPv4 address of this host, not '$address'"
+  make_pki "$DIR" "$address"
+  local etcd_port peer_port api_port
+  read -r etcd_port peer_port api_port < <(free_ports 3)
+  APISERVER=https://$address:$api_port
   local t0=$SECONDS
   # etcd on loopback without TLS (the apiserver is its only client); fsync off: a test store.
   launch etcd "$etcd_bin" --name hutch --data-dir "$DIR/etcd" \
@@ -149,7 +178,7 @@ cmd_start() {
   local pki=$DIR/pki
   launch kube-apiserver "$bin/kube-apiserver" \
     --etcd-servers "http://127.0.0.1:$etcd_port" \
-    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" --insecure-port 0 \
+    --bind-address "$address" --advertise-address "$address" --secure-port "$api_port" --insecure-port 0 \
     --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
     --client-ca-file "$pki/ca.crt" \
     --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
@@ -166,19 +195,20 @@ cmd_start() {
     sed "s|@KUBECONFIG@|$DIR/scheduler.kubeconfig|" "$sched_config" >"$DIR/scheduler-config.yaml"
     sched_args=(--config "$DIR/scheduler-config.yaml")
   fi
-  launch kube-scheduler "$bin/kube-scheduler" "${sched_args[@]}" \
+  start_ready kube-scheduler 60 "https://127.0.0.1:@PORT@/healthz" "$bin/kube-scheduler" "${sched_args[@]}" \
     --authentication-kubeconfig "$DIR/scheduler.kubeconfig" --authorization-kubeconfig "$DIR/scheduler.kubeconfig" \
-    --bind-address 127.0.0.1 --secure-port "$sched_port" --port 0 --leader-elect=false --v 1
-  wait_for kube-scheduler 60 curl -fsSk "https://127.0.0.1:$sched_port/healthz"
+    --bind-address 127.0.0.1 --secure-port @PORT@ --port 0 --leader-elect=false --v 1
   if [ $with_cm = 1 ]; then
-    # Node lifecycle timings shortened so that a dead node agent is noticed in tens of seconds.
-    launch kube-controller-manager "$bin/kube-controller-manager" --kubeconfig "$DIR/controller-manager.kubeconfig" \
+    # Node lifecycle timings shortened so that a dead node agent is noticed in tens of seconds;
+    # quotas recounted every 10 s, not 5 min: a quota made before the controller has discovered a
+    # new custom resource (it looks every 30 s) counts it only from its next full recount.
+    start_ready kube-controller-manager 60 "https://127.0.0.1:@PORT@/healthz" \
+      "$bin/kube-controller-manager" --kubeconfig "$DIR/controller-manager.kubeconfig" \
       --authentication-kubeconfig "$DIR/controller-manager.kubeconfig" --authorization-kubeconfig "$DIR/controller-manager.kubeconfig" \
-      --bind-address 127.0.0.1 --secure-port "$cm_port" --port 0 --leader-elect=false \
+      --bind-address 127.0.0.1 --secure-port @PORT@ --port 0 --leader-elect=false \
       --use-service-account-credentials --service-account-private-key-file "$pki/sa.key" \
       --root-ca-file "$pki/ca.crt" --cluster-signing-cert-file "$pki/ca.crt" --cluster-signing-key-file "$pki/ca.key" \
-      --node-monitor-period 2s --node-monitor-grace-period 20s --v 1
-    wait_for kube-controller-manager 60 curl -fsSk "https://127.0.0.1:$cm_port/healthz"
+      --node-monitor-period 2s --node-monitor-grace-period 20s --resource-quota-sync-period 10s --v 1
   fi
   cat >"$DIR/env" <<ENV
 export KUBECONFIG=$DIR/admin.kubeconfig

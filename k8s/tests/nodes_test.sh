@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Issue 19 item 3, for real on this machine: two hutchd "nodes" (each with its own state
-# directory, socket, image cache, uid range and so network-namespace prefix) with their node
-# agents register with the real control plane (k8s/scripts/control-plane.sh). Boxes created
+# Issue 19 item 3, for real on this machine: two hutchd "nodes", each in its own network
+# namespace (made by this test, joined to the host by a bridge of its own) with its own state
+# directory, socket, image cache and uid range, and its node agent beside it in that namespace,
+# register with the real control plane (k8s/scripts/control-plane.sh, its apiserver on the
+# bridge). Boxes created
 # with kubectl and through the gateway (hutch's own API) land on nodes by their requests (each
 # node offers 1 CPU, each box asks for 1), run, answer exec through the gateway, stop and start;
 # the template built on node A is fetched by node B as checksummed chunks and verified;
@@ -25,15 +27,32 @@ pass=0 fail=0
 ok() { pass=$((pass + 1)); printf 'ok   %s\n' "$*"; }
 bad() { fail=$((fail + 1)); printf 'FAIL %s\n' "$*"; }
 pids=()
+# The nodes' network: a bridge in the host's namespace and a namespace per node, with a /24
+# picked at random in 10.251.0.0/16 (the test's own; nothing outside this host is addressed).
+NET=10.251.$((RANDOM % 250)) BR=hk8s$$
+declare -A NS=([a]=hk8s-$$-a [b]=hk8s-$$-b) IP=([a]=$NET.11 [b]=$NET.12)
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
   "$CP" stop "$DIR"
+  for n in a b; do ip netns del "${NS[$n]}" 2>/dev/null; done
+  ip link del "$BR" 2>/dev/null
   if [ -n "${HUTCH_K8S_KEEP:-}" ]; then echo "kept $DIR" >&2; else rm -rf "$DIR"; fi
 }
 trap cleanup EXIT
-
-"$CP" start "$DIR" || { echo "0 passed, 1 failed"; exit 1; }
+make_network() {
+  ip link add "$BR" type bridge && ip addr add "$NET.1/24" dev "$BR" && ip link set "$BR" up || return 1
+  local n
+  for n in a b; do
+    ip netns add "${NS[$n]}" &&
+      ip link add "$BR$n" type veth peer name eth0 netns "${NS[$n]}" &&
+      ip link set "$BR$n" master "$BR" && ip link set "$BR$n" up &&
+      ip -n "${NS[$n]}" addr add "${IP[$n]}/24" dev eth0 &&
+      ip -n "${NS[$n]}" link set eth0 up && ip -n "${NS[$n]}" link set lo up || return 1
+  done
+}
+make_network || { echo "cannot make the nodes' network namespaces"; echo "0 passed, 1 failed"; exit 1; }
+"$CP" start "$DIR" --address "$NET.1" || { echo "0 passed, 1 failed"; exit 1; }
 # shellcheck disable=SC1091
 . "$DIR/env"
 kubectl apply -f "$K8S/crds/" >/dev/null && kubectl wait --for condition=established --timeout=60s crd/boxes.hutch.dev >/dev/null
@@ -45,7 +64,7 @@ printf '%s default\n' "$key" >"$DIR/keys"
 (
   cd "$DIR" && umask 077 &&
     openssl req -newkey rsa:2048 -nodes -subj "/CN=hutch-k8s-test" -keyout tls.key -out tls.csr 2>/dev/null &&
-    printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' >tls.ext &&
+    printf 'subjectAltName=IP:127.0.0.1,IP:%s,IP:%s,IP:%s\nextendedKeyUsage=serverAuth\n' "$NET.1" "${IP[a]}" "${IP[b]}" >tls.ext &&
     openssl x509 -req -in tls.csr -CA pki/ca.crt -CAkey pki/ca.key -CAcreateserial -days 1 -extfile tls.ext \
       -out tls.crt 2>/dev/null
 ) || { echo "cannot make the test's TLS certificate"; echo "0 passed, 1 failed"; exit 1; }
@@ -55,12 +74,13 @@ TLS=(--tls-cert "$DIR/tls.crt" --tls-key "$DIR/tls.key" --ca-file "$DIR/pki/ca.c
 # empty: B gets the template only from A.
 declare -A CACHE=([a]=${HUTCH_CACHE_DIR:-/var/cache/hutch} [b]=$DIR/b/cache)
 declare -A UIDBASE=([a]=$((0x7D000000)) [b]=$((0x7D020000)))
-declare -A ADDR=([a]=127.0.0.1:$((20000 + RANDOM % 20000)) [b]=127.0.0.1:$((40000 + RANDOM % 20000)))
+declare -A ADDR=([a]=${IP[a]}:$((20000 + RANDOM % 20000)) [b]=${IP[b]}:$((40000 + RANDOM % 20000)))
 declare -A HPID=()
 start_hutchd() {
   local n=$1
   mkdir -p "$DIR/$n/state" "${CACHE[$n]}"
-  setsid "$HUTCHD" --socket "$DIR/$n/hutchd.sock" --state-dir "$DIR/$n/state" --image-cache "${CACHE[$n]}" \
+  # nsenter, not `ip netns exec`: that remounts /sys, hiding the cgroup hierarchies hutchd uses.
+  nsenter --net="/run/netns/${NS[$n]}" setsid "$HUTCHD" --socket "$DIR/$n/hutchd.sock" --state-dir "$DIR/$n/state" --image-cache "${CACHE[$n]}" \
     --uid-base "${UIDBASE[$n]}" --pool-size 0 >>"$DIR/$n/hutchd.log" 2>&1 </dev/null &
   HPID[$n]=$!
   pids+=("$!")
@@ -71,7 +91,7 @@ start_hutchd() {
 }
 for n in a b; do
   start_hutchd $n || { echo "$pass passed, $((fail + 1)) failed"; exit 1; }
-  "$GO_BIN/hutch-node" --node-name "node-$n" --hutchd-socket "$DIR/$n/hutchd.sock" --image-cache "${CACHE[$n]}" \
+  nsenter --net="/run/netns/${NS[$n]}" "$GO_BIN/hutch-node" --node-name "node-$n" --hutchd-socket "$DIR/$n/hutchd.sock" --image-cache "${CACHE[$n]}" \
     --listen "${ADDR[$n]}" --token-file "$DIR/node-token" --cpus 1 --memory-mib 2048 "${TLS[@]}" >"$DIR/$n/agent.log" 2>&1 &
   pids+=("$!")
 done
@@ -96,6 +116,13 @@ node_of() { kubectl get box "$1" -o jsonpath='{.status.nodeName}' 2>/dev/null; }
 
 wait_until 30 "both nodes registered Ready with 1 CPU" sh -c \
   '[ "$(kubectl get nodes -l hutch.dev/node=true -o jsonpath="{range .items[*]}{.metadata.name}={.status.allocatable.cpu}/{.status.conditions[?(@.type==\"Ready\")].status} {end}")" = "node-a=1/True node-b=1/True " ]'
+
+same_ns=0
+for n in a b; do
+  want=$(stat -Lc %i "/run/netns/${NS[$n]}")
+  [ "$(stat -Lc %i "/proc/${HPID[$n]}/ns/net")" = "$want" ] && [ "$(stat -Lc %i "/proc/self/ns/net")" != "$want" ] && same_ns=$((same_ns + 1))
+done
+if [ $same_ns = 2 ]; then ok "each node's hutchd runs in its own network namespace (${NS[a]}, ${NS[b]}), reached over a bridge"; else bad "the nodes' hutchds are not in their own network namespaces"; fi
 
 # Everything reachable over TCP asks who is calling.
 code=$(curl -sS -o /dev/null -w '%{http_code}' --cacert "$DIR/pki/ca.crt" "https://$gw/v1/boxes")
@@ -163,8 +190,10 @@ wait_until 60 "three is removed from its hutchd (finalizer)" sh -c \
 
 # Kill the hutchd of two's node: the box is Lost, the node tainted; both recover when it returns.
 nb=${n2#node-}
-kill -KILL "${HPID[$nb]}"
-wait "${HPID[$nb]}" 2>/dev/null # reaped here: bash would report the kill later
+{
+  kill -KILL "${HPID[$nb]}"
+  wait "${HPID[$nb]}" # reaped here, quietly: bash would report the kill
+} 2>/dev/null
 t0=$SECONDS
 wait_until 30 "two is Lost when $n2's hutchd dies" sh -c "[ \"\$(kubectl get box two -o jsonpath='{.status.phase}')\" = Lost ]"
 echo "   after $((SECONDS - t0)) s: $(kubectl get box two -o jsonpath='{.status.message}')"
