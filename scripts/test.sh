@@ -36,16 +36,15 @@ export HUTCH_TEST_IMAGE HUTCH_TEST_KERNEL HUTCH_TEST_INITRD HUTCH_TEST_ROOTFS HU
 export HUTCH_BUILD_DIR
 # Every suite runs, so that one run shows every failure; the exit status says whether any failed.
 failed=()
-log "Running tests (unit, then end to end with image $HUTCH_TEST_IMAGE)"
-(cd "$HUTCH_BUILD_DIR" && ctest --output-on-failure --timeout 1200 "$@") || failed+=(ctest)
-"$HUTCH_ROOT/scripts/fuzz.sh" --time "${HUTCH_FUZZ_SMOKE_TIME:-20}" || failed+=(fuzz)
-# Clients someone else wrote, against a real hutchd with real boxes: the OpenAPI validator and
-# schemathesis (tests/api), the SDKs' own suites with their pinned dependencies, E2B's own SDKs
-# (tests/e2b), the MCP Inspector (tests/mcp), the dashboard in Chromium (tests/dashboard), and
-# a real Kubernetes control plane with hutch's controller, node agents and gateway (k8s/tests).
-# Each suite starts its own hutchd (its own state, uid range and network namespaces), so they
-# run in two lanes side by side: a lane mostly waits on its TCG guests, and two keep both cores
-# busy. Each lane's output is printed when it ends.
+# Two lanes side by side. ctest runs the unit tests, then the end-to-end tests on real boxes, one
+# at a time. Beside it, one after another: clients someone else wrote, against a real hutchd with
+# real boxes (a real Kubernetes control plane with hutch's controller, node agents and gateway
+# (k8s/tests); the OpenAPI validator and schemathesis (tests/api); the SDKs' own suites with
+# their pinned dependencies; E2B's own SDKs (tests/e2b); the MCP Inspector (tests/mcp); the
+# dashboard in Chromium (tests/dashboard)), then the fuzz smoke run. A lane mostly waits on its
+# TCG guests, so two keep both cores busy. Every hutchd (the e2e harness's and each suite's) has
+# its own state directory, and takes a uid range no other holds. The client lane's output is
+# printed when both end.
 lanes=$(mktemp -d)
 trap 'kill -- "-$tidy_pid" 2>/dev/null || true; rm -rf "$tidy_log" "$lanes"' EXIT
 lane() {
@@ -59,24 +58,25 @@ lane() {
     bash $suite >>"$lanes/$name.log" 2>&1 || echo "$suite" >>"$lanes/$name.failed"
   done
 }
-log "Client suites in two lanes: tests/api, the TypeScript SDK, MCP, Kubernetes | the Python SDK, E2B's SDKs, the dashboard in Chromium"
-# schemathesis fuzzes for 90 s here; the long run (HUTCH_FUZZ_TIME=1800) is written down in
-# tests/api/README.md.
-(export HUTCH_FUZZ_TIME=${HUTCH_FUZZ_TIME:-90}; lane a "$HUTCH_ROOT/tests/api/run.sh" \
-  "$HUTCH_ROOT/sdk/typescript/scripts/test.sh" "$HUTCH_ROOT/tests/mcp/run.sh" \
-  "$HUTCH_ROOT/k8s/tests/run.sh") &
-lane_a=$!
-lane b "$HUTCH_ROOT/sdk/python/scripts/test.sh --integration" "$HUTCH_ROOT/tests/e2b/run.sh" \
-  "$HUTCH_ROOT/tests/dashboard/run.sh" &
-lane_b=$!
-wait "$lane_a" "$lane_b" || true
-for name in a b; do
-  log "Lane $name's output"
-  cat "$lanes/$name.log" >&2
-  while read -r suite; do
-    [ -n "$suite" ] && failed+=("${suite#"$HUTCH_ROOT"/}")
-  done <"$lanes/$name.failed"
-done
+# The Kubernetes suite first: on a fresh machine its builds (cached by their inputs afterwards)
+# take CPU that ctest's first, quick tests leave. schemathesis fuzzes for 90 s here; the long run
+# (HUTCH_FUZZ_TIME=1800) is written down in tests/api/README.md.
+log "Client suites and the fuzz smoke run, beside ctest: Kubernetes, tests/api, the TypeScript SDK, MCP, the Python SDK, E2B's SDKs, the dashboard in Chromium, fuzz"
+(export HUTCH_FUZZ_TIME=${HUTCH_FUZZ_TIME:-90}; lane clients "$HUTCH_ROOT/k8s/tests/run.sh" \
+  "$HUTCH_ROOT/tests/api/run.sh" "$HUTCH_ROOT/sdk/typescript/scripts/test.sh" \
+  "$HUTCH_ROOT/tests/mcp/run.sh" "$HUTCH_ROOT/sdk/python/scripts/test.sh --integration" \
+  "$HUTCH_ROOT/tests/e2b/run.sh" "$HUTCH_ROOT/tests/dashboard/run.sh" \
+  "$HUTCH_ROOT/scripts/fuzz.sh --time ${HUTCH_FUZZ_SMOKE_TIME:-20}") &
+clients=$!
+log "Running tests (unit, then end to end with image $HUTCH_TEST_IMAGE)"
+(cd "$HUTCH_BUILD_DIR" && ctest --output-on-failure --timeout 1200 "$@") || failed+=(ctest)
+log "ctest done; waiting for the client lane"
+wait "$clients" || true
+log "The client lane's output"
+cat "$lanes/clients.log" >&2
+while read -r suite; do
+  [ -n "$suite" ] && failed+=("${suite#"$HUTCH_ROOT"/}")
+done <"$lanes/clients.failed"
 log "clang-tidy (run beside the tests)"
 if ! wait "$tidy_pid"; then failed+=(clang-tidy); fi
 cat "$tidy_log" >&2

@@ -73,7 +73,6 @@ TLS=(--tls-cert "$DIR/tls.crt" --tls-key "$DIR/tls.key" --ca-file "$DIR/pki/ca.c
 # Node A's image cache is the shared one (a template built before is found there); node B's is
 # empty: B gets the template only from A.
 declare -A CACHE=([a]=${HUTCH_CACHE_DIR:-/var/cache/hutch} [b]=$DIR/b/cache)
-declare -A UIDBASE=([a]=$((0x7D000000)) [b]=$((0x7D020000)))
 declare -A ADDR=([a]=${IP[a]}:$((20000 + RANDOM % 20000)) [b]=${IP[b]}:$((40000 + RANDOM % 20000)))
 declare -A HPID=()
 start_hutchd() {
@@ -81,7 +80,7 @@ start_hutchd() {
   mkdir -p "$DIR/$n/state" "${CACHE[$n]}"
   # nsenter, not `ip netns exec`: that remounts /sys, hiding the cgroup hierarchies hutchd uses.
   nsenter --net="/run/netns/${NS[$n]}" setsid "$HUTCHD" --socket "$DIR/$n/hutchd.sock" --state-dir "$DIR/$n/state" --image-cache "${CACHE[$n]}" \
-    --uid-base "${UIDBASE[$n]}" --pool-size 0 >>"$DIR/$n/hutchd.log" 2>&1 </dev/null &
+    --pool-size 0 >>"$DIR/$n/hutchd.log" 2>&1 </dev/null &
   HPID[$n]=$!
   pids+=("$!")
   for _ in $(seq 100); do [ -S "$DIR/$n/hutchd.sock" ] && curl -fsS --unix-socket "$DIR/$n/hutchd.sock" http://h/v1/info >/dev/null 2>&1 && return 0; sleep 0.2; done

@@ -172,11 +172,12 @@ void Daemon::crashAndRestart(const std::function<void()>& between) {
 
 void Daemon::startDaemon() {
   UniqueFd log = openOrDie(dir_ / "hutchd.log", O_WRONLY | O_CREAT | O_APPEND);
-  // Daemons of concurrent test runs on one host must not hand out the same box uids.
-  std::string uid_base = std::to_string(0x7C010000U + (::getpid() % 512U) * 65536U);
-  std::vector<std::string> argv = {
-      hutchdBin().string(), "--socket", socket(),     "--state-dir", stateDir().string(),
-      "--log-level",        "debug",    "--uid-base", uid_base};
+  // No --uid-base: hutchd takes a range of its own that no other hutchd on the host holds
+  // (a host-wide lock, jail::lockIdRange) and keeps it in the state directory, so that tests
+  // run beside other suites' daemons never share uids or the namespaces named after them.
+  std::vector<std::string> argv = {hutchdBin().string(), "--socket",    socket(),
+                                   "--state-dir",        stateDir().string(), "--log-level",
+                                   "debug"};
   // The warm pool (on by default) refills in the background after every create: tests of
   // other features keep it off so that what runs in a box is only what they started.
   // WarmPoolTest turns it on.

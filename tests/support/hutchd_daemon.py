@@ -84,14 +84,13 @@ def _default_build():
 class HutchDaemon:
     """A hutchd started for a test run; a context manager that stops it."""
 
-    def __init__(self, directory, build=None, image=None, extra_args=None, uid_slot=0):
+    def __init__(self, directory, build=None, image=None, extra_args=None):
         self.dir = pathlib.Path(directory).resolve()
         self.build = pathlib.Path(build) if build else _default_build()
         self.image = pathlib.Path(image) if image else _default_image()
         extra = os.environ.get("HUTCHD_EXTRA_ARGS", "").split()
         self.extra_args = list(extra_args or []) + extra
         # Daemons of one process each take their own slot (a range of 65536 box uids).
-        self.uid_slot = uid_slot
         self.process = None
 
     # The fields tests use.
@@ -123,12 +122,11 @@ class HutchDaemon:
             link.symlink_to(self.image)
         self.socket = str(self.dir / "hutchd.sock")
         self.log = str(self.dir / "hutchd.log")
-        # Concurrent daemons on one host must not hand out the same box uids (the C++ e2e
-        # harness uses 0x7C01xxxx; this one 0x6C01xxxx).
-        uid_base = 0x6C010000 + ((os.getpid() + self.uid_slot * 7) % 512) * 65536
+        # No --uid-base: hutchd takes a range of its own that no other hutchd on the host
+        # holds (a host-wide lock), so concurrent daemons never share box uids.
         argv = [str(hutchd), "--socket", self.socket, "--state-dir", str(state),
                 "--listen", "127.0.0.1:0", "--listen-http", "127.0.0.1:0",
-                "--uid-base", str(uid_base), "--log-level", "debug"]
+                "--log-level", "debug"]
         if "--pool-size" not in self.extra_args:
             argv += ["--pool-size", "0"]
         # An image cache of its own, whose builds are links to the host's: a client that calls

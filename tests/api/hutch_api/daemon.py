@@ -3,8 +3,8 @@
 tests/support/hutchd_daemon.py (HutchDaemon) is the project's launcher: a fresh state dir, a
 TLS listener, a plain-HTTP loopback listener, an admin key and a non-admin key. When it is not
 there (or HUTCH_API_LAUNCHER=local), LocalDaemon starts hutchd the way tests/e2e/harness.cc
-does: a temp state dir with templates/base linked to the image, --pool-size 0, a per-run
---uid-base, the unix socket only.
+does: a temp state dir with templates/base linked to the image, --pool-size 0, a uid range
+hutchd picks and locks itself, the unix socket only.
 """
 
 from __future__ import annotations
@@ -77,9 +77,9 @@ class LocalDaemon:
         state = Path(self.dir) / "state"
         (state / "templates").mkdir(parents=True)
         (state / "templates" / "base").symlink_to(Path(self.image).resolve())
-        uid_base = 0x7C010000 + (os.getpid() % 512) * 65536
+        # No --uid-base: hutchd takes a free range of its own (a host-wide lock).
         argv = [str(hutchd), "--socket", self.socket, "--state-dir", str(state),
-                "--log-level", "debug", "--uid-base", str(uid_base), "--pool-size", "0",
+                "--log-level", "debug", "--pool-size", "0",
                 *self.extra_args]
         self.log_path = Path(self.dir) / "hutchd.log"
         log = open(self.log_path, "ab")
