@@ -175,9 +175,8 @@ void Daemon::startDaemon() {
   // No --uid-base: hutchd takes a range of its own that no other hutchd on the host holds
   // (a host-wide lock, jail::lockIdRange) and keeps it in the state directory, so that tests
   // run beside other suites' daemons never share uids or the namespaces named after them.
-  std::vector<std::string> argv = {hutchdBin().string(), "--socket",    socket(),
-                                   "--state-dir",        stateDir().string(), "--log-level",
-                                   "debug"};
+  std::vector<std::string> argv = {hutchdBin().string(), "--socket",    socket(), "--state-dir",
+                                   stateDir().string(),  "--log-level", "debug"};
   // The warm pool (on by default) refills in the background after every create: tests of
   // other features keep it off so that what runs in a box is only what they started.
   // WarmPoolTest turns it on.
