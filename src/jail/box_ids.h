@@ -55,8 +55,8 @@ inline constexpr std::string_view kUidLockDir = "/run/hutch-jail";
 // The id base of a hutchd given none (--uid-base), for its state directory `state_dir`:
 // kDefaultIdBase for the default /var/lib/hutch, else one of 500 other ranges, picked by a hash
 // of the directory's path: kDefaultIdBase + (513..1012) * 65536, above the ranges that explicit
-// --uid-base choices have used (1..512) and below systemd's foreign range. hutchd keeps the one it picked in its
-// state directory, so that a box's uid never changes.
+// --uid-base choices have used (1..512) and below systemd's foreign range. hutchd keeps the one it
+// picked in its state directory, so that a box's uid never changes.
 uint32_t defaultIdBase(const std::filesystem::path& state_dir);
 // The range after `base` among defaultIdBase's 500 (wrapping), for when `base` is taken.
 uint32_t nextIdBase(uint32_t base);
