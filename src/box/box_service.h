@@ -302,6 +302,13 @@ class BoxService {
   asio::awaitable<Result<Snapshot>> makeTemplateSnapshot(const storage::Template& tmpl,
                                                          const BoxConfig& config);
   asio::awaitable<Result<>> runReadyCheck(guest::AgentClient& agent, const std::string& command);
+  // Runs `sync` in the guest, so that what it wrote but still holds in its page cache is on its
+  // disk before a capture: a checkpoint's or fork's frozen layer, a template snapshot's layer and
+  // a suspended box's disk then hold every file the guest wrote (what reads only the disk, like
+  // a template made from it or a cold boot, sees them). Bounded: a guest that does not finish in
+  // kGuestSyncLimit is given up on (its `sync` killed), and the capture goes on, crash-consistent.
+  asio::awaitable<void> flushGuest(const std::shared_ptr<guest::AgentClient>& agent,
+                                   std::string_view box_name);
   // A running box's disk and RAM into `dir` and layers/: freezeDisk() then saveAndResume().
   asio::awaitable<Result<Capture>> capture(Box& box, Runtime& runtime,
                                            const std::filesystem::path& dir);

@@ -90,20 +90,10 @@ asio::awaitable<Result<Box>> BoxService::suspendBox(const std::string& key, std:
     co_return fail(Errc::kInternal,
                    fmt::format("Cannot create {}: {}", snap.dir.string(), ec.message()));
   }
-  if (!was_paused && runtime->agent) {
-    // What the guest wrote but still holds in its page cache goes to its disk first: a template
-    // made from the suspended box's disk, or a cold boot after a resume that failed, then has
-    // every file the box wrote. (A box paused for idleness wrote nothing for a long while: the
-    // kernel flushed it.)
-    std::shared_ptr<guest::AgentClient> agent = runtime->agent;
-    proto::ExecRequest sync_request;
-    sync_request.argv = {"sync"};
-    auto sync = co_await agent->exec(std::move(sync_request));
-    while (sync) {
-      auto event = co_await (*sync)->next();
-      if (!event || event->kind == guest::ExecEvent::Kind::kExit) break;
-    }
-  }
+  // A template made from the suspended box's disk, or a cold boot after a resume that failed,
+  // then has every file the box wrote. (A box paused for idleness wrote nothing for a long
+  // while: the kernel flushed it.)
+  if (!was_paused) co_await flushGuest(runtime->agent, box.name);
   if (!was_paused) {
     if (auto paused = co_await runtime->vm->pause(); !paused) {
       removeQuietly(snap.dir);
