@@ -614,6 +614,7 @@ asio::awaitable<Result<std::shared_ptr<guest::AgentClient>>> BoxService::connect
 }
 
 asio::awaitable<void> BoxService::watch(std::string id, std::shared_ptr<Runtime> runtime) {
+  asio::co_spawn(loop_, watchDisk(id, runtime), asio::detached);
   std::string how = co_await runtime->vm->waitExit();
   runtime->exited = true;
   runtime->exit_reason = how;
@@ -678,11 +679,14 @@ asio::awaitable<bool> BoxService::waitExit(Runtime& runtime,
 }
 
 Result<std::vector<Box>> BoxService::list(const storage::OwnerFilter& owner) {
-  return store_.list(owner);
+  HUTCH_TRY(std::vector<Box> boxes, store_.list(owner));
+  for (Box& box : boxes) box = withRuntimeState(std::move(box));
+  return boxes;
 }
 
 Result<Box> BoxService::get(const std::string& key, const storage::OwnerFilter& owner) {
-  return store_.find(key, owner);
+  HUTCH_TRY(Box box, store_.find(key, owner));
+  return withRuntimeState(std::move(box));
 }
 
 uint64_t BoxService::diskMibOf(const BoxConfig& config, const std::string& image_dir) {
@@ -888,6 +892,9 @@ asio::awaitable<Result<std::shared_ptr<BoxAgent>>> BoxService::agentFor(
                    fmt::format("Box {}'s agent is not connected ({}); hutch is stopping its VM: "
                                "start it again once 'hutch ls' shows it failed",
                                box.name, it->second->agent->closedError().message()));
+  }
+  if (box.state == BoxState::kRunning && it != runtimes_.end() && !it->second->stalled.empty()) {
+    co_return fail(Errc::kUnavailable, fmt::format("Box {} is {}", box.name, it->second->stalled));
   }
   if (box.state != BoxState::kRunning || it == runtimes_.end() || !it->second->agent ||
       !it->second->agent->isOpen()) {

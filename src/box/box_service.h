@@ -218,6 +218,9 @@ class BoxService {
     uint64_t guest_total_ticks = 0;
     bool sampling = false;  // an idle check is reading /proc/stat
     std::chrono::steady_clock::time_point last_sample;
+    // Set while the VMM holds the guest stopped because the host's disk is full (watchDisk):
+    // what it said. Kept here, not in the database, which may not be writable either.
+    std::string stalled;
   };
 
   // Where a restore comes from.
@@ -371,6 +374,13 @@ class BoxService {
   // the protocol, stopped reading, or went away without its VM), the box is failed with that
   // reason and its VM stopped: `start` boots it again from its disk.
   asio::awaitable<void> watchAgent(std::string id, std::shared_ptr<Runtime> runtime);
+  // While the VM runs: when its VMM stops the guest for lack of space on the host (a write to
+  // its disk failed), the box reads as stalled (get, list, agentFor say why, with an event);
+  // once the state directory's filesystem has room again the VM is resumed and its write goes
+  // through. Nothing is lost: the guest never saw an error.
+  asio::awaitable<void> watchDisk(std::string id, std::shared_ptr<Runtime> runtime);
+  // `box` with what its runtime knows that its record does not (a stall), for get() and list().
+  Box withRuntimeState(Box box) const;
   asio::awaitable<bool> waitExit(Runtime& runtime, std::chrono::steady_clock::duration timeout);
   Result<> setState(Box& box, BoxState state, std::string reason = {});
   // Events (docs/observability.md): one about `box`; an operation that failed with the box as

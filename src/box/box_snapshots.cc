@@ -399,8 +399,8 @@ asio::awaitable<void> BoxService::flushGuest(const std::shared_ptr<guest::AgentC
     co_return;
   }
   auto limit = std::make_shared<asio::steady_timer>(loop_, kGuestSyncLimit);
-  limit->async_wait([weak = std::weak_ptr(*session), name = std::string(box_name)](
-                        const boost::system::error_code& ec) {
+  limit->async_wait([weak = std::weak_ptr(*session),
+                     name = std::string(box_name)](const boost::system::error_code& ec) {
     auto live = weak.lock();
     if (ec || !live || live->finished()) return;
     spdlog::warn("{}: sync before the capture still runs after {} s; capturing without it", name,

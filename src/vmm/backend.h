@@ -84,6 +84,13 @@ class Vm {
     (void)new_top;
     co_return fail(Errc::kUnsupported, "This VM cannot switch disks");
   }
+  // Completes when the VMM stopped the guest because the host had no space left to write the
+  // guest's disk (QEMU's default, werror=enospc: the guest sees no error and goes on at
+  // resume(), its write retried), with what the VMM said. Each stop is reported once. Fails when
+  // the VM is gone (kUnavailable) or the backend cannot tell (kUnsupported).
+  virtual asio::awaitable<Result<std::string>> waitDiskFull() {
+    co_return fail(Errc::kUnsupported, "This VM does not report a full host disk");
+  }
   // After a hutchd restart: cancels a snapshot an earlier hutchd left half-taken and resumes
   // the VM if it was left paused.
   virtual asio::awaitable<Result<>> settle() { co_return co_await resume(); }

@@ -133,6 +133,10 @@ std::string makeKey(const Daemon& d, const std::vector<std::string>& args) {
 Daemon::Daemon(std::vector<std::string> extra_args) : Daemon(std::move(extra_args), "") {}
 
 Daemon::Daemon(std::vector<std::string> extra_args, std::string netns)
+    : Daemon(std::move(extra_args), std::move(netns), {}) {}
+
+Daemon::Daemon(std::vector<std::string> extra_args, std::string netns,
+               const std::function<void(const std::filesystem::path&)>& prepare)
     : extra_args_(std::move(extra_args)), netns_(std::move(netns)) {
   const char* image = std::getenv("HUTCH_TEST_IMAGE");
   if (image == nullptr || !std::filesystem::exists(std::filesystem::path(image) / "rootfs.img")) {
@@ -142,6 +146,8 @@ Daemon::Daemon(std::vector<std::string> extra_args, std::string netns)
   }
   char tmpl[] = "/tmp/hutch-e2e-XXXXXX";
   dir_ = ::mkdtemp(tmpl);
+  std::filesystem::create_directories(stateDir());
+  if (prepare) prepare(stateDir());
   std::filesystem::create_directories(stateDir() / "templates");
   std::filesystem::create_symlink(image, stateDir() / "templates" / "base");
   // The other templates, when built (scripts/test.sh: HUTCH_TEST_DOCKER_IMAGE and so on).

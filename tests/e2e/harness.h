@@ -36,6 +36,10 @@ class Daemon {
   // The same, with hutchd running in the named network namespace (nsenter --net): the test's
   // own "host" network.
   Daemon(std::vector<std::string> extra_args, std::string netns);
+  // The same, with `prepare(stateDir())` run on the new, empty state directory before hutchd
+  // first starts (DiskFullTest mounts a small filesystem there).
+  Daemon(std::vector<std::string> extra_args, std::string netns,
+         const std::function<void(const std::filesystem::path&)>& prepare);
   ~Daemon();
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;

@@ -341,6 +341,34 @@ asio::awaitable<Result<>> QemuVm::resume() {
   co_return ok();
 }
 
+asio::awaitable<Result<std::string>> QemuVm::waitDiskFull() {
+  if (!qmp_) co_return fail(Errc::kUnsupported, "This VM has no QMP connection");
+  std::shared_ptr<QmpClient> qmp = qmp_;
+  for (;;) {
+    auto event = co_await qmp->waitEvent("BLOCK_IO_ERROR", disk_full_seq_, std::chrono::hours(1));
+    if (!event && event.error().code() == Errc::kTimeout) continue;
+    if (!event) co_return fail(event.error());
+    disk_full_seq_ = event->seq;
+    // QEMU's own words, read with care: a QEMU the guest took over could send anything.
+    const Json& data = event->data;
+    auto text = [&](const char* key) {
+      return data.is_object() && data.contains(key) && data[key].is_string()
+                 ? data[key].get<std::string>()
+                 : std::string();
+    };
+    const bool nospace = data.is_object() && data.contains("nospace") &&
+                         data["nospace"].is_boolean() && data["nospace"].get<bool>();
+    if (!nospace || text("action") != "stop") continue;  // reported to the guest, or ignored
+    // An event from before a later `cont` is stale: only a VM still stopped for it is stalled.
+    auto status = co_await queryStatus();
+    if (status && *status != "io-error") continue;
+    std::string device = text("node-name").empty() ? text("device") : text("node-name");
+    std::string reason = text("reason").empty() ? "No space left on device" : text("reason");
+    std::string operation = text("operation").empty() ? "write" : text("operation");
+    co_return operation + " of disk " + (device.empty() ? "?" : device) + ": " + reason;
+  }
+}
+
 asio::awaitable<Result<std::string>> QemuVm::queryStatus() {
   auto r = co_await command("query-status");
   if (!r) co_return fail(r.error());

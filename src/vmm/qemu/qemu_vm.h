@@ -55,6 +55,8 @@ class QemuVm : public Vm {
   // regular file of root's with one link, as hutchd made it).
   asio::awaitable<Result<>> switchDisk(std::filesystem::path new_top) override;
   asio::awaitable<Result<>> settle() override;
+  // From QMP's BLOCK_IO_ERROR events whose action is "stop" for lack of space ("nospace").
+  asio::awaitable<Result<std::string>> waitDiskFull() override;
   Result<ResourceUsage> usage() const override;
   UniqueFd takeAgentChannel() override { return std::move(agent_channel_); }
   // The client end of the agent's socket, connected before QEMU started (QemuBackend).
@@ -91,6 +93,7 @@ class QemuVm : public Vm {
   std::optional<VmJail> jail_;
   std::shared_ptr<Watch> watch_;
   std::shared_ptr<QmpClient> qmp_;
+  uint64_t disk_full_seq_ = 0;  // the last BLOCK_IO_ERROR event waitDiskFull() looked at
   UniqueFd agent_channel_;
 };
 
