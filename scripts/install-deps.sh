@@ -12,6 +12,8 @@ packages=(
   nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libspdlog-dev libfmt-dev
   libsqlite3-dev libexpected-dev libssl-dev libseccomp-dev libgtest-dev libgmock-dev
   libarchive-dev libboost-dev
+  # hutch diff reads a box's ext4 disk with libext2fs (src/diff)
+  libext2fs-dev
   # metrics in the Prometheus text format (src/observe)
   prometheus-cpp-dev
   # VMM and disks

@@ -409,6 +409,7 @@ void registerRoutes(ApiRouter& router, box::BoxService& service, box::TemplateSe
   router.add(verb::delete_, "/v1/boxes/{box}/checkpoints/{checkpoint}",
              bindService(removeCheckpoint, service));
   router.add(verb::post, "/v1/boxes/{box}/rollback", bindService(rollbackBox, service));
+  registerDiffRoutes(router, service);
   const RouteOptions admin{.access = Access::kAdmin};
   router.add(verb::get, "/v1/system/df", Route(bindService(diskUsage, service), admin));
   router.add(verb::get, "/v1/system/pool", Route(bindService(poolStatus, service), admin));

@@ -50,6 +50,9 @@ asio::awaitable<Result<ExecOutcome>> runToCompletion(box::BoxService& service,
 // (file_handlers.cc).
 void registerFileRoutes(ApiRouter& router, box::BoxService& service);
 
+// What changed on a box's disk: hutch diff, --patch and export (diff_handlers.cc).
+void registerDiffRoutes(ApiRouter& router, box::BoxService& service);
+
 // Published ports, detached processes and services (box_io_handlers.cc).
 void registerBoxIoRoutes(ApiRouter& router, box::BoxService& service, box::PortForwards& ports);
 

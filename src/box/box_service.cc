@@ -17,6 +17,7 @@
 
 #include "base/fault.h"
 #include "box/network_service.h"
+#include "box/snapshot_helpers.h"
 #include "event/offload.h"
 #include "jail/box_dir.h"
 #include "jail/box_ids.h"
@@ -947,6 +948,8 @@ asio::awaitable<Result<>> BoxService::recoverAfterRestart() {
   std::string this_boot = config_.boot_id;
   bool rebooted = !last_boot.empty() && last_boot != this_boot;
   HUTCH_CO_TRY_VOID(store_.setMeta("boot_id", this_boot));
+  // Scratch space of diffs a killed hutchd left (box_diff.cc): nothing in it is kept.
+  removeQuietly(config_.boxes_dir.parent_path() / "diff");
   for (Box& box : boxes) {
     if (runtimes_.contains(box.id)) continue;
     recoverInterruptedCapture(box);

@@ -15,17 +15,20 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "base/result.h"
+#include "base/unique_fd.h"
 #include "box/box.h"
 #include "box/box_agent.h"
 #include "box/snapshot.h"
 #include "event/async_event.h"
 #include "guest/agent_client.h"
+#include "jail/box_ids.h"
 #include "storage/box_store.h"
 #include "storage/image_cache.h"
 #include "storage/templates.h"
@@ -64,6 +67,10 @@ struct ServiceConfig {
   std::chrono::milliseconds idle_suspend{0};
   // Guest CPU time (of all its vCPUs) below this share of one CPU over an idle check is no work.
   double idle_cpu_share = 0.02;
+  // hutch diff (box_diff.cc): the helper that reads disks, and the first of the jail's ids (a
+  // box's diff runs as the box's own uid; nobody's without the jail).
+  std::filesystem::path diff_helper;
+  std::optional<uint32_t> id_base;
 };
 
 class NetworkService;
@@ -167,6 +174,47 @@ class BoxService {
   // Returns the box to exactly the checkpoint's state (files and processes); the box runs
   // afterwards, whatever state it was in.
   asio::awaitable<Result<Box>> rollback(const std::string& key, const std::string& name);
+
+  // hutch diff (box_diff.cc, docs/diff.md): the files added, changed and deleted on the box's
+  // disk since `from`: "" or "template" (the template snapshot it was restored from, or its
+  // template's disk), "image" (the template's disk), or a checkpoint's name. Works on running
+  // (synced and paused while its top layer is copied), paused, stopped, suspended and failed
+  // boxes; the box's filesystem is read by the sandboxed hutch-diff helper only.
+  struct DiffRequest {
+    std::string from;
+    bool all = false;                 // no built-in noise rules (diff::Filter::defaults)
+    std::vector<std::string> ignore;  // the caller's patterns (diff::Filter)
+    size_t limit = 100000;            // changes listed at most (the total is always given)
+  };
+  // The API's diff object: changes, hidden (counts by rule), notes, total, truncated, from,
+  // box, took_ms.
+  asio::awaitable<Result<nlohmann::json>> diff(const std::string& key, DiffRequest request);
+  // One regular file's unified diff (`diff -u`, a/PATH and b/PATH, /dev/null for a side where
+  // it does not exist; each side read up to 1 MiB).
+  struct DiffPatch {
+    std::string text;
+    nlohmann::json meta;  // before, after ({type,size,mode} or null), truncated, from
+  };
+  asio::awaitable<Result<DiffPatch>> diffPatch(const std::string& key, std::string path,
+                                               std::string from);
+  // A pax tar of what was added and changed (regular files, directories, symlinks), as an open
+  // file with no name left.
+  asio::awaitable<Result<UniqueFd>> diffExport(const std::string& key, DiffRequest request);
+  // What one diff works with: both views' chains (top first), a root-only scratch directory
+  // (removed with it) holding a consistent copy of the box's top layer, the ids the helper runs
+  // as.
+  struct DiffWork {
+    std::filesystem::path dir;
+    jail::BoxIds ids;
+    std::vector<std::filesystem::path> before;
+    std::vector<std::filesystem::path> after;
+    nlohmann::json from;  // what the baseline is, for the answer
+    Box box;
+    DiffWork() = default;
+    DiffWork(const DiffWork&) = delete;
+    DiffWork& operator=(const DiffWork&) = delete;
+    ~DiffWork();
+  };
   // Saved boxes (E2B's snapshots): a running box captured like a checkpoint (paused for the
   // capture, then resumed), kept after the box is removed, owned by the box's owner and named
   // uniquely per owner (empty: generated). A box with host secrets cannot be saved: its
@@ -399,6 +447,8 @@ class BoxService {
   asio::awaitable<Result<Box>> rollbackBox(const std::string& key, const std::string& name);
   asio::awaitable<Result<Snapshot>> saveBox(const std::string& key, std::string name);
   asio::awaitable<Result<Box>> suspendBox(const std::string& key, std::string_view by);
+  asio::awaitable<Result<std::unique_ptr<DiffWork>>> prepareDiff(const std::string& key,
+                                                                 const std::string& from);
   // Before a capture (fork, checkpoint, save): a paused box is woken, a suspended one resumed;
   // returns how to suspend it again afterwards ("" : leave it running).
   asio::awaitable<Result<std::string>> readyForCapture(const std::string& key);

@@ -254,6 +254,33 @@ int main(int argc, char** argv) {
   rollback_cmd->add_option("box", rollback_box, "Box name or id")->required();
   rollback_cmd->add_option("checkpoint", rollback_to, "Checkpoint name")->required();
 
+  std::string diff_box;
+  std::string export_dir;
+  hutch::cli::DiffOptions diff;
+  auto* diff_cmd = app.add_subcommand(
+      "diff", "The files added, changed and deleted in a box since its template or a checkpoint");
+  diff_cmd->add_option("box", diff_box, "Box name or id (running, stopped or suspended)")
+      ->required();
+  auto* export_cmd = app.add_subcommand(
+      "export",
+      "Copy the files added and changed in a box since its template or a checkpoint "
+      "into a host directory");
+  export_cmd->add_option("box", diff_box, "Box name or id")->required();
+  export_cmd->add_option("dir", export_dir, "An existing host directory")->required();
+  for (auto* cmd : {diff_cmd, export_cmd}) {
+    cmd->add_option("--from", diff.from,
+                    "Compare with: template (default), image (the template's disk before its "
+                    "first boot) or a checkpoint's name");
+    cmd->add_flag("--all", diff.all,
+                  "Also show what is hidden by default (hutch's own files, apt lists, caches)");
+    cmd->add_option("--ignore", diff.ignore,
+                    "Hide paths matching a pattern: '/home/hutch/.cache' (and all below), "
+                    "'*.log' (any name); repeatable")
+        ->allow_extra_args(false);
+  }
+  diff_cmd->add_flag("--short", diff.short_format, "docker diff's format: 'A|C|D PATH' lines");
+  diff_cmd->add_option("--patch", diff.patch, "A unified diff of this file (an absolute path)");
+
   std::string policy_box;
   std::string policy_file;
   bool policy_follow = false;
@@ -463,6 +490,8 @@ int main(int argc, char** argv) {
     return cmdCheckpoint(client, out, checkpoint_box, checkpoint_name);
   }
   if (rollback_cmd->parsed()) return cmdRollback(client, out, rollback_box, rollback_to);
+  if (diff_cmd->parsed()) return cmdDiff(client, out, diff_box, diff);
+  if (export_cmd->parsed()) return cmdExport(client, out, diff_box, export_dir, diff);
   if (df_cmd->parsed()) return cmdDiskUsage(client, out);
   if (pool_cmd->parsed()) return cmdPool(client, out);
   if (mcp_cmd->parsed()) return cmdMcp(client);

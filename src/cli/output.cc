@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -63,6 +64,18 @@ std::string humanAge(int64_t unix_seconds) {
   if (age < 3600) return fmt::format("{} minutes ago", age / 60);
   if (age < 86400) return fmt::format("{} hours ago", age / 3600);
   return fmt::format("{} days ago", age / 86400);
+}
+
+std::string percentEncode(std::string_view text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += fmt::format("%{:02X}", c);
+    }
+  }
+  return out;
 }
 
 }  // namespace hutch::cli

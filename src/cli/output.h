@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/error.h"
@@ -22,5 +23,7 @@ int reportError(const Output& out, const Error& error);
 std::string humanAge(int64_t unix_seconds);
 // Unix milliseconds as local "YYYY-MM-DD HH:MM:SS.mmm".
 std::string clockTime(int64_t unix_ms);
+// A query value: every byte but RFC 3986's unreserved ones as %XX.
+std::string percentEncode(std::string_view text);
 
 }  // namespace hutch::cli

@@ -12,7 +12,8 @@ Layout installedLayout(const std::filesystem::path& prefix) {
                 .agent = (libexec / "hutch-agent").string(),
                 .ui_dir = (share / "ui").string(),
                 .jail = (libexec / "hutch-jail").string(),
-                .egress = (libexec / "hutch-egress").string()};
+                .egress = (libexec / "hutch-egress").string(),
+                .diff = (libexec / "hutch-diff").string()};
 }
 
 Layout defaultLayout(const std::filesystem::path& exe, const Layout& build_tree) {

@@ -1,4 +1,5 @@
-// Where hutchd finds its companions by default: the helpers it starts (hutch-jail, hutch-egress),
+// Where hutchd finds its companions by default: the helpers it starts (hutch-jail, hutch-egress,
+// hutch-diff),
 // the agent it puts into images, the image recipes and builder, and the dashboard's files.
 //
 // An installed hutchd (cmake --install, the Debian package) finds them beside itself, under its
@@ -18,6 +19,7 @@ struct Layout {
   std::string ui_dir;   // the dashboard's built files
   std::string jail;     // hutch-jail
   std::string egress;   // hutch-egress
+  std::string diff;     // hutch-diff
 };
 
 // The install layout under `prefix` (e.g. /usr).

@@ -15,7 +15,8 @@ const Layout kBuildTree{.recipes = "/src/images",
                         .agent = "/build/src/agent/hutch-agent",
                         .ui_dir = "/src/web/dashboard/dist",
                         .jail = "/build/src/jail/hutch-jail",
-                        .egress = "/build/src/egress/hutch-egress"};
+                        .egress = "/build/src/egress/hutch-egress",
+                        .diff = "/build/src/diff/hutch-diff"};
 
 TEST(LayoutTest, AnInstalledHutchdFindsItsHelpersUnderItsPrefix) {
   fs::path prefix = fs::temp_directory_path() / ("hutch-layout-" + std::to_string(::getpid()));
@@ -25,6 +26,7 @@ TEST(LayoutTest, AnInstalledHutchdFindsItsHelpersUnderItsPrefix) {
   Layout layout = defaultLayout(prefix / "sbin" / "hutchd", kBuildTree);
   EXPECT_EQ(layout.jail, (prefix / "libexec/hutch/hutch-jail").string());
   EXPECT_EQ(layout.egress, (prefix / "libexec/hutch/hutch-egress").string());
+  EXPECT_EQ(layout.diff, (prefix / "libexec/hutch/hutch-diff").string());
   EXPECT_EQ(layout.agent, (prefix / "libexec/hutch/hutch-agent").string());
   EXPECT_EQ(layout.recipes, (prefix / "share/hutch/images").string());
   EXPECT_EQ(layout.builder, (prefix / "share/hutch/scripts/build-image.sh").string());

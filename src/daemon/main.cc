@@ -69,7 +69,8 @@ int run(int argc, char** argv) {
                                     .agent = HUTCH_AGENT_PATH,
                                     .ui_dir = HUTCH_SOURCE_DIR "/web/dashboard/dist",
                                     .jail = HUTCH_JAIL_PATH,
-                                    .egress = HUTCH_EGRESS_PATH});
+                                    .egress = HUTCH_EGRESS_PATH,
+                                    .diff = HUTCH_DIFF_PATH});
   std::string recipes = layout.recipes;
   std::string builder = layout.builder;
   std::string agent = layout.agent;
@@ -182,6 +183,10 @@ int run(int argc, char** argv) {
   app.add_option("--egress-upstream-ca", upstream_ca,
                  "Extra CA certificates (PEM) hutch-egress trusts for upstream TLS, besides the "
                  "system's");
+  std::string diff_helper = layout.diff;
+  app.add_option("--diff-helper", diff_helper,
+                 "The hutch-diff helper that reads boxes' disks for hutch diff and export")
+      ->capture_default_str();
   std::string egress_resolv_conf;
   app.add_option("--egress-resolv-conf", egress_resolv_conf,
                  "The resolv.conf whose nameservers hutch-egress asks (default /etc/resolv.conf)");
@@ -365,6 +370,8 @@ int run(int argc, char** argv) {
   config.idle_pause = std::chrono::seconds(idle_pause);
   config.idle_suspend = std::chrono::seconds(idle_suspend);
   config.ready_timeout = std::chrono::seconds(ready_timeout);
+  config.diff_helper = diff_helper;
+  if (!no_jail) config.id_base = uid_base;
   auto qemu_version = hutch::vmm::qemu::qemuVersion(backend.binary());
   if (!qemu_version) {
     spdlog::error("{}", qemu_version.error().describe());

@@ -28,6 +28,7 @@ std::string operationOf(const Event& event, const json& data) {
   if (event.type == "box.forked") return "fork";
   if (event.type == "box.checkpointed") return "checkpoint";
   if (event.type == "box.rolled_back") return "rollback";
+  if (event.type == "box.diffed") return "diff";
   if (event.type == "box.removed") return "remove";
   return "";
 }

@@ -34,6 +34,20 @@ struct RunOptions {
   ExecOptions exec;
 };
 
+// hutch diff and export (diff.cc).
+struct DiffOptions {
+  std::string from;  // "template" (the default), "image" or a checkpoint's name
+  bool all = false;  // show what the built-in rules hide
+  std::vector<std::string> ignore;
+  bool short_format = false;  // docker diff's "A|C|D PATH"
+  std::string patch;          // --patch PATH: that file's unified diff
+};
+int cmdDiff(const ApiClient& client, const Output& out, const std::string& box,
+            const DiffOptions& options);
+// Unpacks the added and changed files into `dir` (an existing directory).
+int cmdExport(const ApiClient& client, const Output& out, const std::string& box,
+              const std::string& dir, const DiffOptions& options);
+
 struct ForkOptions {
   std::string name;
   unsigned count = 1;

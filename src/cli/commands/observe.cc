@@ -14,18 +14,6 @@ namespace {
 
 using verb = boost::beast::http::verb;
 
-std::string percentEncode(std::string_view text) {
-  std::string out;
-  for (unsigned char c : text) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += fmt::format("%{:02X}", c);
-    }
-  }
-  return out;
-}
-
 // The fields of an event's data worth a glance, "k=v k=v", in a fixed order first.
 std::string summary(const json& data) {
   std::string out;
