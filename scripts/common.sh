@@ -9,8 +9,9 @@ export HUTCH_CACHE_DIR
 
 log() { printf '\n==> [%dm%02ds] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*" >&2; }
 
+# hutch_build [TARGET...]: everything, or only these ninja targets.
 hutch_build() {
-  log "Building hutch (cmake + ninja) in $HUTCH_BUILD_DIR"
+  log "Building hutch (cmake + ninja${*:+: $*}) in $HUTCH_BUILD_DIR"
   local launcher=()
   # Objects are cached by ccache, keyed by the preprocessed source and the flags; paths are
   # taken relative to the checkout, so a fresh clone elsewhere reuses them.
@@ -24,7 +25,7 @@ hutch_build() {
   cmake -S "$HUTCH_ROOT" -B "$HUTCH_BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=${HUTCH_CXX_FLAGS:--O2 -g1 -DNDEBUG}" "${launcher[@]}" \
     >/dev/null
-  ninja -C "$HUTCH_BUILD_DIR"
+  ninja -C "$HUTCH_BUILD_DIR" "$@"
   if command -v ccache >/dev/null; then ccache --show-stats | grep -E 'Hits|Misses' >&2 || true; fi
 }
 

@@ -291,11 +291,7 @@ asio::awaitable<Result<std::unique_ptr<BoxService::DiffWork>>> BoxService::prepa
                                  "when it is done",
                                  box.name));
     }
-    runtime->busy = true;
-    struct NotBusy {
-      Runtime& runtime;
-      ~NotBusy() { runtime.busy = false; }
-    } not_busy{*runtime};
+    Busy busy(*runtime);
     co_await flushGuest(runtime->agent, box.name);
     HUTCH_CO_TRY_VOID(co_await runtime->vm->pause());
     Result<> copied = co_await event::offload(pool_, copy_top);

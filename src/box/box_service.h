@@ -270,6 +270,17 @@ class BoxService {
     // what it said. Kept here, not in the database, which may not be writable either.
     std::string stalled;
   };
+  // Holds a runtime busy (no other capture, rollback, suspend or diff of it) while it lives.
+  class Busy {
+   public:
+    explicit Busy(Runtime& runtime) : runtime_(runtime) { runtime_.busy = true; }
+    ~Busy() { runtime_.busy = false; }
+    Busy(const Busy&) = delete;
+    Busy& operator=(const Busy&) = delete;
+
+   private:
+    Runtime& runtime_;
+  };
 
   // Where a restore comes from.
   // A capture's state file while it is being written: a fork's children start their VMs

@@ -747,11 +747,7 @@ asio::awaitable<Result<std::vector<Box>>> BoxService::forkBox(const std::string&
   } reserved{reserved_, parent.owner.id, demand};
   // Busy until the children run: no other capture of the parent, no garbage collection while
   // the children's disks are being laid on the new layer.
-  runtime->busy = true;
-  struct NotBusy {
-    Runtime& runtime;
-    ~NotBusy() { runtime.busy = false; }
-  } not_busy{*runtime};
+  std::optional<Busy> busy(std::in_place, *runtime);
   Snapshot snap;
   snap.id = randomId();
   snap.kind = SnapshotKind::kFork;
@@ -821,7 +817,7 @@ asio::awaitable<Result<std::vector<Box>>> BoxService::forkBox(const std::string&
   // The children hold their RAM; their disks stand on the layer, which stays while they do.
   (void)store_.removeSnapshot(snap.id);
   removeQuietly(snap.dir);
-  runtime->busy = false;
+  busy.reset();
   collectGarbage();
   co_return result;
 }

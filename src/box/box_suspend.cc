@@ -68,11 +68,7 @@ asio::awaitable<Result<Box>> BoxService::suspendBox(const std::string& key, std:
                                "that is done",
                                box.name));
   }
-  runtime->busy = true;
-  struct Done {
-    Runtime& r;
-    ~Done() { r.busy = false; }
-  } done{*runtime};
+  Busy busy(*runtime);
   const bool was_paused = box.state == BoxState::kPaused;
 
   Snapshot snap;

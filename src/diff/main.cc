@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <charconv>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -78,8 +79,12 @@ std::vector<sys::FdMapping> passedFds(const std::vector<std::string>& paths) {
   std::vector<sys::FdMapping> fds;
   for (const auto& p : paths) {
     if (!p.starts_with("/dev/fd/")) continue;
-    int fd = std::atoi(p.c_str() + 8);
-    if (fd > 2) fds.push_back({fd, fd});
+    int fd = -1;
+    std::string_view digits = std::string_view(p).substr(8);
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), fd);
+    if (ec == std::errc() && end == digits.data() + digits.size() && fd > 2) {
+      fds.push_back({fd, fd});
+    }
   }
   return fds;
 }
@@ -242,8 +247,14 @@ Result<> exportTar(const diff::Image& after, const std::vector<diff::Change>& ch
 // --udiff: GNU diff on what patch wrote, unprivileged like the rest.
 int unifiedDiff(int argc, char** argv) {
   if (argc != 6) return failWith(Error(Errc::kInvalidArgument, "--udiff UID GID LABEL_A LABEL_B"));
-  uid_t uid = static_cast<uid_t>(std::stoul(argv[2]));
-  gid_t gid = static_cast<gid_t>(std::stoul(argv[3]));
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::string_view u(argv[2]);
+  std::string_view g(argv[3]);
+  if (std::from_chars(u.data(), u.data() + u.size(), uid).ec != std::errc() ||
+      std::from_chars(g.data(), g.data() + g.size(), gid).ec != std::errc()) {
+    return failWith(Error(Errc::kInvalidArgument, "--udiff wants numeric ids"));
+  }
   if (auto dropped = diff::dropPrivileges(uid, gid); !dropped) return failWith(dropped.error());
   sys::SpawnOptions options;
   // /dev/fd/N: diff opens them again, which an exec'd program of our own ids may.

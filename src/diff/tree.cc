@@ -3,10 +3,14 @@
 // libext2fs's header defines inline functions in C that C++ does not accept: use the library's
 // out-of-line copies instead.
 #define NO_INLINE_FUNCS
-#include <et/com_err.h>
 #include <ext2fs/ext2_fs.h>
 #include <ext2fs/ext2fs.h>
 #include <fmt/format.h>
+
+// com_err's header has no extern "C" of its own (ext2fs.h includes it inside one).
+extern "C" {
+#include <et/com_err.h>
+}
 
 #include <algorithm>
 #include <cstring>
