@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -113,16 +114,17 @@ Result<UniqueFd> scratchFile(const fs::path& path, std::optional<jail::BoxIds> o
   return fd;
 }
 
-// Runs `helper` with `args` (after the program), stdout into `out_fd`, stderr into a file of
-// `dir`, `fds` mapped as given; kills it past kDiffLimit. Blocking: the pool runs it.
+// Runs `helper` with `args` (after the program), stdout into `out_fd`, stderr kept in memory,
+// `fds` mapped as given; kills it past kDiffLimit. Blocking: the pool runs it.
 Result<> runHelper(const fs::path& helper, const std::vector<std::string>& args, int out_fd,
-                   const fs::path& dir, const std::vector<sys::FdMapping>& fds) {
-  auto err = sys::openForAppend(dir / "helper.err", 0600);
-  if (!err) return fail(err.error());
+                   const std::vector<sys::FdMapping>& fds) {
+  // In memory: the scratch directory's filesystem may be what is full.
+  UniqueFd err(::memfd_create("hutch-diff-stderr", MFD_CLOEXEC));
+  if (!err) return fail(sysError("memfd_create", errno));
   sys::SpawnOptions options;
   options.argv = {helper.string()};
   options.argv.insert(options.argv.end(), args.begin(), args.end());
-  options.fds = {{out_fd, STDOUT_FILENO}, {err->get(), STDERR_FILENO}};
+  options.fds = {{out_fd, STDOUT_FILENO}, {err.get(), STDERR_FILENO}};
   options.fds.insert(options.fds.end(), fds.begin(), fds.end());
   options.env = std::vector<std::string>{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"};
   HUTCH_TRY(pid_t pid, sys::spawn(options));
@@ -134,8 +136,12 @@ Result<> runHelper(const fs::path& helper, const std::vector<std::string>& args,
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  auto messages = sys::readTail(dir / "helper.err", 4096);
-  std::string last = messages ? *messages : std::string();
+  std::string messages(4096, '\0');
+  off_t size = ::lseek(err.get(), 0, SEEK_END);
+  ssize_t got = ::pread(err.get(), messages.data(), messages.size(),
+                        std::max<off_t>(0, size - static_cast<off_t>(messages.size())));
+  messages.resize(got > 0 ? static_cast<size_t>(got) : 0);
+  std::string last = messages;
   while (!last.empty() && last.back() == '\n') last.pop_back();
   if (auto nl = last.rfind('\n'); nl != std::string::npos) last = last.substr(nl + 1);
   if (late) {
@@ -147,7 +153,7 @@ Result<> runHelper(const fs::path& helper, const std::vector<std::string>& args,
       WEXITSTATUS(status) < 10 + static_cast<int>(std::size(kAllErrcs))) {
     return fail(kAllErrcs[WEXITSTATUS(status) - 10], last);
   }
-  if (messages) spdlog::warn("hutch-diff: {}", *messages);
+  spdlog::warn("hutch-diff: {}", messages);
   return fail(Errc::kInternal, fmt::format("hutch-diff failed ({}){}{}",
                                            sys::ExitStatus::fromWaitStatus(status).describe(),
                                            last.empty() ? "" : ": ", last));
@@ -182,7 +188,7 @@ Result<> runDiff(const fs::path& helper, const BoxService::DiffWork& work,
   args.insert(args.end(),
               {"--before-raw", fdPath(kBeforeRawFd), "--after-raw", fdPath(kAfterRawFd)});
   args.insert(args.end(), tail.begin(), tail.end());
-  return runHelper(helper, args, out_fd, work.dir, fds);
+  return runHelper(helper, args, out_fd, fds);
 }
 
 Result<std::string> readAll(int fd, size_t max) {
@@ -396,7 +402,7 @@ asio::awaitable<Result<BoxService::DiffPatch>> BoxService::diffPatch(const std::
     if (b.is_null()) labelled[3] = "/dev/null";
     if (a.is_null()) labelled[4] = "/dev/null";
     // diff exits 1 when the files differ: that is this helper's 0 as well (main.cc).
-    HUTCH_TRY_VOID(runHelper(helper, labelled, text.get(), dir,
+    HUTCH_TRY_VOID(runHelper(helper, labelled, text.get(),
                              {{before.get(), kPatchBeforeFd}, {after.get(), kPatchAfterFd}}));
     HUTCH_TRY(patch.text, readAll(text.get(), 16 << 20));
     return patch;

@@ -5,6 +5,7 @@
 #include <openssl/sha.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include <algorithm>
 #include <array>
@@ -230,6 +231,18 @@ asio::awaitable<Result<Snapshot>> BoxService::makeTemplateSnapshot(const storage
   spdlog::info("Making template snapshot {} of {} ({} vCPU, {} MiB) by a cold boot", snap.id,
                tmpl.name, config.cpus, config.memory_mib);
   auto cleanup = [&] { removeQuietly(snap.dir); };
+  // The template VM's RAM is a file in the snapshot's directory: on a full disk its QEMU dies of
+  // SIGBUS at the first page it cannot back. Say that, rather than only how it died.
+  auto onSpace = [&](Error error) {
+    struct statvfs st {};
+    if (::statvfs(config_.snapshots_dir.c_str(), &st) != 0) return error;
+    const uint64_t free_mib = (static_cast<uint64_t>(st.f_bavail) * st.f_frsize) >> 20;
+    if (free_mib >= config.memory_mib) return error;
+    return Error(Errc::kResourceExhausted,
+                 fmt::format("{}: No space left on device for its memory file (up to {} MiB; the "
+                             "state directory's filesystem has {} MiB free)",
+                             error.message(), config.memory_mib, free_mib));
+  };
 
   fs::path base = tmpl.rootfs;
   fs::path layer = snap.layer;
@@ -284,13 +297,13 @@ asio::awaitable<Result<Snapshot>> BoxService::makeTemplateSnapshot(const storage
   auto vm = co_await backend_.launch(spec);
   if (!vm) {
     cleanup();
-    co_return fail(vm.error().withContext("The template VM did not start"));
+    co_return fail(onSpace(vm.error().withContext("The template VM did not start")));
   }
   // From here every failure must stop the VM.
   auto give_up = [&](Error error) -> asio::awaitable<Result<Snapshot>> {
     co_await (*vm)->kill();
     cleanup();
-    co_return fail(std::move(error));
+    co_return fail(onSpace(std::move(error)));
   };
   auto agent = co_await connectAgent(**vm, spec.agentSocket(),
                                      std::chrono::steady_clock::now() + config_.boot_timeout);

@@ -24,11 +24,13 @@
 #include <archive_entry.h>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -107,20 +109,32 @@ Result<uint64_t> virtualSize(const std::string& top) {
 
 Result<> runTool(std::vector<std::string> argv, const std::vector<std::string>& paths,
                  bool (*ok_status)(int)) {
+  // Its messages are kept, for the error (its last line) and hutchd's log (all of them).
+  UniqueFd messages(::memfd_create("hutch-diff-tool", MFD_CLOEXEC));
+  if (!messages) return fail(sysError("memfd_create", errno));
   sys::SpawnOptions options;
   options.argv = std::move(argv);
   options.fds = passedFds(paths);
-  options.fds.push_back({STDERR_FILENO, STDERR_FILENO});
+  options.fds.push_back({messages.get(), STDERR_FILENO});
   HUTCH_TRY(pid_t pid, sys::spawn(options));
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  if (!WIFEXITED(status) || !ok_status(WEXITSTATUS(status))) {
-    return fail(Errc::kInvalidArgument,
-                fmt::format("{} failed ({}); its messages are above", options.argv[0],
-                            sys::ExitStatus::fromWaitStatus(status).describe()));
-  }
-  return ok();
+  std::string text(4096, '\0');
+  off_t size = ::lseek(messages.get(), 0, SEEK_END);
+  off_t from = std::max<off_t>(0, size - static_cast<off_t>(text.size()));
+  ssize_t got = ::pread(messages.get(), text.data(), text.size(), from);
+  text.resize(got > 0 ? static_cast<size_t>(got) : 0);
+  std::fprintf(stderr, "%s", text.c_str());
+  if (WIFEXITED(status) && ok_status(WEXITSTATUS(status))) return ok();
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  std::string last = text.substr(text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1);
+  // The host's disk (the state directory's) is what ran out, not anything about the box.
+  Errc code = text.find("No space left on device") != std::string::npos ? Errc::kResourceExhausted
+                                                                        : Errc::kInvalidArgument;
+  return fail(code, fmt::format("{} failed ({}){}{}", options.argv[0],
+                                sys::ExitStatus::fromWaitStatus(status).describe(),
+                                last.empty() ? "" : ": ", last));
 }
 
 // The view `chain` written into the empty raw image `raw`, its journal replayed there.

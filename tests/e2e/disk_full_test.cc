@@ -112,6 +112,25 @@ TEST(DiskFullTest, CapturesFailClearlyAndAStalledBoxGoesOnOnceSpaceIsFreed) {
   EXPECT_EQ(snapshotDirs(d), snapshots_before) << "a failed capture left its directory";
   EXPECT_EQ(d.hutch({"exec", "a", "--", "cat", "/home/hutch/kept.txt"}).out, "kept\n");
 
+  // A diff needs scratch space for both views of the disk: refused with the reason (75, as any
+  // exhausted resource), nothing of it left.
+  auto diffed = d.hutch({"diff", "a"});
+  EXPECT_EQ(diffed.exit_code, 75) << diffed.err;
+  EXPECT_NE(diffed.err.find("No space left on device"), std::string::npos) << diffed.err;
+  {
+    std::error_code ec;
+    EXPECT_TRUE(!fs::exists(d.stateDir() / "diff", ec) || fs::is_empty(d.stateDir() / "diff", ec));
+  }
+  // A template snapshot of a new size (its memory file alone is 768 MiB) cannot be written:
+  // the box boots cold instead and says why, and no snapshot is left half-made.
+  auto bigger = d.hutch({"run", "--name", "bigger", "--memory", "768M"});
+  ASSERT_EQ(bigger.exit_code, 0) << bigger.err;
+  std::string boot = d.inspect("bigger").value("boot", "");
+  EXPECT_NE(boot.find("cold boot: no template snapshot"), std::string::npos) << boot;
+  EXPECT_NE(boot.find("No space left on device for its memory file"), std::string::npos) << boot;
+  EXPECT_EQ(snapshotDirs(d), snapshots_before) << "a failed template snapshot left its directory";
+  d.hutch({"rm", "-f", "bigger"});
+
   // The box writes more than the host has: its VMM stops it at the write that found no space.
   // The box says so, and an exec is refused at once with the reason (not left hanging).
   const fs::path out = d.dir() / "writer.out";
