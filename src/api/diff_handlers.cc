@@ -34,7 +34,13 @@ std::vector<std::string> allValues(const RequestContext& ctx, std::string_view k
 Result<box::BoxService::DiffRequest> diffRequest(const RequestContext& ctx) {
   box::BoxService::DiffRequest request;
   if (auto it = ctx.query.find("from"); it != ctx.query.end()) request.from = it->second;
-  request.all = queryFlag(ctx.query, "all");
+  if (auto it = ctx.query.find("all"); it != ctx.query.end()) {
+    const std::string& v = it->second;
+    if (v != "true" && v != "false" && v != "1" && v != "0") {
+      return fail(Errc::kInvalidArgument, "all=" + v + " is not true or false");
+    }
+    request.all = v == "true" || v == "1";
+  }
   request.ignore = allValues(ctx, "ignore");
   if (auto it = ctx.query.find("limit"); it != ctx.query.end()) {
     size_t limit = 0;
