@@ -33,6 +33,7 @@ std::vector<std::string> allValues(const RequestContext& ctx, std::string_view k
 
 Result<box::BoxService::DiffRequest> diffRequest(const RequestContext& ctx) {
   box::BoxService::DiffRequest request;
+  request.actor = ctx.principal.actor();
   if (auto it = ctx.query.find("from"); it != ctx.query.end()) request.from = it->second;
   if (auto it = ctx.query.find("all"); it != ctx.query.end()) {
     const std::string& v = it->second;
@@ -77,7 +78,8 @@ awaitable<Reply> getDiffPatch(box::BoxService& service, RequestContext& ctx) {
   std::string file = path->second;
   std::string from;
   if (auto it = ctx.query.find("from"); it != ctx.query.end()) from = it->second;
-  auto patch = co_await service.diffPatch(boxOf(ctx), file, from);
+  observe::Actor actor = ctx.principal.actor();
+  auto patch = co_await service.diffPatch(boxOf(ctx), file, from, actor);
   if (!patch) co_return errorResponse(patch.error());
   Response res{http::status::ok, 11};
   res.set(http::field::content_type, "text/x-diff; charset=utf-8");

@@ -215,6 +215,25 @@ std::vector<std::string> filterArgs(const BoxService::DiffRequest& request) {
 
 }  // namespace
 
+void BoxService::auditDiff(const Box& box, const observe::Actor& actor, const std::string& type,
+                           nlohmann::json data, const Result<>& outcome) {
+  if (!activity_.audit) return;
+  data["ok"] = outcome.has_value();
+  if (!outcome) {
+    data["error"] = {{"code", errcName(outcome.error().code())},
+                     {"message", outcome.error().message()}};
+  }
+  observe::AuditEntry entry{.type = type,
+                            .actor = actor,
+                            .box_id = box.id,
+                            .box_name = box.name,
+                            .owner_id = box.owner.id,
+                            .data = std::move(data)};
+  if (auto written = activity_.audit->append(std::move(entry)); !written) {
+    spdlog::error("audit: {} of box {} not recorded: {}", type, box.id, written.error().describe());
+  }
+}
+
 BoxService::DiffWork::~DiffWork() {
   if (dir.empty()) return;
   std::error_code ec;
@@ -333,6 +352,8 @@ asio::awaitable<Result<nlohmann::json>> BoxService::diff(const std::string& key,
   auto ran = co_await event::offload(pool_, std::move(run));
   if (!ran) {
     publishFailure("diff", observe::subjectOf(work->box), ran.error());
+    Result<> outcome = fail(ran.error());
+    auditDiff(work->box, request.actor, "box.diff", {{"from", work->from}}, outcome);
     co_return fail(ran.error().withContext("Cannot diff box " + work->box.name));
   }
   nlohmann::json body = nlohmann::json::parse(*ran, nullptr, false);
@@ -353,12 +374,15 @@ asio::awaitable<Result<nlohmann::json>> BoxService::diff(const std::string& key,
            {"changes", body.value("total", 0)},
            {"hidden", hidden},
            {"duration_ms", took}});
+  auditDiff(work->box, request.actor, "box.diff",
+            {{"from", work->from}, {"changes", body.value("total", 0)}}, ok());
   co_return body;
 }
 
 asio::awaitable<Result<BoxService::DiffPatch>> BoxService::diffPatch(const std::string& key,
                                                                      std::string path,
-                                                                     std::string from) {
+                                                                     std::string from,
+                                                                     observe::Actor actor) {
   if (path.empty() || path.front() != '/' || path.find('\0') != std::string::npos ||
       path.size() > 4096) {
     co_return fail(Errc::kInvalidArgument,
@@ -408,8 +432,12 @@ asio::awaitable<Result<BoxService::DiffPatch>> BoxService::diffPatch(const std::
     return patch;
   };
   auto ran = co_await event::offload(pool_, std::move(run));
-  if (!ran)
+  Result<> outcome = ok();
+  if (!ran) outcome = fail(ran.error());
+  auditDiff(work->box, actor, "box.diff_patch", {{"from", work->from}, {"path", path}}, outcome);
+  if (!ran) {
     co_return fail(ran.error().withContext("Cannot diff " + path + " in " + work->box.name));
+  }
   ran->meta["from"] = work->from;
   co_return std::move(*ran);
 }
@@ -427,6 +455,9 @@ asio::awaitable<Result<UniqueFd>> BoxService::diffExport(const std::string& key,
     return out;  // its name goes with the work directory; the descriptor keeps the file
   };
   auto ran = co_await event::offload(pool_, std::move(run));
+  Result<> outcome = ok();
+  if (!ran) outcome = fail(ran.error());
+  auditDiff(work->box, request.actor, "box.export", {{"from", work->from}}, outcome);
   if (!ran) co_return fail(ran.error().withContext("Cannot export box " + work->box.name));
   co_return std::move(*ran);
 }

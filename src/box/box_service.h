@@ -185,6 +185,7 @@ class BoxService {
     bool all = false;                 // no built-in noise rules (diff::Filter::defaults)
     std::vector<std::string> ignore;  // the caller's patterns (diff::Filter)
     size_t limit = 100000;            // changes listed at most (the total is always given)
+    observe::Actor actor;             // who asks: the audit log records it
   };
   // The API's diff object: changes, hidden (counts by rule), notes, total, truncated, from,
   // box, took_ms.
@@ -196,7 +197,7 @@ class BoxService {
     nlohmann::json meta;  // before, after ({type,size,mode} or null), truncated, from
   };
   asio::awaitable<Result<DiffPatch>> diffPatch(const std::string& key, std::string path,
-                                               std::string from);
+                                               std::string from, observe::Actor actor);
   // A pax tar of what was added and changed (regular files, directories, symlinks), as an open
   // file with no name left.
   asio::awaitable<Result<UniqueFd>> diffExport(const std::string& key, DiffRequest request);
@@ -460,6 +461,9 @@ class BoxService {
   asio::awaitable<Result<Box>> suspendBox(const std::string& key, std::string_view by);
   asio::awaitable<Result<std::unique_ptr<DiffWork>>> prepareDiff(const std::string& key,
                                                                  const std::string& from);
+  // A diff read the box's whole disk: the audit log says who, what and whether it worked.
+  void auditDiff(const Box& box, const observe::Actor& actor, const std::string& type,
+                 nlohmann::json data, const Result<>& outcome);
   // Before a capture (fork, checkpoint, save): a paused box is woken, a suspended one resumed;
   // returns how to suspend it again afterwards ("" : leave it running).
   asio::awaitable<Result<std::string>> readyForCapture(const std::string& key);

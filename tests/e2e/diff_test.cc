@@ -161,6 +161,11 @@ TEST_F(DiffTest, ShowsWhatTheAgentChangedOnARunningSuspendedAndStoppedBox) {
   auto stopped = diff({"d"});
   EXPECT_EQ(stopped["box"]["state"], "stopped");
   EXPECT_EQ(byPath(stopped), s);
+  // Each read of the disk is in the audit log, with who asked.
+  auto audit = d().hutch({"audit", "--box", "d", "--json"});
+  for (const char* type : {"\"box.diff\"", "\"box.diff_patch\"", "\"box.export\""}) {
+    EXPECT_NE(audit.out.find(type), std::string::npos) << type << " not audited";
+  }
   // The box is unharmed by all of it.
   ASSERT_EQ(d().hutch({"start", "d"}).exit_code, 0);
   auto cat = d().hutch({"exec", "d", "--", "cat", "/home/hutch/later.txt"});
