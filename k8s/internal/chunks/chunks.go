@@ -67,12 +67,23 @@ var zeroDigest = func() string {
 	return hex.EncodeToString(s[:])
 }()
 
-// Build reads every regular file under dir into a manifest.
+// notImage lists what an image build directory holds besides the image: users/ is where every
+// hutchd sharing the image cache records its use of the build (storage/image_cache.h), and it
+// changes whenever any of them starts a VM, so its chunks would be stale before a peer fetched
+// them.
+var notImage = map[string]bool{"users": true}
+
+// Build reads every regular file under dir (but notImage) into a manifest.
 func Build(dir string) (*Manifest, error) {
 	m := &Manifest{Version: 1, Name: filepath.Base(dir)}
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
+		}
+		if d.IsDir() && path != dir {
+			if rel, _ := filepath.Rel(dir, path); notImage[rel] {
+				return fs.SkipDir
+			}
 		}
 		if !d.Type().IsRegular() {
 			if d.IsDir() || d.Type()&fs.ModeSymlink == 0 {

@@ -127,3 +127,22 @@ func TestACorruptPeerIsCaughtAndTheNextPeerServes(t *testing.T) {
 		t.Fatal("an unknown manifest digest was served")
 	}
 }
+
+func TestTheImageCachesUseRecordsAreNotPartOfTheImage(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "base-abc")
+	writeImage(t, src)
+	os.MkdirAll(filepath.Join(src, "users"), 0o755)
+	os.WriteFile(filepath.Join(src, "users", "4d916167defe2839"), []byte("in use"), 0o644)
+	m, err := Build(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range m.Files {
+		if strings.HasPrefix(f.Path, "users") {
+			t.Fatalf("%s is in the manifest: another hutchd's use of the build changes it", f.Path)
+		}
+	}
+	if len(m.Files) != 3 {
+		t.Fatalf("unexpected manifest: %+v", m.Files)
+	}
+}
