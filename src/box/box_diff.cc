@@ -18,7 +18,6 @@
 #include "diff/changes.h"
 #include "event/offload.h"
 #include "jail/box_ids.h"
-#include "sys/files.h"
 #include "sys/pidfd.h"
 #include "sys/spawn.h"
 
