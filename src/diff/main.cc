@@ -200,8 +200,11 @@ Result<> exportTar(const diff::Image& after, const std::vector<diff::Change>& ch
     void operator()(archive* a) const { archive_write_free(a); }
   };
   std::unique_ptr<archive, Free> out(archive_write_new());
-  archive_write_set_format_pax_restricted(out.get());
-  if (archive_write_open_fd(out.get(), STDOUT_FILENO) != ARCHIVE_OK) {
+  // Names are a box's bytes, not always UTF-8 and never converted: pax with hdrcharset=BINARY
+  // writes them as they are (as `hutch cp` does).
+  if (archive_write_set_format_pax(out.get()) != ARCHIVE_OK ||
+      archive_write_set_options(out.get(), "hdrcharset=BINARY") != ARCHIVE_OK ||
+      archive_write_open_fd(out.get(), STDOUT_FILENO) != ARCHIVE_OK) {
     return fail(Errc::kInternal, archive_error_string(out.get()));
   }
   for (const auto& change : changes) {

@@ -49,7 +49,10 @@ constexpr const char* kAgentWork =
     "mkdir -p /srv/data && printf 'x%.0s' $(seq 1 5000) > /srv/data/blob && "
     "ln -s proj /home/hutch/link && echo 'extra line' >> /etc/issue && "
     "mkdir -p /home/hutch/proj/__pycache__ && echo c > /home/hutch/proj/__pycache__/m.pyc && "
-    "mkdir -p /root/.cache && echo c > /root/.cache/x";
+    "mkdir -p /root/.cache && echo c > /root/.cache/x && "
+    // Names are bytes: one UTF-8 (café), one not (bad\xff).
+    "printf x > /home/hutch/proj/$(printf 'caf\\303\\251') && "
+    "printf y > /home/hutch/proj/$(printf 'bad\\377')";
 
 void expectAgentWork(const std::map<std::string, nlohmann::json>& changes) {
   ASSERT_TRUE(changes.count("/home/hutch/proj/README.md"));
@@ -129,6 +132,8 @@ TEST_F(DiffTest, ShowsWhatTheAgentChangedOnARunningSuspendedAndStoppedBox) {
   ASSERT_EQ(exported.exit_code, 0) << exported.err;
   EXPECT_EQ(readFile(out / "home/hutch/proj/README.md"), "hello\n");
   EXPECT_EQ(fs::file_size(out / "srv/data/blob"), 5000u);
+  EXPECT_EQ(readFile(out / "home/hutch/proj/caf\xc3\xa9"), "x");
+  EXPECT_EQ(readFile(out / "home/hutch/proj/bad\xff"), "y");
   EXPECT_TRUE(fs::is_symlink(out / "home/hutch/link"));
   EXPECT_EQ(fs::read_symlink(out / "home/hutch/link"), "proj");
   EXPECT_FALSE(fs::exists(out / "etc/debian_version"));
