@@ -38,7 +38,6 @@ Root (hutchd jails every QEMU). hutchd runs with --idle-pause 0 (boxes never pau
 import argparse
 import concurrent.futures
 import hashlib
-import http.client
 import json
 import os
 import pathlib
@@ -54,6 +53,10 @@ import time
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "support"))
 from hutchd_daemon import HutchDaemon  # noqa: E402
+
+sys.path.insert(0, str(REPO / "bench"))
+from benchlib import (Api, Errors, daemon_usage, host_busy_pct, host_cpu, loadavg,  # noqa: E402
+                      proc_cpu_s, summary)
 
 # Echo on BASE+1, in threads, with a real server's listen backlog.
 SERVER = r'''
@@ -73,131 +76,6 @@ srv = socketserver.ThreadingTCPServer(("127.0.0.1", int(sys.argv[1]) + 1), Echo)
 srv.serve_forever()
 '''
 BOX_PORT = 7001
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-class Errors:
-    """Every error: printed when it happens, kept by phase."""
-
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.by_phase = {}
-
-    def add(self, phase, what, message):
-        with self.lock:
-            self.by_phase.setdefault(phase, []).append(f"{what}: {message}")
-        print(f"ERROR [{phase}] {what}: {message}", file=sys.stderr, flush=True)
-
-    def count(self, phase=None):
-        if phase:
-            return len(self.by_phase.get(phase, []))
-        return sum(len(v) for v in self.by_phase.values())
-
-
-class UnixHTTP(http.client.HTTPConnection):
-    def __init__(self, path, timeout=600):
-        super().__init__("hutchd", timeout=timeout)
-        self.path = path
-
-    def connect(self):
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(self.timeout)
-        s.connect(self.path)
-        self.sock = s
-
-
-class Api:
-    """hutchd's API on its unix socket; one kept connection per thread."""
-
-    def __init__(self, sock):
-        self.sock = sock
-        self.local = threading.local()
-
-    def call(self, method, target, body=None, raw=None, timeout=600):
-        """-> (status, bytes). A connection that failed is dropped, never reused."""
-        conn = getattr(self.local, "conn", None)
-        if conn is None or conn.timeout != timeout:
-            conn = self.local.conn = UnixHTTP(self.sock, timeout)
-        headers = {}
-        data = raw
-        if body is not None:
-            data = json.dumps(body).encode()
-            headers["Content-Type"] = "application/json"
-        try:
-            conn.request(method, target, body=data, headers=headers)
-            res = conn.getresponse()
-            payload = res.read()
-        except Exception:
-            conn.close()
-            self.local.conn = None
-            raise
-        return res.status, payload
-
-    def close(self):
-        """Closes this thread's connection."""
-        conn = getattr(self.local, "conn", None)
-        if conn is not None:
-            conn.close()
-            self.local.conn = None
-
-    def json(self, method, target, body=None, timeout=600):
-        status, payload = self.call(method, target, body=body, timeout=timeout)
-        if status >= 300:
-            raise RuntimeError(f"{method} {target}: {status} "
-                               f"{payload.decode(errors='replace').strip()}")
-        return json.loads(payload) if payload.strip() else None
-
-
-def pct(values, p):
-    values = sorted(values)
-    if not values:
-        return None
-    return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
-
-
-def summary(values):
-    """p50 / p99 / max, in the values' own unit, rounded."""
-    if not values:
-        return {"n": 0}
-    return {"n": len(values), "p50": round(pct(values, 50), 1), "p99": round(pct(values, 99), 1),
-            "max": round(max(values), 1)}
-
-
-def proc_cpu_s(pid):
-    try:
-        fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLK_TCK
-    except (OSError, IndexError, ValueError):
-        return 0.0
-
-
-def host_cpu():
-    values = [int(v) for v in pathlib.Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
-    return sum(values), values[3] + values[4]
-
-
-def host_busy_pct(before, after):
-    total, idle = after[0] - before[0], after[1] - before[1]
-    return round(100.0 * (1 - idle / total), 1) if total else None
-
-
-def loadavg():
-    return pathlib.Path("/proc/loadavg").read_text().split()[0]
-
-
-def daemon_usage(pid):
-    """hutchd's resident memory (KiB), open fds and threads."""
-    out = {"rss_kib": None, "fds": None, "threads": None}
-    try:
-        for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                out["rss_kib"] = int(line.split()[1])
-            elif line.startswith("Threads:"):
-                out["threads"] = int(line.split()[1])
-        out["fds"] = len(os.listdir(f"/proc/{pid}/fd"))
-    except OSError:
-        pass
-    return out
 
 
 def free_port():

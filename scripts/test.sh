@@ -62,8 +62,8 @@ failed=()
 # real boxes (a real Kubernetes control plane with hutch's controller, node agents and gateway
 # (k8s/tests); the OpenAPI validator and schemathesis (tests/api); the SDKs' own suites with
 # their pinned dependencies; E2B's own SDKs (tests/e2b); the MCP Inspector (tests/mcp); the
-# dashboard in Chromium (tests/dashboard)), then the fuzz smoke run. A lane mostly waits on its
-# TCG guests, so two keep both cores busy. Every hutchd (the e2e harness's and each suite's) has
+# dashboard in Chromium (tests/dashboard)), then the fuzz and soak smoke runs. A lane mostly
+# waits on its TCG guests, so two keep both cores busy. Every hutchd (the e2e harness's and each suite's) has
 # its own state directory, and takes a uid range no other holds. The client lane's output is
 # printed when both end.
 lanes=$(mktemp -d)
@@ -82,12 +82,12 @@ lane() {
 # The Kubernetes suite first: on a fresh machine its builds (cached by their inputs afterwards)
 # take CPU that ctest's first, quick tests leave. schemathesis fuzzes for 90 s here; the long run
 # (HUTCH_FUZZ_TIME=1800) is written down in tests/api/README.md.
-log "Client suites and the fuzz smoke run, beside ctest: Kubernetes, tests/api, the TypeScript SDK, MCP, the Python SDK, E2B's SDKs, the dashboard in Chromium, fuzz"
+log "Client suites and the fuzz and soak smoke runs, beside ctest: Kubernetes, tests/api, the TypeScript SDK, MCP, the Python SDK, E2B's SDKs, the dashboard in Chromium, fuzz, soak"
 (export HUTCH_FUZZ_TIME=${HUTCH_FUZZ_TIME:-90}; lane clients "$HUTCH_ROOT/k8s/tests/run.sh" \
   "$HUTCH_ROOT/tests/api/run.sh" "$HUTCH_ROOT/sdk/typescript/scripts/test.sh" \
   "$HUTCH_ROOT/tests/mcp/run.sh" "$HUTCH_ROOT/sdk/python/scripts/test.sh --integration" \
   "$HUTCH_ROOT/tests/e2b/run.sh" "$HUTCH_ROOT/tests/dashboard/run.sh" \
-  "$HUTCH_ROOT/scripts/fuzz.sh --time ${HUTCH_FUZZ_SMOKE_TIME:-20}") &
+  "$HUTCH_ROOT/scripts/fuzz.sh --time ${HUTCH_FUZZ_SMOKE_TIME:-20}" "$HUTCH_ROOT/scripts/soak.sh") &
 clients=$!
 log "Running tests (unit, then end to end with image $HUTCH_TEST_IMAGE)"
 (cd "$HUTCH_BUILD_DIR" && ctest --output-on-failure --timeout 1200 "$@") || failed+=(ctest)

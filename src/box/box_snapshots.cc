@@ -979,7 +979,8 @@ void BoxService::collectGarbage() {
   };
   for (const Snapshot& snap : *snapshots) {
     live_snapshots.insert(snap.id);
-    keepChain(snap.layer);
+    // A suspend record has no layer of its own: it holds the box's disk, kept below.
+    if (!snap.layer.empty()) keepChain(snap.layer);
   }
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(config_.boxes_dir, ec)) {

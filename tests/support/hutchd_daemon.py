@@ -96,6 +96,7 @@ class HutchDaemon:
     # The fields tests use.
     socket = https_url = http_url = admin_key = key = fingerprint = ca_cert = log = None
     pid = None
+    _argv = None
 
     def _linked_image_cache(self) -> pathlib.Path:
         host = pathlib.Path(os.environ.get("HUTCH_CACHE_DIR") or "/var/cache/hutch") / "images"
@@ -135,9 +136,35 @@ class HutchDaemon:
         if "--image-cache" not in self.extra_args:
             argv += ["--image-cache", str(self._linked_image_cache())]
         argv += self.extra_args
+        self._argv = argv
+        self._launch()
+        self.admin_key = _call(self.socket, "POST", "/v1/keys",
+                               {"name": "test-admin", "admin": True})["key"]
+        self.key = _call(self.socket, "POST", "/v1/keys", {"name": "test-user"})["key"]
+        (self.dir / "daemon.json").write_text(json.dumps(self.fields()))
+        return self
+
+    def restart(self, sig=signal.SIGTERM):
+        """Ends hutchd with `sig` (its boxes are left running, as an upgrade or a crash leaves
+        them) and starts a new one on the same state with the same arguments; the keys stay."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._launch()
+        (self.dir / "daemon.json").write_text(json.dumps(self.fields()))
+        return self
+
+    def _launch(self):
+        """Starts hutchd with self._argv and waits until it answers."""
+        state = self.dir / "state"
         log = open(self.log, "ab")
-        self.process = subprocess.Popen(argv, stdout=log, stderr=log, stdin=subprocess.DEVNULL,
-                                        start_new_session=True)
+        self.process = subprocess.Popen(self._argv, stdout=log, stderr=log,
+                                        stdin=subprocess.DEVNULL, start_new_session=True)
+        log.close()
         self.pid = self.process.pid
         deadline = time.monotonic() + 60
         info = None
@@ -160,11 +187,6 @@ class HutchDaemon:
                 self.http_url = listener
         self.fingerprint = (info.get("tls") or {}).get("fingerprint_sha256")
         self.ca_cert = str(state / "tls" / "cert.pem")
-        self.admin_key = _call(self.socket, "POST", "/v1/keys",
-                               {"name": "test-admin", "admin": True})["key"]
-        self.key = _call(self.socket, "POST", "/v1/keys", {"name": "test-user"})["key"]
-        (self.dir / "daemon.json").write_text(json.dumps(self.fields()))
-        return self
 
     def fields(self):
         return {"https_url": self.https_url, "http_url": self.http_url, "socket": self.socket,
