@@ -4,9 +4,11 @@ import http.client
 import json
 import os
 import pathlib
-import socket
 import sys
 import threading
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests" / "support"))
+from hutchd_daemon import UnixConnection as UnixHTTP  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -33,18 +35,6 @@ class Errors:
         if phase:
             return len(self.by_phase.get(phase, []))
         return sum(len(v) for v in self.by_phase.values())
-
-
-class UnixHTTP(http.client.HTTPConnection):
-    def __init__(self, path, timeout=600):
-        super().__init__("hutchd", timeout=timeout)
-        self.path = path
-
-    def connect(self):
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(self.timeout)
-        s.connect(self.path)
-        self.sock = s
 
 
 class Api:

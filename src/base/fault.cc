@@ -23,7 +23,7 @@ size_t indexOf(std::string_view name) {
 
 // Which passage of each point kills (0: none), from HUTCH_FAULT_POINTS, read once.
 struct Plan {
-  int fail_at[kCount] = {};
+  Fault faults[kCount] = {};
   std::atomic<int> passed[kCount] = {};
   bool any = false;
 };
@@ -34,8 +34,8 @@ Plan& plan() {
     const char* env = std::getenv("HUTCH_FAULT_POINTS");
     if (env == nullptr) return made;
     for (size_t i = 0; i < kCount; ++i) {
-      made->fail_at[i] = passageToFail(env, kPoints[i]);
-      made->any = made->any || made->fail_at[i] > 0;
+      made->faults[i] = faultFor(env, kPoints[i]);
+      made->any = made->any || made->faults[i].passage > 0;
     }
     return made;
   }();
@@ -44,31 +44,45 @@ Plan& plan() {
 
 }  // namespace
 
-int passageToFail(std::string_view spec, std::string_view point) {
+Fault faultFor(std::string_view spec, std::string_view point) {
   while (!spec.empty()) {
     size_t comma = spec.find(',');
     std::string_view item = spec.substr(0, comma);
     spec = comma == std::string_view::npos ? std::string_view() : spec.substr(comma + 1);
+    Fault fault{.passage = 1};
+    if (size_t colon = item.find(':'); colon != std::string_view::npos) {
+      if (item.substr(colon + 1) != "qemu") return {};
+      fault.target = Target::kQemu;
+      item = item.substr(0, colon);
+    }
     std::string_view name = item.substr(0, item.find('@'));
     if (name != point) continue;
-    if (name.size() == item.size()) return 1;
+    if (name.size() == item.size()) return fault;
     std::string_view count = item.substr(name.size() + 1);
-    int n = 0;
-    auto [end, ec] = std::from_chars(count.data(), count.data() + count.size(), n);
-    if (ec != std::errc() || end != count.data() + count.size() || n < 1) return 0;
-    return n;
+    auto [end, ec] = std::from_chars(count.data(), count.data() + count.size(), fault.passage);
+    if (ec != std::errc() || end != count.data() + count.size() || fault.passage < 1) return {};
+    return fault;
   }
-  return 0;
+  return {};
 }
 
-void point(std::string_view name) {
+void point(std::string_view name, pid_t qemu) {
   Plan& p = plan();
   if (!p.any) return;
   size_t i = indexOf(name);
-  if (i == kCount || p.fail_at[i] == 0) return;
-  if (p.passed[i].fetch_add(1) + 1 != p.fail_at[i]) return;
-  std::string line = "hutchd: fault point " + std::string(name) + " (passage " +
-                     std::to_string(p.fail_at[i]) + "): killed by HUTCH_FAULT_POINTS\n";
+  if (i == kCount || p.faults[i].passage == 0) return;
+  if (p.passed[i].fetch_add(1) + 1 != p.faults[i].passage) return;
+  std::string where = "hutchd: fault point " + std::string(name) + " (passage " +
+                      std::to_string(p.faults[i].passage) + "): ";
+  if (p.faults[i].target == Target::kQemu) {
+    std::string line = qemu > 0 ? where + "the box's QEMU (pid " + std::to_string(qemu) +
+                                      ") killed by HUTCH_FAULT_POINTS\n"
+                                : where + "no QEMU to kill here\n";
+    (void)::write(STDERR_FILENO, line.data(), line.size());
+    if (qemu > 0) ::kill(qemu, SIGKILL);
+    return;
+  }
+  std::string line = where + "killed by HUTCH_FAULT_POINTS\n";
   (void)::write(STDERR_FILENO, line.data(), line.size());
   ::kill(::getpid(), SIGKILL);
 }

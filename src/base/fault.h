@@ -1,11 +1,14 @@
-// Named fault points (issue 18.3): steps of box operations at which a test has hutchd killed
-// with SIGKILL, as `kill -9` would, to check that the next hutchd finds every box in a defined
+// Named fault points (issue 18.3): steps of box operations at which a test has hutchd, or the
+// box's QEMU, killed with SIGKILL, as `kill -9` would, to check that every box ends in a defined
 // state with nothing lost (tests/e2e/fault_test.cc).
 //
-// Off unless hutchd's environment names them: HUTCH_FAULT_POINTS=NAME[@N][,NAME[@N]...] kills
-// hutchd at the Nth time NAME is passed (the first when @N is left out). The variable is read
-// once; a point that is not named costs a branch.
+// Off unless hutchd's environment names them: HUTCH_FAULT_POINTS=NAME[@N][:qemu][,...] kills at
+// the Nth time NAME is passed (the first when @N is left out): hutchd itself, or with `:qemu`
+// the QEMU of the box the step works on (hutchd goes on). The variable is read once; a point
+// that is not named costs a branch.
 #pragma once
+
+#include <sys/types.h>
 
 #include <string_view>
 
@@ -21,11 +24,18 @@ inline constexpr std::string_view kPoints[] = {
     "remove.recorded",         // rm: the box's record is gone; its VM and files not yet
 };
 
-// Kills this process with SIGKILL if HUTCH_FAULT_POINTS names `point` for this passage; says
-// so on stderr first. `point` must be one of kPoints.
-void point(std::string_view point);
+// Kills this process (or `qemu`, the pid of the QEMU the step works on, 0 when there is none)
+// with SIGKILL if HUTCH_FAULT_POINTS names `point` for this passage; says so on stderr first.
+// `point` must be one of kPoints.
+void point(std::string_view point, pid_t qemu = 0);
 
-// The parsed variable: which passage of `point` kills, 0 for none. For tests of the parser.
-int passageToFail(std::string_view spec, std::string_view point);
+enum class Target { kHutchd, kQemu };
+struct Fault {
+  int passage = 0;  // which passage kills; 0: none
+  Target target = Target::kHutchd;
+  bool operator==(const Fault&) const = default;
+};
+// The parsed variable for one point. For tests of the parser.
+Fault faultFor(std::string_view spec, std::string_view point);
 
 }  // namespace hutch::fault

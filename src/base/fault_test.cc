@@ -5,6 +5,10 @@
 namespace hutch::fault {
 namespace {
 
+int passageToFail(std::string_view spec, std::string_view point) {
+  return faultFor(spec, point).passage;
+}
+
 TEST(FaultTest, TheVariableNamesAPointAndWhichPassageKills) {
   EXPECT_EQ(passageToFail("boot.vm-launched", "boot.vm-launched"), 1);
   EXPECT_EQ(passageToFail("boot.vm-launched@3", "boot.vm-launched"), 3);
@@ -16,6 +20,19 @@ TEST(FaultTest, TheVariableNamesAPointAndWhichPassageKills) {
   EXPECT_EQ(passageToFail("boot.vm-launched@0", "boot.vm-launched"), 0);
   EXPECT_EQ(passageToFail("boot.vm-launched@x", "boot.vm-launched"), 0);
   EXPECT_EQ(passageToFail("", "boot.vm-launched"), 0);
+}
+
+TEST(FaultTest, QemuAfterTheNameKillsTheBoxsQemuInstead) {
+  EXPECT_EQ(faultFor("boot.vm-launched", "boot.vm-launched"),
+            (Fault{.passage = 1, .target = Target::kHutchd}));
+  EXPECT_EQ(faultFor("boot.vm-launched:qemu", "boot.vm-launched"),
+            (Fault{.passage = 1, .target = Target::kQemu}));
+  EXPECT_EQ(faultFor("remove.recorded,capture.disk-frozen@2:qemu", "capture.disk-frozen"),
+            (Fault{.passage = 2, .target = Target::kQemu}));
+  EXPECT_EQ(faultFor("capture.disk-frozen@2:qemu", "remove.recorded"), Fault{});
+  // Anything else after a colon disables the point rather than killing hutchd by surprise.
+  EXPECT_EQ(faultFor("boot.vm-launched:egress", "boot.vm-launched"), Fault{});
+  EXPECT_EQ(faultFor("boot.vm-launched@2:", "boot.vm-launched"), Fault{});
 }
 
 TEST(FaultTest, UnnamedPointsAreNoOps) {

@@ -38,17 +38,7 @@ struct ExecRecord {
   BoxAgent::Hooks hooks;
 
   void audit(const std::string& type, json data) const {
-    if (!sinks.audit) return;
-    observe::AuditEntry entry{.type = type,
-                              .actor = actor,
-                              .box_id = subject.box_id,
-                              .box_name = subject.box_name,
-                              .owner_id = subject.owner_id,
-                              .data = std::move(data)};
-    if (auto written = sinks.audit->append(std::move(entry)); !written) {
-      spdlog::error("audit: {} in box {} not recorded: {}", type, subject.box_id,
-                    written.error().describe());
-    }
+    sinks.record(type, actor, subject, std::move(data));
   }
   void publish(const std::string& type, const json& data) const {
     if (sinks.events) sinks.events->publish(type, subject, data);
@@ -62,6 +52,29 @@ json actorJson(const observe::Actor& actor) {
 
 }  // namespace
 
+void ActivitySinks::record(std::string type, const observe::Actor& actor,
+                           const observe::Subject& subject, json data) const {
+  if (!audit) return;
+  observe::AuditEntry entry{.type = type,
+                            .actor = actor,
+                            .box_id = subject.box_id,
+                            .box_name = subject.box_name,
+                            .owner_id = subject.owner_id,
+                            .data = std::move(data)};
+  if (auto written = audit->append(std::move(entry)); !written) {
+    spdlog::error("audit: {} of box {} not recorded: {}", type, subject.box_id,
+                  written.error().describe());
+  }
+}
+
+void ActivitySinks::record(std::string type, const observe::Actor& actor,
+                           const observe::Subject& subject, json data,
+                           const Result<>& outcome) const {
+  data["ok"] = outcome.has_value();
+  if (!outcome) data["error"] = errorJson(outcome.error());
+  record(std::move(type), actor, subject, std::move(data));
+}
+
 BoxAgent::BoxAgent(Box box, std::shared_ptr<guest::AgentClient> client, observe::Actor actor,
                    ActivitySinks sinks, std::chrono::milliseconds max_exec_time, Hooks hooks)
     : box_(std::move(box)),
@@ -73,23 +86,12 @@ BoxAgent::BoxAgent(Box box, std::shared_ptr<guest::AgentClient> client, observe:
 
 void BoxAgent::audit(std::string type, json data) {
   touch();
-  if (!sinks_.audit) return;
-  observe::AuditEntry entry{.type = std::move(type),
-                            .actor = actor_,
-                            .box_id = box_.id,
-                            .box_name = box_.name,
-                            .owner_id = box_.owner.id,
-                            .data = std::move(data)};
-  if (auto written = sinks_.audit->append(std::move(entry)); !written) {
-    spdlog::error("audit: a file operation in box {} not recorded: {}", box_.id,
-                  written.error().describe());
-  }
+  sinks_.record(std::move(type), actor_, observe::subjectOf(box_), std::move(data));
 }
 
 void BoxAgent::fileOp(const std::string& op, json data, const Result<>& outcome) {
-  data["ok"] = outcome.has_value();
-  if (!outcome) data["error"] = errorJson(outcome.error());
-  audit("file." + op, std::move(data));
+  touch();
+  sinks_.record("file." + op, actor_, observe::subjectOf(box_), std::move(data), outcome);
 }
 
 asio::awaitable<Result<std::shared_ptr<guest::ExecSession>>> BoxAgent::exec(

@@ -30,6 +30,15 @@ namespace asio = boost::asio;
 struct ActivitySinks {
   observe::EventBus* events = nullptr;
   observe::AuditLog* audit = nullptr;
+
+  // Appends an audit record of `type` about `subject` by `actor` (nothing without an audit
+  // log). A failure is logged, never returned: it must not fail the operation, but must be seen.
+  void record(std::string type, const observe::Actor& actor, const observe::Subject& subject,
+              nlohmann::json data) const;
+  // The same for an operation's outcome: data gets "ok" and, when it failed, "error" ({code,
+  // message}).
+  void record(std::string type, const observe::Actor& actor, const observe::Subject& subject,
+              nlohmann::json data, const Result<>& outcome) const;
 };
 
 struct ExecLimits {

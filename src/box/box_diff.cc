@@ -216,21 +216,7 @@ std::vector<std::string> filterArgs(const BoxService::DiffRequest& request) {
 
 void BoxService::auditDiff(const Box& box, const observe::Actor& actor, const std::string& type,
                            nlohmann::json data, const Result<>& outcome) {
-  if (!activity_.audit) return;
-  data["ok"] = outcome.has_value();
-  if (!outcome) {
-    data["error"] = {{"code", errcName(outcome.error().code())},
-                     {"message", outcome.error().message()}};
-  }
-  observe::AuditEntry entry{.type = type,
-                            .actor = actor,
-                            .box_id = box.id,
-                            .box_name = box.name,
-                            .owner_id = box.owner.id,
-                            .data = std::move(data)};
-  if (auto written = activity_.audit->append(std::move(entry)); !written) {
-    spdlog::error("audit: {} of box {} not recorded: {}", type, box.id, written.error().describe());
-  }
+  activity_.record(type, actor, observe::subjectOf(box), std::move(data), outcome);
 }
 
 BoxService::DiffWork::~DiffWork() {
@@ -309,12 +295,7 @@ asio::awaitable<Result<std::unique_ptr<BoxService::DiffWork>>> BoxService::prepa
     // A consistent instant: the guest's page cache written out, the vCPUs stopped (QEMU flushes
     // its qcow2 metadata on stop) for as long as the copy of the top layer takes.
     std::shared_ptr<Runtime> runtime = it->second;
-    if (runtime->busy) {
-      co_return fail(Errc::kFailedPrecondition,
-                     fmt::format("Box {} is busy with a fork, checkpoint or rollback; try again "
-                                 "when it is done",
-                                 box.name));
-    }
+    HUTCH_CO_TRY_VOID(checkNotBusy(box, *runtime, "try again"));
     Busy busy(*runtime);
     co_await flushGuest(runtime->agent, box.name);
     HUTCH_CO_TRY_VOID(co_await runtime->vm->pause());

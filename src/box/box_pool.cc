@@ -288,9 +288,14 @@ asio::awaitable<void> BoxService::removeOrphans() {
   }
   for (const fs::path& dir : orphans) {
     if (auto vm = co_await backend_.adopt(dir); vm) co_await (*vm)->kill();
-    spdlog::info("Removing {} (no box record: a warm pool VM of an earlier hutchd)", dir.string());
+    spdlog::info(
+        "Removing {} (no box record: a warm pool VM of an earlier hutchd, or a box "
+        "whose rm it did not finish)",
+        dir.string());
+    backend_.releaseRunDir(dir);
     removeQuietly(dir);
   }
+  if (network_) network_->forgetAllBut(known);
 }
 
 }  // namespace hutch::box

@@ -75,12 +75,7 @@ asio::awaitable<Result<Snapshot>> BoxService::saveBox(const std::string& key, st
                                "placeholders past the box. Use a checkpoint or a fork instead",
                                box.name));
   }
-  if (runtime->busy) {
-    co_return fail(Errc::kFailedPrecondition,
-                   fmt::format("Box {} is busy with a fork or checkpoint; try again when it is "
-                               "done",
-                               box.name));
-  }
+  HUTCH_CO_TRY_VOID(checkNotBusy(box, *runtime, "try again"));
   Snapshot snap;
   snap.id = randomId();
   snap.kind = SnapshotKind::kSaved;

@@ -371,7 +371,7 @@ asio::awaitable<Result<Box>> BoxService::bootBox(Box& box, const RestoreSource* 
     co_return fail(booted.error().withContext(fmt::format(
         "Box {} failed to start (see 'hutch logs {}' for its console)", box.name, box.name)));
   }
-  fault::point("boot.agent-ready");
+  fault::point("boot.agent-ready", box.pid);
   HUTCH_CO_TRY_VOID(setState(box, BoxState::kRunning));
   spdlog::info("box={} running (pid {})", box.id, box.pid);
   co_return box;
@@ -565,7 +565,7 @@ asio::awaitable<Result<>> BoxService::boot(Box& box, std::shared_ptr<Runtime> ru
   }
   box.pid = runtime->vm->pid();
   HUTCH_CO_TRY_VOID(store_.update(box));
-  fault::point("boot.vm-launched");
+  fault::point("boot.vm-launched", box.pid);
   asio::co_spawn(loop_, watch(box.id, runtime), asio::detached);
   if (restored) HUTCH_CO_TRY_VOID(co_await runtime->vm->resume());
 
@@ -769,12 +769,7 @@ asio::awaitable<Result<Box>> BoxService::stopBox(const std::string& key) {
         fmt::format("Box {} is {}, not running; nothing to stop", box.name, stateName(box.state)));
   }
   std::shared_ptr<Runtime> runtime = it->second;
-  if (runtime->busy) {
-    co_return fail(Errc::kFailedPrecondition,
-                   fmt::format("Box {} is busy with a fork or checkpoint; stop it when that is "
-                               "done",
-                               box.name));
-  }
+  HUTCH_CO_TRY_VOID(checkNotBusy(box, *runtime, "stop it"));
   runtime->stopping = true;
   HUTCH_CO_TRY_VOID(setState(box, BoxState::kStopping));
   if (runtime->agent) {
@@ -826,7 +821,7 @@ asio::awaitable<Result<>> BoxService::removeBox(const std::string& key, bool for
   HUTCH_CO_TRY(std::vector<Snapshot> checkpoints, store_.checkpoints(box.id));
   for (const Snapshot& snap : checkpoints) HUTCH_CO_TRY_VOID(store_.removeSnapshot(snap.id));
   HUTCH_CO_TRY_VOID(store_.remove(box.id));
-  fault::point("remove.recorded");
+  fault::point("remove.recorded", runtime && runtime->vm ? runtime->vm->pid() : 0);
   if (box.uid_index >= 0) held_uid_indices_.insert(static_cast<uint32_t>(box.uid_index));
   ++cleaning_;
   if (observer_) observer_->boxRemoved(box.id);
@@ -1007,7 +1002,8 @@ asio::awaitable<Result<>> BoxService::recoverAfterRestart() {
   std::set<std::filesystem::path> adopted;
   for (const auto& [id, runtime] : runtimes_) adopted.insert(boxDir(id).lexically_normal());
   for (const auto& root : {config_.boxes_dir, config_.snapshots_dir}) {
-    backend_.killStrays(root, adopted);  // each logged by the backend
+    // Each logged by the backend; what they kept on the host (their jail's cgroup) goes too.
+    for (const auto& dir : backend_.killStrays(root, adopted)) backend_.releaseRunDir(dir);
   }
   co_await removeOrphans();
   if (network_) {
@@ -1075,16 +1071,16 @@ Result<Box> BoxService::setPolicy(const std::string& key, const std::string& tex
   }
   nlohmann::json policy = nlohmann::json::parse(box.network_policy, nullptr, false);
   publish("policy.changed", box, {{"policy", policy}});
-  if (activity_.audit) {
-    auto written = activity_.audit->append({.type = "policy.set",
-                                            .actor = actor,
-                                            .box_id = box.id,
-                                            .box_name = box.name,
-                                            .owner_id = box.owner.id,
-                                            .data = {{"policy", std::move(policy)}}});
-    if (!written) spdlog::error("audit: policy.set not recorded: {}", written.error().describe());
-  }
+  activity_.record("policy.set", actor, observe::subjectOf(box), {{"policy", std::move(policy)}});
   return box;
+}
+
+Result<> BoxService::checkNotBusy(const Box& box, const Runtime& runtime, std::string_view then) {
+  if (!runtime.busy) return ok();
+  return fail(Errc::kFailedPrecondition,
+              fmt::format("Box {} is busy with a fork, checkpoint, rollback, suspend or diff; {} "
+                          "when that is done",
+                          box.name, then));
 }
 
 Result<Box> BoxService::setLifetime(const std::string& key, int64_t expires_at, Expiry on_expiry) {

@@ -282,6 +282,9 @@ class BoxService {
    private:
     Runtime& runtime_;
   };
+  // kFailedPrecondition while `runtime` is busy, saying so and what to do: "try again", "stop
+  // it", ... `when it is done`.
+  static Result<> checkNotBusy(const Box& box, const Runtime& runtime, std::string_view then);
 
   // Where a restore comes from.
   // A capture's state file while it is being written: a fork's children start their VMs

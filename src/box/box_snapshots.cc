@@ -385,12 +385,7 @@ Result<std::pair<Box, std::shared_ptr<BoxService::Runtime>>> BoxService::running
                             "save: {} needs a box without them",
                             box.name, what));
   }
-  if (it->second->busy) {
-    return fail(Errc::kFailedPrecondition,
-                fmt::format("Box {} is busy with another fork, checkpoint or rollback; try "
-                            "again when it is done",
-                            box.name));
-  }
+  HUTCH_TRY_VOID(checkNotBusy(box, *it->second, "try again"));
   return std::make_pair(std::move(box), it->second);
 }
 
@@ -524,7 +519,7 @@ asio::awaitable<Result<BoxService::Capture>> BoxService::freezeDisk(Box& box, Ru
   box.disk = new_name;
   auto stored = store_.update(box);
   freeze(cap.layer);
-  fault::point("capture.disk-frozen");
+  fault::point("capture.disk-frozen", runtime.vm->pid());
   if (!stored) {
     // The journal stays: a restarted hutchd reads it and records the new top.
     co_await resume();
@@ -882,7 +877,7 @@ asio::awaitable<Result<Snapshot>> BoxService::checkpointBox(const std::string& k
   snap.size_bytes = allocatedBytes(snap.dir) + allocatedBytes(snap.layer);
   HUTCH_CO_TRY(SnapshotManifest manifest, manifestFor(box, SnapshotKind::kCheckpoint, *captured));
   HUTCH_CO_TRY_VOID(writeManifest(snap.dir, manifest));
-  fault::point("checkpoint.saved");
+  fault::point("checkpoint.saved", runtime->vm ? runtime->vm->pid() : 0);
   HUTCH_CO_TRY_VOID(store_.insertSnapshot(snap));
   spdlog::info("box={} checkpoint {} in {} ms ({} MiB)", box.id, snap.name,
                captured->stats.took.count(), snap.size_bytes >> 20);
@@ -932,10 +927,7 @@ asio::awaitable<Result<Box>> BoxService::rollbackBox(const std::string& key,
   if (box.state == BoxState::kSuspended) HUTCH_CO_TRY_VOID(dropSuspend(box.id));
   if (auto it = runtimes_.find(box.id); it != runtimes_.end()) {
     std::shared_ptr<Runtime> runtime = it->second;
-    if (runtime->busy) {
-      co_return fail(Errc::kFailedPrecondition,
-                     fmt::format("Box {} is busy with a fork or checkpoint", box.name));
-    }
+    HUTCH_CO_TRY_VOID(checkNotBusy(box, *runtime, "try again"));
     runtime->stopping = true;  // its watcher must not call this exit a failure
     if (runtime->agent) runtime->agent->close();
     if (runtime->vm && !runtime->exited) HUTCH_CO_TRY_VOID(co_await runtime->vm->kill());

@@ -62,12 +62,7 @@ asio::awaitable<Result<Box>> BoxService::suspendBox(const std::string& key, std:
                                box.name, stateName(box.state)));
   }
   std::shared_ptr<Runtime> runtime = it->second;
-  if (runtime->busy) {
-    co_return fail(Errc::kFailedPrecondition,
-                   fmt::format("Box {} is busy with a fork, checkpoint or rollback; stop it when "
-                               "that is done",
-                               box.name));
-  }
+  HUTCH_CO_TRY_VOID(checkNotBusy(box, *runtime, "stop it"));
   Busy busy(*runtime);
   const bool was_paused = box.state == BoxState::kPaused;
 
@@ -121,7 +116,7 @@ asio::awaitable<Result<Box>> BoxService::suspendBox(const std::string& key, std:
   }
   // The state is on disk and recorded: from here on the box is suspended, whatever happens to
   // its QEMU (a restarted hutchd finishes the job, recoverAfterRestart).
-  fault::point("suspend.state-recorded");
+  fault::point("suspend.state-recorded", runtime->vm->pid());
   runtime->stopping = true;
   HUTCH_CO_TRY_VOID(setState(box, BoxState::kStopping));
   if (runtime->agent) runtime->agent->close();

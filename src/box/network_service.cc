@@ -320,20 +320,14 @@ void NetworkService::report(const json& entry) {
     }
   }
   auto secrets = field<std::vector<std::string>>(entry, "secrets", {});
-  if (!secrets.empty() && activity_.audit) {
-    auto written = activity_.audit->append(
-        {.type = "secret.use",
-         .actor = {.key_id = "", .key_name = "hutch-egress"},
-         .box_id = subject.box_id,
-         .box_name = subject.box_name,
-         .owner_id = subject.owner_id,
-         .data = {{"secrets", secrets},
-                  {"domain", field<std::string>(entry, "host", "")},
-                  {"port", field<int64_t>(entry, "port", 0)},
-                  {"requests", field<std::vector<std::string>>(entry, "requests", {})},
-                  {"bytes_up", field<uint64_t>(entry, "bytes_up", 0)},
-                  {"bytes_down", field<uint64_t>(entry, "bytes_down", 0)}}});
-    if (!written) spdlog::error("audit: secret.use not recorded: {}", written.error().describe());
+  if (!secrets.empty()) {
+    activity_.record("secret.use", {.key_id = "", .key_name = "hutch-egress"}, subject,
+                     {{"secrets", secrets},
+                      {"domain", field<std::string>(entry, "host", "")},
+                      {"port", field<int64_t>(entry, "port", 0)},
+                      {"requests", field<std::vector<std::string>>(entry, "requests", {})},
+                      {"bytes_up", field<uint64_t>(entry, "bytes_up", 0)},
+                      {"bytes_down", field<uint64_t>(entry, "bytes_down", 0)}});
   }
 }
 
@@ -537,6 +531,22 @@ void NetworkService::forget(const std::string& box_id) {
   std::error_code ec;
   fs::remove_all(caDir(box_id), ec);
   fs::remove(logPath(box_id), ec);
+}
+
+void NetworkService::forgetAllBut(const std::set<std::string>& known) {
+  std::set<std::string> gone;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(config_.state_dir / "boxes", ec)) {
+    if (!known.contains(entry.path().filename().string())) gone.insert(entry.path().filename());
+  }
+  for (const auto& entry : fs::directory_iterator(config_.state_dir / "logs", ec)) {
+    if (entry.path().extension() != ".ndjson") continue;
+    if (!known.contains(entry.path().stem().string())) gone.insert(entry.path().stem());
+  }
+  for (const std::string& id : gone) {
+    spdlog::info("Removing the egress files of box {} (no box record)", id);
+    forget(id);
+  }
 }
 
 Result<NetworkService::LogPage> NetworkService::log(const std::string& box_id, uint64_t after,

@@ -23,6 +23,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -102,6 +103,9 @@ class NetworkService {
   void detach(const std::string& box_id);
   // The box is gone: its CA and policy log go too.
   void forget(const std::string& box_id);
+  // forget() for every box with files here that is not in `known` (what an rm cut short by a
+  // crash of hutchd left).
+  void forgetAllBut(const std::set<std::string>& known);
   // A fork's child gets its parent's CA (the parent's trust store is on its disk).
   Result<> inheritCa(const std::string& parent_id, const std::string& child_id);
   // The box's CA certificate (made if missing), to install in its trust store.

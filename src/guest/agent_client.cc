@@ -102,6 +102,33 @@ asio::awaitable<void> AgentClient::writable() {
   while (open_ && queued() >= kWriteHighWater) co_await drained_.wait();
 }
 
+asio::awaitable<Result<>> AgentClient::sendWithCredit(FrameType type, uint32_t stream,
+                                                      std::string_view bytes, size_t max_frame,
+                                                      uint64_t& credit, event::AsyncEvent& changed,
+                                                      const std::function<Result<>()>& usable,
+                                                      uint64_t* sent) {
+  auto self = shared_from_this();
+  size_t offset = 0;
+  while (offset < bytes.size()) {
+    if (auto can = usable(); !can) co_return can;
+    if (credit == 0) {
+      co_await changed.wait();
+      continue;
+    }
+    if (queued() >= kWriteHighWater) {
+      co_await writable();
+      continue;
+    }
+    const size_t chunk =
+        static_cast<size_t>(std::min<uint64_t>({bytes.size() - offset, credit, max_frame}));
+    send(type, stream, bytes.substr(offset, chunk));
+    credit -= chunk;
+    if (sent != nullptr) *sent += chunk;
+    offset += chunk;
+  }
+  co_return ok();
+}
+
 void AgentClient::forget(uint32_t stream) {
   streams_.erase(stream);
 }

@@ -19,6 +19,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -217,9 +218,19 @@ class AgentClient : public std::enable_shared_from_this<AgentClient> {
 
   // Used by ExecSession.
   void send(proto::FrameType type, uint32_t stream, std::string_view payload);
-  // Waits while kWriteHighWater bytes are queued (returns at once when closed): data senders
-  // call it before each chunk and then check their stream again.
+  // Waits while kWriteHighWater bytes are queued (returns at once when closed).
   boost::asio::awaitable<void> writable();
+  // What a stream sends under flow control: `bytes` as `type` frames of at most `max_frame`
+  // bytes, each within the stream's `credit` (spent here; the stream's frame handler adds to
+  // it and fires `changed`), and only while the connection's queue is below kWriteHighWater
+  // (an agent that grants and never reads would otherwise have the host queue everything).
+  // `usable` is asked before each chunk and its error ends the send; `sent`, when given, counts
+  // the bytes sent. The caller co_awaits it at once: it holds references.
+  boost::asio::awaitable<Result<>> sendWithCredit(proto::FrameType type, uint32_t stream,
+                                                  std::string_view bytes, size_t max_frame,
+                                                  uint64_t& credit, event::AsyncEvent& changed,
+                                                  const std::function<Result<>()>& usable,
+                                                  uint64_t* sent = nullptr);
   void forget(uint32_t stream);
 
   boost::asio::any_io_executor executor_;

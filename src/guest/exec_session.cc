@@ -183,27 +183,9 @@ asio::awaitable<Result<>> ExecSession::writeStdin(std::string_view bytes) {
     co_return fail(Errc::kFailedPrecondition, "The process was started without stdin");
   }
   if (stdin_closed_) co_return fail(Errc::kFailedPrecondition, "Stdin is already closed");
-  size_t offset = 0;
-  while (offset < bytes.size()) {
-    if (auto usable = checkUsable(); !usable) co_return usable;
-    if (stdin_credit_ == 0) {
-      co_await changed_.wait();
-      continue;
-    }
-    if (client_->queued() >= AgentClient::kWriteHighWater) {
-      // The agent's window is not enough: one that grants and does not read would have the
-      // host queue everything.
-      co_await client_->writable();
-      continue;
-    }
-    const size_t chunk = static_cast<size_t>(
-        std::min<uint64_t>({bytes.size() - offset, stdin_credit_, kMaxStdinFrame}));
-    client_->send(FrameType::kStdin, stream_, bytes.substr(offset, chunk));
-    stdin_credit_ -= chunk;
-    summary_.bytes_in += chunk;
-    offset += chunk;
-  }
-  co_return ok();
+  const std::function<Result<>()> usable = [this] { return checkUsable(); };
+  co_return co_await client_->sendWithCredit(FrameType::kStdin, stream_, bytes, kMaxStdinFrame,
+                                             stdin_credit_, changed_, usable, &summary_.bytes_in);
 }
 
 Result<> ExecSession::closeStdin() {

@@ -90,27 +90,13 @@ void FileWriter::onStreamFrame(const Frame& frame) {
 
 asio::awaitable<Result<>> FileWriter::write(std::string_view bytes) {
   if (eof_sent_) co_return fail(Errc::kFailedPrecondition, "The write was already finished");
-  size_t offset = 0;
-  while (offset < bytes.size()) {
-    if (error_) co_return fail(*error_);
-    if (ended_) co_return fail(Errc::kFailedPrecondition, "The write has ended");
-    if (send_credit_ == 0) {
-      co_await changed_.wait();
-      continue;
-    }
-    if (client_->queued() >= AgentClient::kWriteHighWater) {
-      // The agent's window is not enough: one that grants and does not read would have the
-      // host queue everything.
-      co_await client_->writable();
-      continue;
-    }
-    const size_t chunk = static_cast<size_t>(
-        std::min<uint64_t>({bytes.size() - offset, send_credit_, proto::kMaxDataPayload}));
-    client_->send(FrameType::kData, stream_, bytes.substr(offset, chunk));
-    send_credit_ -= chunk;
-    offset += chunk;
-  }
-  co_return ok();
+  const std::function<Result<>()> usable = [this]() -> Result<> {
+    if (error_) return fail(*error_);
+    if (ended_) return fail(Errc::kFailedPrecondition, "The write has ended");
+    return ok();
+  };
+  co_return co_await client_->sendWithCredit(
+      FrameType::kData, stream_, bytes, proto::kMaxDataPayload, send_credit_, changed_, usable);
 }
 
 asio::awaitable<Result<proto::FileInfo>> FileWriter::finish(std::chrono::milliseconds timeout) {

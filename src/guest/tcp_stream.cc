@@ -105,27 +105,13 @@ asio::awaitable<Result<std::string>> TcpStream::read() {
 
 asio::awaitable<Result<>> TcpStream::write(std::string_view bytes) {
   if (write_shut_) co_return fail(Errc::kFailedPrecondition, "Writing was shut down");
-  size_t offset = 0;
-  while (offset < bytes.size()) {
-    if (error_) co_return fail(*error_);
-    if (ended_) co_return fail(Errc::kFailedPrecondition, "The connection has ended");
-    if (send_credit_ == 0) {
-      co_await changed_.wait();
-      continue;
-    }
-    if (client_->queued() >= AgentClient::kWriteHighWater) {
-      // The agent's window is not enough: one that grants and does not read would have the
-      // host queue everything.
-      co_await client_->writable();
-      continue;
-    }
-    const size_t chunk = static_cast<size_t>(
-        std::min<uint64_t>({bytes.size() - offset, send_credit_, proto::kMaxDataPayload}));
-    client_->send(FrameType::kData, stream_, bytes.substr(offset, chunk));
-    send_credit_ -= chunk;
-    offset += chunk;
-  }
-  co_return ok();
+  const std::function<Result<>()> usable = [this]() -> Result<> {
+    if (error_) return fail(*error_);
+    if (ended_) return fail(Errc::kFailedPrecondition, "The connection has ended");
+    return ok();
+  };
+  co_return co_await client_->sendWithCredit(
+      FrameType::kData, stream_, bytes, proto::kMaxDataPayload, send_credit_, changed_, usable);
 }
 
 Result<> TcpStream::shutdownWrite() {

@@ -131,6 +131,10 @@ class VmBackend {
       const std::filesystem::path& /*root*/, const std::set<std::filesystem::path>& /*keep*/) {
     return {};
   }
+  // Removes what a VMM of `run_dir` keeps on the host beside its run dir (a jail's cgroup), once
+  // it is gone and nothing watches it: an orphan's, or a stray's that killStrays killed. A
+  // Vm's own exit does this for the VMs it watches. Failures are logged.
+  virtual void releaseRunDir(const std::filesystem::path& /*run_dir*/) {}
 };
 
 }  // namespace hutch::vmm

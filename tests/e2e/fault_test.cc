@@ -3,6 +3,7 @@
 // hutchd on the same state must find the box in a state a user can act on, with nothing lost
 // that the operation had not yet promised to change: its files, its processes (a suspended
 // box's memory), its checkpoints. Then rm -f leaves no QEMU, directory or snapshot behind.
+// QemuKilledTest kills the box's QEMU at the same points instead (NAME:qemu) while hutchd goes on.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -93,10 +94,38 @@ class FaultTest : public ::testing::Test {
     const std::string id = j.value("id", "");
     auto r = d().hutch({"rm", "-f", box});
     ASSERT_EQ(r.exit_code, 0) << r.err;
+    expectNothingLeftOf(box, id);
+  }
+
+  // No QEMU, directory, jail cgroup or egress file of box `id` is left.
+  void expectNothingLeftOf(const std::string& box, const std::string& id) {
     EXPECT_TRUE(eventually([&] { return pidsMentioning(id).empty(); }))
-        << "a QEMU of " << box << " outlived rm -f";
+        << "a QEMU of " << box << " outlived its removal";
     EXPECT_TRUE(eventually([&] { return !fs::exists(d().stateDir() / "boxes" / id); }))
-        << "the directory of " << box << " outlived rm -f";
+        << "the directory of " << box << " outlived its removal";
+    EXPECT_TRUE(eventually([&] { return cgroupsOf(id).empty(); }))
+        << "a jail cgroup of " << box << " outlived its removal";
+    EXPECT_TRUE(eventually([&] { return !fs::exists(d().stateDir() / "egress/boxes" / id); }))
+        << "the egress files of " << box << " outlived its removal";
+  }
+
+  // The jail cgroups of box `id` (hutch-boxes/ID below hutchd's cgroup, in any hierarchy).
+  static std::vector<fs::path> cgroupsOf(const std::string& id) {
+    std::vector<fs::path> found;
+    std::error_code ec;
+    for (auto it = fs::recursive_directory_iterator("/sys/fs/cgroup", ec);
+         it != fs::recursive_directory_iterator(); it.increment(ec)) {
+      if (ec) break;
+      if (it.depth() > 8 || !it->is_directory(ec) || it->is_symlink(ec)) {
+        it.disable_recursion_pending();
+        continue;
+      }
+      if (it->path().filename() == "hutch-boxes") {
+        if (fs::exists(it->path() / id, ec)) found.push_back(it->path() / id);
+        it.disable_recursion_pending();
+      }
+    }
+    return found;
   }
 
   std::unique_ptr<Daemon> daemon_;
@@ -232,12 +261,135 @@ TEST_F(FaultTest, RemoveKilledLeavesNothingBehind) {
   ASSERT_FALSE(id.empty());
   killedDuring({"rm", "-f", "doomed"});
   EXPECT_EQ(d().inspect("doomed"), nullptr);
-  EXPECT_TRUE(eventually([&] { return pidsMentioning(id).empty(); }))
-      << "the removed box's QEMU outlived the restart";
-  EXPECT_TRUE(eventually([&] { return !fs::exists(d().stateDir() / "boxes" / id); }))
-      << "the removed box's directory outlived the restart";
+  expectNothingLeftOf("doomed", id);
   run("doomed");
   expectRemovedCleanly("doomed");
+}
+
+// The box's QEMU killed with SIGKILL at a step while hutchd goes on, as the OOM killer or a
+// crash of QEMU would do it (HUTCH_FAULT_POINTS=NAME:qemu).
+class QemuKilledTest : public FaultTest {
+ protected:
+  // `hutch ARGS` during which the box's QEMU is killed at the named point; hutchd lives on.
+  CommandResult qemuKilledDuring(const std::vector<std::string>& args) {
+    auto r = d().hutch(args);
+    EXPECT_TRUE(processAlive(d().pid())) << "hutchd died during hutch " << args[0];
+    EXPECT_NE(readFile(d().dir() / "hutchd.log").find("QEMU (pid"), std::string::npos)
+        << "no QEMU was killed during hutch " << args[0];
+    return r;
+  }
+
+  // The box is failed, with a reason, once hutchd noticed its VM is gone.
+  void expectFailedWithAReason(const std::string& box) {
+    EXPECT_TRUE(eventually([&] { return stateOf(box) == "failed"; }))
+        << box << " is " << stateOf(box);
+    EXPECT_FALSE(d().inspect(box).value("reason", "").empty()) << d().inspect(box).dump();
+  }
+};
+
+// Create and a cold start: the command fails or the box fails right after it; start boots it
+// from its disk with what was written before.
+TEST_F(QemuKilledTest, WhileBooting) {
+  for (const char* spec : {"boot.vm-launched:qemu", "boot.agent-ready:qemu"}) {
+    SCOPED_TRACE(spec);
+    startWith(spec);
+    qemuKilledDuring({"run", "--name", "born"});
+    expectFailedWithAReason("born");
+    expectUsable("born");
+    expectRemovedCleanly("born");
+    daemon_.reset();
+  }
+  startWith("boot.vm-launched@2:qemu");
+  run("cold");
+  mark("cold", "before");
+  ASSERT_EQ(d().hutch({"stop", "--shutdown", "cold"}).exit_code, 0);
+  auto r = qemuKilledDuring({"start", "cold"});
+  EXPECT_NE(r.exit_code, 0) << "start succeeded with its QEMU killed";
+  expectFailedWithAReason("cold");
+  expectUsable("cold");
+  EXPECT_EQ(cat("cold", "/home/hutch/disk-mark"), "before\n");
+  expectRemovedCleanly("cold");
+}
+
+// A resume whose QEMU dies: the box boots cold from its disk and says why. (The memory is given
+// up: a VM that died after its vCPUs ran may have written to the disk since the state was saved,
+// and that state no longer matches the disk.)
+TEST_F(QemuKilledTest, WhileResuming) {
+  startWith("boot.vm-launched@2:qemu");
+  run("sleeper");
+  mark("sleeper", "asleep");
+  ASSERT_EQ(d().hutch({"stop", "sleeper"}).exit_code, 0);
+  auto r = qemuKilledDuring({"start", "sleeper"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(stateOf("sleeper"), "running");
+  EXPECT_NE(d().inspect("sleeper").value("boot", "").find("cold boot"), std::string::npos)
+      << d().inspect("sleeper").dump();
+  EXPECT_EQ(cat("sleeper", "/home/hutch/disk-mark"), "asleep\n");
+  expectRemovedCleanly("sleeper");
+}
+
+// A checkpoint whose QEMU dies with the disk frozen fails and leaves no half checkpoint; one
+// whose QEMU dies once its files are written is kept whole: a rollback to it brings back its
+// memory. Either way the box is failed and start boots it with its disk.
+TEST_F(QemuKilledTest, WhileCheckpointing) {
+  startWith("capture.disk-frozen:qemu");
+  run("saver");
+  mark("saver", "kept");
+  const auto snapshots_before = entries(d().stateDir() / "snapshots");
+  auto r = qemuKilledDuring({"checkpoint", "--name", "half", "saver"});
+  EXPECT_NE(r.exit_code, 0) << "the checkpoint succeeded without its VM";
+  expectFailedWithAReason("saver");
+  EXPECT_EQ(d().hutch({"checkpoint", "ls", "saver"}).out.find("half"), std::string::npos);
+  EXPECT_EQ(entries(d().stateDir() / "snapshots"), snapshots_before)
+      << "the failed checkpoint left its files behind";
+  expectUsable("saver");
+  EXPECT_EQ(cat("saver", "/home/hutch/disk-mark"), "kept\n");
+  expectRemovedCleanly("saver");
+  daemon_.reset();
+
+  startWith("checkpoint.saved:qemu");
+  run("saver");
+  mark("saver", "saved");
+  r = qemuKilledDuring({"checkpoint", "--name", "whole", "saver"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  expectFailedWithAReason("saver");
+  auto back = d().hutch({"rollback", "saver", "whole"});
+  ASSERT_EQ(back.exit_code, 0) << back.err;
+  EXPECT_EQ(cat("saver", "/dev/shm/ram-mark"), "saved\n") << "the checkpoint lost its memory";
+  expectRemovedCleanly("saver");
+}
+
+// A fork whose parent's QEMU dies with the disk frozen: no child runs, the parent is failed and
+// starts with its disk.
+TEST_F(QemuKilledTest, WhileForking) {
+  startWith("capture.disk-frozen:qemu");
+  run("parent");
+  mark("parent", "mine");
+  auto r = qemuKilledDuring({"fork", "--name", "child", "parent"});
+  EXPECT_NE(r.exit_code, 0) << "the fork succeeded without its parent's VM";
+  expectFailedWithAReason("parent");
+  if (d().inspect("child").is_object()) {
+    EXPECT_NE(stateOf("child"), "running");
+    expectRemovedCleanly("child");
+  }
+  expectUsable("parent");
+  EXPECT_EQ(cat("parent", "/home/hutch/disk-mark"), "mine\n");
+  expectRemovedCleanly("parent");
+}
+
+// A suspend whose QEMU dies once its state is recorded is a suspend: start resumes the memory.
+// An rm whose QEMU dies leaves nothing.
+TEST_F(QemuKilledTest, WhileSuspendingOrRemoving) {
+  startWith("suspend.state-recorded:qemu,remove.recorded:qemu");
+  run("napper");
+  mark("napper", "awake");
+  auto r = qemuKilledDuring({"stop", "napper"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(stateOf("napper"), "suspended");
+  ASSERT_EQ(d().hutch({"start", "napper"}).exit_code, 0);
+  EXPECT_EQ(cat("napper", "/dev/shm/ram-mark"), "awake\n");
+  expectRemovedCleanly("napper");  // passes remove.recorded: its QEMU is killed there
+  EXPECT_TRUE(processAlive(d().pid()));
 }
 
 }  // namespace

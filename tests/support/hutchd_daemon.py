@@ -34,7 +34,9 @@ import time
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
-class _UnixConnection(http.client.HTTPConnection):
+class UnixConnection(http.client.HTTPConnection):
+    """HTTP to hutchd's unix socket."""
+
     def __init__(self, path, timeout=60):
         super().__init__("hutchd", timeout=timeout)
         self._path = path
@@ -47,7 +49,7 @@ class _UnixConnection(http.client.HTTPConnection):
 
 
 def _call(sock_path, method, target, body=None, timeout=600):
-    conn = _UnixConnection(sock_path, timeout=timeout)
+    conn = UnixConnection(sock_path, timeout=timeout)
     try:
         headers = {}
         data = None

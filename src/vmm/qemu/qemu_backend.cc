@@ -650,6 +650,13 @@ asio::awaitable<Result<std::unique_ptr<QemuVm>>> QemuBackend::adoptQemu(
   co_return std::move(vm);
 }
 
+void QemuBackend::releaseRunDir(const std::filesystem::path& run_dir) {
+  if (!jailed()) return;
+  auto cgroup = options_.jail->cgroups.boxCgroup(vmCgroupName(run_dir));
+  Result<> removed = cgroup ? cgroup->remove() : fail(cgroup.error());
+  if (!removed) vmmLog().warn("{}: {}", run_dir.string(), removed.error().describe());
+}
+
 std::vector<std::filesystem::path> QemuBackend::killStrays(
     const std::filesystem::path& root, const std::set<std::filesystem::path>& keep) {
   const std::filesystem::path base = root.lexically_normal();

@@ -70,6 +70,7 @@ class QemuBackend : public VmBackend {
   // is its own to rewrite, so it says nothing about which box it is.
   asio::awaitable<Result<std::unique_ptr<Vm>>> adopt(std::filesystem::path run_dir) override;
   // Every QEMU process on the host whose run dir (qemuRunDir) is below `root`, not in `keep`.
+  void releaseRunDir(const std::filesystem::path& run_dir) override;
   std::vector<std::filesystem::path> killStrays(
       const std::filesystem::path& root, const std::set<std::filesystem::path>& keep) override;
 
