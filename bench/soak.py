@@ -8,6 +8,8 @@ Each of --boxes workers owns a box and runs operations on it, picked at random b
   exec        `cat marker; echo TOKEN`: the box's marker file and the token must come back
   mark        writes a new marker (what every later check expects)
   files       PUT 16 KiB-2 MiB of random bytes, GET them back (sha256 checked), DELETE
+  cp          `hutch cp` of a small tree (files, a symlink, a subdirectory) into the box and back
+              out (tar through an exec stream): the trees must be equal
   fork        forks the box; the child must hold the parent's marker; the child is removed
   checkpoint  checkpoint, write another marker, roll back: the marker must be the old one
   stop-start  stop (suspend; one in three a clean shutdown), start, the marker must be there
@@ -41,6 +43,7 @@ import random
 import re
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -53,8 +56,8 @@ sys.path.insert(0, str(REPO / "bench"))
 from benchlib import Api, Errors, daemon_usage, summary  # noqa: E402
 from hutchd_daemon import HutchDaemon  # noqa: E402
 
-WEIGHTS = {"exec": 30, "mark": 10, "files": 15, "fork": 8, "checkpoint": 8, "stop-start": 12,
-           "diff": 3, "recreate": 5}
+WEIGHTS = {"exec": 30, "mark": 10, "files": 12, "cp": 6, "fork": 8, "checkpoint": 8,
+           "stop-start": 12, "diff": 3, "recreate": 5}
 MARKER = "/home/hutch/soak-marker"
 
 
@@ -91,6 +94,22 @@ def processes_mentioning(needle, but=()):
         if needle.encode() in cmdline:
             found[int(pid)] = cmdline.replace(b"\0", b" ").decode(errors="replace")[:200]
     return found
+
+
+def tree(root):
+    """relative path -> ("file", bytes) | ("link", target) | ("dir", None), below root."""
+    out = {}
+    for dirpath, dirs, files in os.walk(root):
+        for name in dirs + files:
+            path = os.path.join(dirpath, name)
+            rel = os.path.relpath(path, root)
+            if os.path.islink(path):
+                out[rel] = ("link", os.readlink(path))
+            elif os.path.isdir(path):
+                out[rel] = ("dir", None)
+            else:
+                out[rel] = ("file", pathlib.Path(path).read_bytes())
+    return out
 
 
 def state_files(state):
@@ -212,6 +231,33 @@ class Soak:
         status, payload = self.api.call("DELETE", target, timeout=300)
         if status >= 300:
             raise RuntimeError(f"DELETE: {status} {payload.decode(errors='replace').strip()}")
+
+    def op_cp(self, box, rng):
+        work = pathlib.Path(tempfile.mkdtemp(prefix="cp-", dir=self.d.dir))
+        try:
+            src = work / "src"
+            (src / "sub").mkdir(parents=True)
+            for i in range(rng.randint(1, 5)):
+                (src / f"f{i}").write_bytes(rng.randbytes(rng.randint(0, 512 << 10)))
+            (src / "sub" / "note").write_text("note\n")
+            (src / "link").symlink_to("sub/note")
+            inside = f"/home/hutch/cp-{rng.getrandbits(32):x}"
+            self.hutch("cp", str(src), f"{box}:{inside}")
+            self.hutch("cp", f"{box}:{inside}", str(work / "back"))
+            if tree(work / "back") != tree(src):
+                raise WrongResult("the tree copied out differs from the one copied in")
+            self.exec(box, f"rm -rf {inside}")
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+    def hutch(self, *args):
+        env = dict(os.environ, HUTCH_SOCKET=self.d.socket)
+        env.pop("HUTCH_HOST", None)
+        r = subprocess.run([str(self.d.build / "src" / "cli" / "hutch"), *args], env=env,
+                           capture_output=True, text=True, timeout=300)
+        if r.returncode != 0:
+            raise RuntimeError(f"hutch {' '.join(args)}: exit {r.returncode}: {r.stderr.strip()}")
+        return r.stdout
 
     def op_fork(self, box, rng):
         child = f"{box}-f{rng.getrandbits(24):x}"
@@ -423,8 +469,8 @@ def print_report(r):
           f"{sum(o['failed'] for o in r['ops'].values())} failed")
     print(f"{'operation':<12} {'ok':>6} {'failed':>6} {'p50 s':>7} {'p99 s':>7} {'max s':>7}")
     for k, o in r["ops"].items():
-        print(f"{k:<12} {o['ok']:>6} {o['failed']:>6} {o['p50_s'] or '-':>7} "
-              f"{o['p99_s'] or '-':>7} {o['max_s'] or '-':>7}")
+        cells = ["-" if o[c] is None else o[c] for c in ("p50_s", "p99_s", "max_s")]
+        print(f"{k:<12} {o['ok']:>6} {o['failed']:>6} {cells[0]:>7} {cells[1]:>7} {cells[2]:>7}")
     for x in r["restarts"]:
         print(f"restart ({x['signal']}) at {x['at_ops']} ops: answered in {x['answered_s']} s, "
               f"{x['boxes_checked']} boxes running with their marker")
