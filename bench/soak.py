@@ -61,24 +61,35 @@ WEIGHTS = {"exec": 30, "mark": 10, "files": 12, "cp": 6, "fork": 8, "checkpoint"
 MARKER = "/home/hutch/soak-marker"
 
 
-def cgroup_boxes():
-    """Every box cgroup on the host: the children of each `hutch-boxes` directory."""
+def cgroup_boxes(ours):
+    """The box cgroups on the host named in `ours` (the children of each `hutch-boxes`
+    directory are named by their box's id; other hutchds, CI's other lane's, have their own)."""
     found = set()
     for root, dirs, _ in os.walk("/sys/fs/cgroup"):
         if root.count("/") > 9:
             dirs[:] = []
             continue
         if os.path.basename(root) == "hutch-boxes":
-            found.update(os.path.join(root, d) for d in dirs)
+            found.update(os.path.join(root, d) for d in dirs if d in ours)
             dirs[:] = []
     return found
 
 
-def netns_names():
+def netns_names(uid_base):
+    """The network namespaces of the hutchd whose boxes' uids start at uid_base: it names them
+    hutch-<uid base in hex>-<index>, so those of other hutchds on the host are not counted."""
     try:
-        return {n for n in os.listdir("/run/netns") if n.startswith("hutch-")}
+        names = os.listdir("/run/netns")
     except FileNotFoundError:
         return set()
+    return {n for n in names
+            if (m := re.fullmatch(r"hutch-([0-9a-f]+)-\d+", n)) and int(m.group(1), 16) == uid_base}
+
+
+def ids_in(path):
+    """Every box-id-like word (12 hex digits) in a file: hutchd's debug log names each VM's run
+    directory and box as it makes them."""
+    return set(re.findall(r"\b[0-9a-f]{12}\b", pathlib.Path(path).read_text(errors="replace")))
 
 
 def processes_mentioning(needle, but=()):
@@ -431,8 +442,8 @@ class Soak:
         while True:
             left = {
                 "processes": processes_mentioning(str(self.d.dir), but=(self.d.pid,)),
-                "netns": sorted(netns_names() - self.netns0),
-                "cgroups": sorted(cgroup_boxes() - self.cgroups0),
+                "netns": sorted(netns_names(self.uid_base) - self.netns0),
+                "cgroups": sorted(cgroup_boxes(ids_in(self.d.log)) - self.cgroups0),
                 "files": sorted(state_files(self.d.dir / "state") - self.files0),
             }
             if not any(left.values()) or time.monotonic() > deadline:
@@ -458,9 +469,16 @@ class Soak:
                                                  "#", m.group(2))[:160]
                 log[key] = log.get(key, 0) + 1
         leaked = any(left[k] for k in ("processes", "netns", "cgroups", "files"))
+        # What hutchd said about the boxes something was left of (their cgroup is named by the
+        # box's id), so that a leak seen once, in CI, can be understood from its output.
+        ids = {os.path.basename(c) for c in left["cgroups"]}
+        ids |= {m for f in left["files"] for m in re.findall(r"\b[0-9a-f]{12}\b", f)}
+        leaked_log = [line for line in
+                      pathlib.Path(self.d.log).read_text(errors="replace").splitlines()
+                      if any(i in line for i in ids)][-80:] if ids else []
         return {"ops": ops, "total_ops": self.done, "errors": self.errors.by_phase,
                 "heals": self.heals, "restarts": self.restarts, "usage": self.usage,
-                "left": left, "leaked": leaked, "hutchd_log": log,
+                "left": left, "leaked": leaked, "hutchd_log": log, "leaked_log": leaked_log,
                 "minutes": round((time.monotonic() - self.t0) / 60, 1)}
 
 
@@ -484,6 +502,8 @@ def print_report(r):
           f"{a['fds']} -> {b['fds']}, threads {a['threads']} -> {b['threads']}")
     for msg, n in sorted(r["hutchd_log"].items(), key=lambda kv: -kv[1]):
         print(f"hutchd log x{n}: {msg}")
+    for line in r.get("leaked_log", []):
+        print(f"hutchd log of a leaked box: {line}")
 
 
 def main():
@@ -505,11 +525,12 @@ def main():
         ap.error("run as root: hutchd jails every QEMU")
     random.seed(args.seed)
     work = pathlib.Path(tempfile.mkdtemp(prefix="hutch-soak-"))
-    netns0, cgroups0 = netns_names(), cgroup_boxes()
     daemon = HutchDaemon(work, build=args.build, image=args.image)
     daemon.start()
     soak = Soak(args, daemon)
-    soak.netns0, soak.cgroups0 = netns0, cgroups0
+    # Kept in the state directory, so the same for every restart.
+    soak.uid_base = int((work / "state" / "uid-base").read_text())
+    soak.netns0, soak.cgroups0 = netns_names(soak.uid_base), cgroup_boxes(ids_in(daemon.log))
     try:
         left = soak.run()
     finally:
@@ -521,7 +542,7 @@ def main():
     print_report(report)
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps(report, indent=2))
-    if args.keep:
+    if args.keep or report["leaked"]:
         print(f"kept {work}", file=sys.stderr)
     else:
         shutil.rmtree(work, ignore_errors=True)
