@@ -42,7 +42,13 @@ Plan& plan() {
   return *p;
 }
 
+std::atomic<pid_t> egress_pid{0};
+
 }  // namespace
+
+void setEgressPid(pid_t pid) {
+  egress_pid.store(pid);
+}
 
 Fault faultFor(std::string_view spec, std::string_view point) {
   while (!spec.empty()) {
@@ -51,8 +57,14 @@ Fault faultFor(std::string_view spec, std::string_view point) {
     spec = comma == std::string_view::npos ? std::string_view() : spec.substr(comma + 1);
     Fault fault{.passage = 1};
     if (size_t colon = item.find(':'); colon != std::string_view::npos) {
-      if (item.substr(colon + 1) != "qemu") return {};
-      fault.target = Target::kQemu;
+      std::string_view target = item.substr(colon + 1);
+      if (target == "qemu") {
+        fault.target = Target::kQemu;
+      } else if (target == "egress") {
+        fault.target = Target::kEgress;
+      } else {
+        return {};
+      }
       item = item.substr(0, colon);
     }
     std::string_view name = item.substr(0, item.find('@'));
@@ -74,12 +86,15 @@ void point(std::string_view name, pid_t qemu) {
   if (p.passed[i].fetch_add(1) + 1 != p.faults[i].passage) return;
   std::string where = "hutchd: fault point " + std::string(name) + " (passage " +
                       std::to_string(p.faults[i].passage) + "): ";
-  if (p.faults[i].target == Target::kQemu) {
-    std::string line = qemu > 0 ? where + "the box's QEMU (pid " + std::to_string(qemu) +
-                                      ") killed by HUTCH_FAULT_POINTS\n"
-                                : where + "no QEMU to kill here\n";
+  if (p.faults[i].target != Target::kHutchd) {
+    const bool is_qemu = p.faults[i].target == Target::kQemu;
+    const pid_t victim = is_qemu ? qemu : egress_pid.load();
+    const std::string what = is_qemu ? "the box's QEMU" : "hutch-egress";
+    std::string line = victim > 0 ? where + what + " (pid " + std::to_string(victim) +
+                                        ") killed by HUTCH_FAULT_POINTS\n"
+                                  : where + "no " + what + " to kill here\n";
     (void)::write(STDERR_FILENO, line.data(), line.size());
-    if (qemu > 0) ::kill(qemu, SIGKILL);
+    if (victim > 0) ::kill(victim, SIGKILL);
     return;
   }
   std::string line = where + "killed by HUTCH_FAULT_POINTS\n";

@@ -1,11 +1,11 @@
-// Named fault points (issue 18.3): steps of box operations at which a test has hutchd, or the
-// box's QEMU, killed with SIGKILL, as `kill -9` would, to check that every box ends in a defined
-// state with nothing lost (tests/e2e/fault_test.cc).
+// Named fault points (issue 18.3): steps of box operations at which a test has hutchd, the
+// box's QEMU or hutch-egress killed with SIGKILL, as `kill -9` would, to check that every box
+// ends in a defined state with nothing lost (tests/e2e/fault_test.cc).
 //
-// Off unless hutchd's environment names them: HUTCH_FAULT_POINTS=NAME[@N][:qemu][,...] kills at
-// the Nth time NAME is passed (the first when @N is left out): hutchd itself, or with `:qemu`
-// the QEMU of the box the step works on (hutchd goes on). The variable is read once; a point
-// that is not named costs a branch.
+// Off unless hutchd's environment names them: HUTCH_FAULT_POINTS=NAME[@N][:qemu|:egress][,...]
+// kills at the Nth time NAME is passed (the first when @N is left out): hutchd itself, with
+// `:qemu` the QEMU of the box the step works on, with `:egress` the running hutch-egress (hutchd
+// goes on in both). The variable is read once; a point that is not named costs a branch.
 #pragma once
 
 #include <sys/types.h>
@@ -29,7 +29,10 @@ inline constexpr std::string_view kPoints[] = {
 // `point` must be one of kPoints.
 void point(std::string_view point, pid_t qemu = 0);
 
-enum class Target { kHutchd, kQemu };
+// The hutch-egress that runs now (0: none), for `:egress` faults; set by whoever starts it.
+void setEgressPid(pid_t pid);
+
+enum class Target { kHutchd, kQemu, kEgress };
 struct Fault {
   int passage = 0;  // which passage kills; 0: none
   Target target = Target::kHutchd;

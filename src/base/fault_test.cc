@@ -22,7 +22,7 @@ TEST(FaultTest, TheVariableNamesAPointAndWhichPassageKills) {
   EXPECT_EQ(passageToFail("", "boot.vm-launched"), 0);
 }
 
-TEST(FaultTest, QemuAfterTheNameKillsTheBoxsQemuInstead) {
+TEST(FaultTest, QemuOrEgressAfterTheNameKillsThatProcessInstead) {
   EXPECT_EQ(faultFor("boot.vm-launched", "boot.vm-launched"),
             (Fault{.passage = 1, .target = Target::kHutchd}));
   EXPECT_EQ(faultFor("boot.vm-launched:qemu", "boot.vm-launched"),
@@ -30,8 +30,11 @@ TEST(FaultTest, QemuAfterTheNameKillsTheBoxsQemuInstead) {
   EXPECT_EQ(faultFor("remove.recorded,capture.disk-frozen@2:qemu", "capture.disk-frozen"),
             (Fault{.passage = 2, .target = Target::kQemu}));
   EXPECT_EQ(faultFor("capture.disk-frozen@2:qemu", "remove.recorded"), Fault{});
+  EXPECT_EQ(faultFor("remove.recorded:qemu,boot.agent-ready@3:egress", "boot.agent-ready"),
+            (Fault{.passage = 3, .target = Target::kEgress}));
   // Anything else after a colon disables the point rather than killing hutchd by surprise.
-  EXPECT_EQ(faultFor("boot.vm-launched:egress", "boot.vm-launched"), Fault{});
+  EXPECT_EQ(faultFor("boot.vm-launched:hutch-egress", "boot.vm-launched"), Fault{});
+  EXPECT_EQ(faultFor("boot.vm-launched:qemu:egress", "boot.vm-launched"), Fault{});
   EXPECT_EQ(faultFor("boot.vm-launched@2:", "boot.vm-launched"), Fault{});
 }
 

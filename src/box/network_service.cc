@@ -20,6 +20,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "base/fault.h"
 #include "sys/files.h"
 #include "sys/proc_fs.h"
 #include "sys/spawn.h"
@@ -171,6 +172,7 @@ void NetworkService::stop() {
     ::kill(egress_pid_, SIGKILL);
     ::waitpid(egress_pid_, nullptr, WNOHANG);
     egress_pid_ = -1;
+    fault::setEgressPid(0);
   }
 }
 
@@ -203,6 +205,7 @@ Result<> NetworkService::spawnEgress() {
   auto pid = sys::spawn(options);
   if (!pid) return fail(pid.error().withContext("Cannot start hutch-egress"));
   egress_pid_ = *pid;
+  fault::setEgressPid(*pid);
   (void)sys::writeFileAtomic(config_.state_dir / "egress.pid", std::to_string(*pid) + "\n");
   link_ = std::make_shared<Link>(loop_, std::move(ours));
   auto event = [this](const json& e) { onEvent(e); };
@@ -222,6 +225,7 @@ void NetworkService::onLinkDown(const std::string& why) {
                                 : fmt::format("exited with status {}", WEXITSTATUS(status));
     }
     egress_pid_ = -1;
+    fault::setEgressPid(0);
   }
   link_.reset();
   if (stopping_) return;

@@ -3,7 +3,8 @@
 // hutchd on the same state must find the box in a state a user can act on, with nothing lost
 // that the operation had not yet promised to change: its files, its processes (a suspended
 // box's memory), its checkpoints. Then rm -f leaves no QEMU, directory or snapshot behind.
-// QemuKilledTest kills the box's QEMU at the same points instead (NAME:qemu) while hutchd goes on.
+// QemuKilledTest kills the box's QEMU at the same points instead (NAME:qemu) while hutchd goes on,
+// EgressKilledTest hutch-egress (NAME:egress).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -390,6 +391,79 @@ TEST_F(QemuKilledTest, WhileSuspendingOrRemoving) {
   EXPECT_EQ(cat("napper", "/dev/shm/ram-mark"), "awake\n");
   expectRemovedCleanly("napper");  // passes remove.recorded: its QEMU is killed there
   EXPECT_TRUE(processAlive(d().pid()));
+}
+
+// hutch-egress killed with SIGKILL at each step (HUTCH_FAULT_POINTS=NAME:egress) while hutchd
+// goes on: the operation is not failed for it, hutchd starts a new hutch-egress, and every box
+// that was served, or came up meanwhile, is served again by it.
+class EgressKilledTest : public FaultTest {
+ protected:
+  pid_t egressPid() {
+    auto text = readFile(d().stateDir() / "egress" / "egress.pid");
+    return text.empty() ? 0 : std::stoi(text);
+  }
+
+  // hutch-egress's explicit proxy answers the box (policy "none": 403 for everything). curl
+  // prints 000 when nothing answers.
+  bool served(const std::string& box) {
+    auto r = d().hutch({"exec", box, "--", "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}",
+                        "--max-time", "5", "-x", "http://10.0.2.2:3128", "http://denied.test/"});
+    return r.exit_code == 0 && r.out == "403";
+  }
+
+  // `hutch ARGS` during which hutch-egress is killed; hutchd and the command go on, and a new
+  // hutch-egress serves `boxes`.
+  void egressKilledDuring(const std::vector<std::string>& args,
+                          const std::vector<std::string>& boxes) {
+    const pid_t before = egressPid();
+    ASSERT_GT(before, 0);
+    const size_t kills = count("hutch-egress (pid " + std::to_string(before) + ") killed");
+    auto r = d().hutch(args);
+    EXPECT_EQ(r.exit_code, 0) << "hutch " << args[0] << " failed for hutch-egress: " << r.err;
+    EXPECT_TRUE(processAlive(d().pid())) << "hutchd died during hutch " << args[0];
+    EXPECT_EQ(count("hutch-egress (pid " + std::to_string(before) + ") killed"), kills + 1)
+        << "hutch-egress was not killed during hutch " << args[0];
+    EXPECT_TRUE(eventually([&] { return egressPid() != before && processAlive(egressPid()); }))
+        << "no new hutch-egress after hutch " << args[0];
+    for (const std::string& box : boxes) {
+      EXPECT_TRUE(eventually([&] { return served(box); }))
+          << box << " has no network after " << args[0];
+    }
+  }
+
+  size_t count(const std::string& needle) {
+    const std::string log = readFile(d().dir() / "hutchd.log");
+    size_t n = 0;
+    for (size_t at = log.find(needle); at != std::string::npos; at = log.find(needle, at + 1)) ++n;
+    return n;
+  }
+};
+
+TEST_F(EgressKilledTest, AtEveryStep) {
+  // Passages: vm-launched 1 is the run; agent-ready 2 the cold start; capture.disk-frozen 1 the
+  // fork (whose child's boot passes vm-launched 2 and agent-ready 3); checkpoint.saved 1 the
+  // checkpoint.
+  startWith(
+      "boot.vm-launched:egress,boot.agent-ready@2:egress,capture.disk-frozen:egress,"
+      "checkpoint.saved:egress,suspend.state-recorded:egress,remove.recorded:egress");
+  egressKilledDuring({"run", "--name", "a", "--network-policy", "none"}, {"a"});
+  mark("a", "one");
+  ASSERT_EQ(d().hutch({"stop", "--shutdown", "a"}).exit_code, 0);
+  egressKilledDuring({"start", "a"}, {"a"});
+  egressKilledDuring({"fork", "--name", "b", "a"}, {"a", "b"});
+  egressKilledDuring({"checkpoint", "--name", "c", "a"}, {"a", "b"});
+  ASSERT_EQ(d().hutch({"rollback", "a", "c"}).exit_code, 0);
+  EXPECT_TRUE(eventually([&] { return served("a"); })) << "no network after the rollback";
+  egressKilledDuring({"stop", "a"}, {"b"});
+  EXPECT_EQ(stateOf("a"), "suspended");
+  ASSERT_EQ(d().hutch({"start", "a"}).exit_code, 0);
+  EXPECT_TRUE(eventually([&] { return served("a"); })) << "no network after the resume";
+  EXPECT_EQ(cat("a", "/home/hutch/disk-mark"), "one\n");
+  const std::string b_id = d().inspect("b").value("id", "");
+  egressKilledDuring({"rm", "-f", "b"}, {"a"});
+  expectNothingLeftOf("b", b_id);
+  expectRemovedCleanly("a");
+  EXPECT_EQ(readFile(d().dir() / "hutchd.log").find("[error] box="), std::string::npos);
 }
 
 }  // namespace
