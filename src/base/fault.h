@@ -16,12 +16,16 @@ namespace hutch::fault {
 
 // Every point hutchd has, in the order an operation passes them; tests iterate over it.
 inline constexpr std::string_view kPoints[] = {
-    "boot.vm-launched",        // a box's QEMU runs (created, started or restored); not running yet
-    "boot.agent-ready",        // its agent answered and its network is up; state not yet running
-    "capture.disk-frozen",     // checkpoint/fork: the disk's layer is frozen, the VM still paused
-    "checkpoint.saved",        // the checkpoint's files are written, not yet recorded
-    "suspend.state-recorded",  // a suspend's state is saved and recorded; QEMU still runs
-    "remove.recorded",         // rm: the box's record is gone; its VM and files not yet
+    "boot.vm-launched",         // a box's QEMU runs (created, started or restored); not running yet
+    "boot.agent-ready",         // its agent answered and its network is up; state not yet running
+    "capture.disk-frozen",      // checkpoint/fork: the disk's layer is frozen, the VM still paused
+    "checkpoint.saved",         // the checkpoint's files are written, not yet recorded
+    "suspend.state-recorded",   // a suspend's state is saved and recorded; QEMU still runs
+    "remove.recorded",          // rm: the box's record is gone; its VM and files not yet
+    "template.vm-booted",       // a template snapshot's VM answered; not yet ready or saved
+    "template.snapshot-saved",  // its files and manifest are written, the snapshot not recorded
+    "template.image-copied",    // template create --from: the disk flattened into <dir>.tmp
+    "template.image-written",   // ... and renamed to <dir>; no template names it yet
 };
 
 // Kills this process (or `qemu`, the pid of the QEMU the step works on, 0 when there is none)

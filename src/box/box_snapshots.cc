@@ -311,6 +311,7 @@ asio::awaitable<Result<Snapshot>> BoxService::makeTemplateSnapshot(const storage
     Error error = agent.error().withContext("The template VM's agent did not answer");
     co_return co_await give_up(std::move(error));
   }
+  fault::point("template.vm-booted", (*vm)->pid());
   // The image's own ready check (the docker template waits for dockerd to answer), so boxes
   // restored from the snapshot have what the image promises already running.
   auto ready = co_await runReadyCheck(**agent, kReadyCheck);
@@ -357,6 +358,7 @@ asio::awaitable<Result<Snapshot>> BoxService::makeTemplateSnapshot(const storage
     co_return fail(written.error());
   }
   snap.size_bytes = allocatedBytes(snap.dir);
+  fault::point("template.snapshot-saved");
   auto inserted = store_.insertSnapshot(snap);
   if (!inserted) {
     cleanup();

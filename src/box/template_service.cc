@@ -6,6 +6,7 @@
 #include <chrono>
 #include <fstream>
 
+#include "base/fault.h"
 #include "box/box.h"
 #include "box/snapshot.h"
 #include "event/offload.h"
@@ -184,8 +185,10 @@ boost::asio::awaitable<Result<nlohmann::json>> TemplateService::createFromBox(st
     std::filesystem::permissions(tmp / "rootfs.img", std::filesystem::perms::owner_read |
                                                          std::filesystem::perms::group_read |
                                                          std::filesystem::perms::others_read);
+    fault::point("template.image-copied");
     std::filesystem::rename(tmp, dir, ec);
     if (ec) return fail(Errc::kInternal, "Cannot move " + tmp.string() + ": " + ec.message());
+    fault::point("template.image-written");
     return ok();
   };
   auto frozen = co_await event::offload(pool_, std::move(freeze));
@@ -194,6 +197,31 @@ boost::asio::awaitable<Result<nlohmann::json>> TemplateService::createFromBox(st
   spdlog::info("template {}: made from box {} in {}", name, box.name, dir.string());
   HUTCH_CO_TRY(storage::Template t, templates_.find(name));
   co_return describe(t);
+}
+
+void TemplateService::removeLeftovers() {
+  // What a `template create --from` that died left: its copy under <dir>.tmp, or the finished
+  // <dir> no template names (its link was not made). Directories only: build logs stay.
+  auto in_use = imagesInUse();
+  if (!in_use) {
+    spdlog::warn("Not looking for unused template images: {}", in_use.error().describe());
+    return;
+  }
+  std::error_code ec;
+  std::vector<std::filesystem::path> unused;
+  for (const auto& entry : std::filesystem::directory_iterator(config_.images_dir, ec)) {
+    if (!entry.is_directory(ec) || entry.is_symlink(ec)) continue;
+    std::filesystem::path dir = std::filesystem::weakly_canonical(entry.path(), ec);
+    if (ec || !in_use->contains(dir.string())) unused.push_back(entry.path());
+  }
+  for (const std::filesystem::path& dir : unused) {
+    spdlog::info(
+        "Removing {}: no template, box or snapshot uses it (a template create that did "
+        "not finish)",
+        dir.string());
+    std::filesystem::remove_all(dir, ec);
+    if (ec) spdlog::warn("Cannot remove {}: {}", dir.string(), ec.message());
+  }
 }
 
 Result<> TemplateService::remove(const std::string& name) {

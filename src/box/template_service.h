@@ -46,6 +46,9 @@ class TemplateService {
                                                                std::string box_key);
   // Refused with kFailedPrecondition while boxes use the template.
   Result<> remove(const std::string& name);
+  // At start: removes the directories in images_dir that nothing uses (left by a hutchd that
+  // died in a `template create --from`: a `.tmp` copy, or an image no template names yet).
+  void removeLeftovers();
   // Removes the builds in the image cache that nothing uses: no template, box or snapshot of
   // this hutchd, no other hutchd that recorded a use, none within options.keep (their template
   // snapshots go with them). {"images": [{dir, bytes, kept, reason}], "freed_bytes", "dry_run"}

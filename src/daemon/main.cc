@@ -517,6 +517,7 @@ int run(int argc, char** argv) {
   hutch::box::TemplateService template_service(
       pool, *store, templates,
       {std::filesystem::canonical(state / "images"), recipes, builder, agent, image_cache});
+  template_service.removeLeftovers();
   hutch::box::PortForwards ports(loop.get_executor(), *store, service);
   service.setObserver(&ports);
   hutch::api::registerRoutes(router, service, template_service, info);

@@ -267,6 +267,69 @@ TEST_F(FaultTest, RemoveKilledLeavesNothingBehind) {
   expectRemovedCleanly("doomed");
 }
 
+// The first create of a template makes its snapshot with a VM of its own: hutchd killed while
+// that VM runs, or once the snapshot's files are written but not recorded. The new hutchd kills
+// the template VM and deletes the unrecorded files; the box is failed (start says to remove it:
+// it has no disk yet); the next create makes the snapshot again.
+TEST_F(FaultTest, TemplateSnapshotKilledLeavesNoVmOrFiles) {
+  for (const char* point : {"template.vm-booted", "template.snapshot-saved"}) {
+    SCOPED_TRACE(point);
+    startWith(point);
+    const fs::path snapshots = d().stateDir() / "snapshots";
+    killedDuring({"run", "--name", "first"});
+    EXPECT_TRUE(eventually([&] { return pidsMentioning(snapshots.string()).empty(); }))
+        << "a template VM outlived the restart";
+    EXPECT_TRUE(eventually([&] { return entries(snapshots).empty(); }))
+        << "unrecorded snapshot files stayed: " << ::testing::PrintToString(entries(snapshots));
+    // Its disk was not made yet: start says so and what to do.
+    EXPECT_EQ(stateOf("first"), "failed");
+    auto start = d().hutch({"start", "first"});
+    EXPECT_EQ(start.exit_code, 65);
+    EXPECT_NE(start.err.find("remove it and run a new one"), std::string::npos) << start.err;
+    run("second");
+    EXPECT_EQ(entries(snapshots).size(), 1u) << "no template snapshot was made again";
+    expectRemovedCleanly("first");
+    expectRemovedCleanly("second");
+    daemon_.reset();
+  }
+}
+
+// `template create --from` killed with the box's disk flattened into <dir>.tmp, or renamed to
+// <dir> before a template names it: the new hutchd removes the unused copy (it may be gigabytes),
+// there is no template, and creating it again works.
+TEST_F(FaultTest, TemplateCreateKilledLeavesNoImage) {
+  for (const char* point : {"template.image-copied", "template.image-written"}) {
+    SCOPED_TRACE(point);
+    startWith(point);
+    run("src");
+    ASSERT_EQ(
+        d().hutch({"exec", "src", "--", "sh", "-c", "echo frozen > /home/hutch/t; sync"}).exit_code,
+        0);
+    ASSERT_EQ(d().hutch({"stop", "--shutdown", "src"}).exit_code, 0);
+    const fs::path images = d().stateDir() / "images";
+    std::vector<std::string> before;
+    for (const std::string& name : entries(images)) {
+      if (fs::is_directory(images / name)) before.push_back(name);
+    }
+    killedDuring({"template", "create", "--from", "src", "frozen"});
+    std::vector<std::string> after;
+    for (const std::string& name : entries(images)) {
+      if (fs::is_directory(images / name)) after.push_back(name);
+    }
+    EXPECT_EQ(after, before) << "the interrupted create left its copy";
+    EXPECT_EQ(d().hutch({"template", "ls"}).out.find("frozen"), std::string::npos);
+    auto made = d().hutch({"template", "create", "--from", "src", "frozen"});
+    ASSERT_EQ(made.exit_code, 0) << made.err;
+    auto r = d().hutch({"run", "--name", "copy", "--template", "frozen"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(cat("copy", "/home/hutch/t"), "frozen\n");
+    expectRemovedCleanly("copy");
+    expectRemovedCleanly("src");
+    ASSERT_EQ(d().hutch({"template", "rm", "frozen"}).exit_code, 0);
+    daemon_.reset();
+  }
+}
+
 // The box's QEMU killed with SIGKILL at a step while hutchd goes on, as the OOM killer or a
 // crash of QEMU would do it (HUTCH_FAULT_POINTS=NAME:qemu).
 class QemuKilledTest : public FaultTest {
@@ -376,6 +439,23 @@ TEST_F(QemuKilledTest, WhileForking) {
   expectUsable("parent");
   EXPECT_EQ(cat("parent", "/home/hutch/disk-mark"), "mine\n");
   expectRemovedCleanly("parent");
+}
+
+// A template snapshot whose VM dies: the create goes on with a cold boot and says why; the next
+// create makes the snapshot.
+TEST_F(QemuKilledTest, WhileMakingATemplateSnapshot) {
+  startWith("template.vm-booted:qemu");
+  auto r = d().hutch({"run", "--name", "cold"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(readFile(d().dir() / "hutchd.log").find("QEMU (pid"), std::string::npos);
+  EXPECT_NE(d().inspect("cold").value("boot", "").find("no template snapshot"), std::string::npos)
+      << d().inspect("cold").dump();
+  EXPECT_TRUE(entries(d().stateDir() / "snapshots").empty());
+  run("warm");
+  EXPECT_EQ(entries(d().stateDir() / "snapshots").size(), 1u);
+  expectUsable("cold");
+  expectRemovedCleanly("cold");
+  expectRemovedCleanly("warm");
 }
 
 // A suspend whose QEMU dies once its state is recorded is a suspend: start resumes the memory.
