@@ -201,18 +201,30 @@ boost::asio::awaitable<Result<nlohmann::json>> TemplateService::createFromBox(st
 
 void TemplateService::removeLeftovers() {
   // What a `template create --from` that died left: its copy under <dir>.tmp, or the finished
-  // <dir> no template names (its link was not made). Directories only: build logs stay.
+  // <dir> no template names (its link was not made). Only what createFromBox makes: a recipe
+  // build (were the image cache pointed here) and the build logs stay.
   auto in_use = imagesInUse();
   if (!in_use) {
     spdlog::warn("Not looking for unused template images: {}", in_use.error().describe());
     return;
   }
+  auto made_from_box = [](const std::filesystem::path& dir) {
+    std::ifstream in(dir / "manifest.json");
+    auto manifest = nlohmann::json::parse(in, nullptr, false);
+    return manifest.is_object() && manifest.value("image_key", "").starts_with("box-");
+  };
   std::error_code ec;
   std::vector<std::filesystem::path> unused;
   for (const auto& entry : std::filesystem::directory_iterator(config_.images_dir, ec)) {
     if (!entry.is_directory(ec) || entry.is_symlink(ec)) continue;
+    if (entry.path().extension() == ".tmp") {
+      unused.push_back(entry.path());
+      continue;
+    }
     std::filesystem::path dir = std::filesystem::weakly_canonical(entry.path(), ec);
-    if (ec || !in_use->contains(dir.string())) unused.push_back(entry.path());
+    if (!ec && !in_use->contains(dir.string()) && made_from_box(dir)) {
+      unused.push_back(entry.path());
+    }
   }
   for (const std::filesystem::path& dir : unused) {
     spdlog::info(
