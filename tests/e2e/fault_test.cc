@@ -104,29 +104,10 @@ class FaultTest : public ::testing::Test {
         << "a QEMU of " << box << " outlived its removal";
     EXPECT_TRUE(eventually([&] { return !fs::exists(d().stateDir() / "boxes" / id); }))
         << "the directory of " << box << " outlived its removal";
-    EXPECT_TRUE(eventually([&] { return cgroupsOf(id).empty(); }))
+    EXPECT_TRUE(eventually([&] { return boxCgroupsOf(id).empty(); }))
         << "a jail cgroup of " << box << " outlived its removal";
     EXPECT_TRUE(eventually([&] { return !fs::exists(d().stateDir() / "egress/boxes" / id); }))
         << "the egress files of " << box << " outlived its removal";
-  }
-
-  // The jail cgroups of box `id` (hutch-boxes/ID below hutchd's cgroup, in any hierarchy).
-  static std::vector<fs::path> cgroupsOf(const std::string& id) {
-    std::vector<fs::path> found;
-    std::error_code ec;
-    for (auto it = fs::recursive_directory_iterator("/sys/fs/cgroup", ec);
-         it != fs::recursive_directory_iterator(); it.increment(ec)) {
-      if (ec) break;
-      if (it.depth() > 8 || !it->is_directory(ec) || it->is_symlink(ec)) {
-        it.disable_recursion_pending();
-        continue;
-      }
-      if (it->path().filename() == "hutch-boxes") {
-        if (fs::exists(it->path() / id, ec)) found.push_back(it->path() / id);
-        it.disable_recursion_pending();
-      }
-    }
-    return found;
   }
 
   std::unique_ptr<Daemon> daemon_;

@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "base/unique_fd.h"
+#include "sys/run.h"
 #include "sys/spawn.h"
 
 namespace hutch::e2e {
@@ -235,6 +236,7 @@ Daemon::~Daemon() {
                  cmdline.substr(0, 300).c_str());
     ::kill(left, SIGKILL);
   }
+  reportLeftovers();
   // A failure in CI is read from its output alone: the end of hutchd's log goes with it.
   if (::testing::Test::HasFailure()) {
     std::string log = readFile(dir_ / "hutchd.log");
@@ -246,6 +248,43 @@ Daemon::~Daemon() {
   if (std::getenv("HUTCH_TEST_KEEP") == nullptr) {
     std::error_code ec;
     std::filesystem::remove_all(dir_, ec);
+  }
+}
+
+void Daemon::reportLeftovers() const {
+  // Besides processes, a box keeps on the host its network namespace (named by its hutchd's uid
+  // base, kept in the state directory) and its jail cgroups (named by its id; every id this
+  // daemon had is in its debug log). With every box removed and hutchd gone, none may be left.
+  // Not a failure yet: each is named on stderr and appended to $HUTCH_TEST_LEAK_LOG (test.sh
+  // prints it at the end), then removed so the host stays clean.
+  std::vector<std::string> left;
+  const std::string base_text = readFile(stateDir() / "uid-base");
+  if (!base_text.empty()) {
+    const std::string prefix = fmt::format("hutch-{:x}-", std::stoul(base_text));
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator("/run/netns", ec)) {
+      const std::string name = entry.path().filename();
+      if (!name.starts_with(prefix)) continue;
+      left.push_back("network namespace " + name);
+      (void)sys::runCapture({"ip", "netns", "delete", name});
+    }
+  }
+  const std::string log = readFile(dir_ / "hutchd.log");
+  for (const auto& [name, dirs] : boxCgroups()) {
+    if (name.size() < 12 || log.find(name) == std::string::npos) continue;
+    for (const auto& dir : dirs) {
+      left.push_back("cgroup " + dir.string());
+      ::rmdir(dir.c_str());
+    }
+  }
+  if (left.empty()) return;
+  const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
+  const std::string who = test ? fmt::format("{}.{}", test->test_suite_name(), test->name()) : "";
+  std::string report;
+  for (const std::string& what : left) report += fmt::format("{}: left behind: {}\n", who, what);
+  std::fprintf(stderr, "[harness] %s", report.c_str());
+  if (const char* path = std::getenv("HUTCH_TEST_LEAK_LOG"); path != nullptr && *path) {
+    std::ofstream(path, std::ios::app) << report;
   }
 }
 
@@ -370,6 +409,33 @@ bool processAlive(pid_t pid) {
   std::getline(stat, line);
   auto close = line.rfind(')');
   return close == std::string::npos || line.size() < close + 3 || line[close + 2] != 'Z';
+}
+
+std::map<std::string, std::vector<std::filesystem::path>> boxCgroups() {
+  namespace fs = std::filesystem;
+  std::map<std::string, std::vector<fs::path>> found;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator("/sys/fs/cgroup", ec);
+       it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (ec) break;
+    if (it.depth() > 8 || !it->is_directory(ec) || it->is_symlink(ec)) {
+      it.disable_recursion_pending();
+      continue;
+    }
+    if (it->path().filename() == "hutch-boxes") {
+      for (const auto& box : fs::directory_iterator(it->path(), ec)) {
+        if (box.is_directory(ec)) found[box.path().filename()].push_back(box.path());
+      }
+      it.disable_recursion_pending();
+    }
+  }
+  return found;
+}
+
+std::vector<std::filesystem::path> boxCgroupsOf(const std::string& id) {
+  auto all = boxCgroups();
+  auto it = all.find(id);
+  return it == all.end() ? std::vector<std::filesystem::path>{} : it->second;
 }
 
 std::vector<pid_t> pidsMentioning(const std::string& needle) {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -71,6 +72,9 @@ class Daemon {
 
  private:
   void startDaemon();
+  // At the end: names and removes what hutchd left on the host (its boxes' network namespaces
+  // and cgroups).
+  void reportLeftovers() const;
   pid_t startCli(const RemoteCli* remote, const std::vector<std::string>& args,
                  const std::filesystem::path& out, const std::filesystem::path& err) const;
   CommandResult runCli(const RemoteCli* remote, const std::vector<std::string>& args,
@@ -110,6 +114,11 @@ bool eventually(const std::function<bool()>& condition,
                 std::chrono::seconds timeout = std::chrono::seconds(30));
 // A process table scan: pids whose command line mentions `needle`.
 std::vector<pid_t> pidsMentioning(const std::string& needle);
+// Every box jail cgroup on the host (the children of each hutch-boxes directory, in every
+// hierarchy), by name: a box's id, or a template or pool VM's run directory's name.
+std::map<std::string, std::vector<std::filesystem::path>> boxCgroups();
+// Those of box `id`.
+std::vector<std::filesystem::path> boxCgroupsOf(const std::string& id);
 
 // The CLI run as if typed at a terminal: the test makes a pty pair, the CLI gets the slave as
 // 0, 1 and 2 and as its controlling terminal (its own session, so it is the terminal's
