@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -259,8 +260,10 @@ void Daemon::reportLeftovers() const {
   // prints it at the end), then removed so the host stays clean.
   std::vector<std::string> left;
   const std::string base_text = readFile(stateDir() / "uid-base");
-  if (!base_text.empty()) {
-    const std::string prefix = fmt::format("hutch-{:x}-", std::stoul(base_text));
+  uint32_t base = 0;
+  if (std::from_chars(base_text.data(), base_text.data() + base_text.size(), base).ec ==
+      std::errc()) {
+    const std::string prefix = fmt::format("hutch-{:x}-", base);
     std::error_code ec;
     for (const auto& entry : std::filesystem::directory_iterator("/run/netns", ec)) {
       const std::string name = entry.path().filename();
