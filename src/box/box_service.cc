@@ -1027,10 +1027,18 @@ asio::awaitable<Result<>> BoxService::adopt(Box& box) {
   // An earlier hutchd may have died in the middle of a capture, with the VM paused.
   HUTCH_CO_TRY_VOID(co_await runtime->vm->settle());
   // Root's socket in the box's directory: connected only if it is still the one hutchd made
-  // (see QemuBackend::adoptQemu).
-  HUTCH_CO_TRY(auto agent_socket, sys::openTrustedSocket(boxDir(box.id) / "agent.sock", 0));
-  auto agent = co_await connectAgent(*runtime->vm, agent_socket.procPath(),
-                                     std::chrono::steady_clock::now() + std::chrono::seconds(10));
+  // (see QemuBackend::adoptQemu). Three tries of 10 s on a new connection each: a guest starved
+  // of CPU on a loaded host, or one that missed the old hutchd's hangup, answers a later one
+  // (CI saw one adoption time out once, on a host building beside it), and a box that cannot be
+  // adopted is failed and its VM killed.
+  Result<std::shared_ptr<guest::AgentClient>> agent = fail(Errc::kInternal, "not tried");
+  for (int attempt = 1; attempt <= 3 && !runtime->vm->exited(); ++attempt) {
+    HUTCH_CO_TRY(auto agent_socket, sys::openTrustedSocket(boxDir(box.id) / "agent.sock", 0));
+    agent = co_await connectAgent(*runtime->vm, agent_socket.procPath(),
+                                  std::chrono::steady_clock::now() + std::chrono::seconds(10));
+    if (agent) break;
+    spdlog::info("box={} adoption, try {} of 3: {}", box.id, attempt, agent.error().describe());
+  }
   if (!agent) co_return fail(agent.error().withContext("The guest agent did not answer"));
   runtime->agent = std::move(*agent);
   asio::co_spawn(loop_, watchAgent(box.id, runtime), asio::detached);
