@@ -1005,6 +1005,13 @@ asio::awaitable<Result<>> BoxService::recoverAfterRestart() {
     // Each logged by the backend; what they kept on the host (their jail's cgroup) goes too.
     for (const auto& dir : backend_.killStrays(root, adopted)) backend_.releaseRunDir(dir);
   }
+  // A box whose VM was not adopted (the host rebooted, its QEMU died while no hutchd watched, or
+  // adoption failed) may still have its jail's cgroup: nobody saw that QEMU exit.
+  if (auto all = store_.list(); all) {
+    for (const Box& box : *all) {
+      if (!runtimes_.contains(box.id)) backend_.releaseRunDir(boxDir(box.id));
+    }
+  }
   co_await removeOrphans();
   if (network_) {
     // Namespaces of VMs that are gone (an earlier hutchd's boxes, template or pool VMs).
