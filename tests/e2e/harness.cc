@@ -256,7 +256,7 @@ void Daemon::reportLeftovers() const {
   // Besides processes, a box keeps on the host its network namespace (named by its hutchd's uid
   // base, kept in the state directory) and its jail cgroups (named by its id; every id this
   // daemon had is in its debug log). With every box removed and hutchd gone, none may be left.
-  // Not a failure yet: each is named on stderr and appended to $HUTCH_TEST_LEAK_LOG (test.sh
+  // Each is a failure of the test, named on stderr and appended to $HUTCH_TEST_LEAK_LOG (test.sh
   // prints it at the end), then removed so the host stays clean.
   std::vector<std::string> left;
   const std::string base_text = readFile(stateDir() / "uid-base");
@@ -289,6 +289,7 @@ void Daemon::reportLeftovers() const {
   if (const char* path = std::getenv("HUTCH_TEST_LEAK_LOG"); path != nullptr && *path) {
     std::ofstream(path, std::ios::app) << report;
   }
+  ADD_FAILURE() << "hutchd left on the host what its removed boxes had:\n" << report;
 }
 
 pid_t Daemon::start(const std::vector<std::string>& args, const std::filesystem::path& out,
