@@ -385,6 +385,7 @@ vmm::VmSpec BoxService::vmSpecFor(const Box& box) const {
   spec.cpus = box.config.cpus;
   spec.memory_mib = box.config.memory_mib;
   spec.accel = config_.accel.accel;
+  spec.tcg_cpu_model = config_.env.guest_cpu;
   spec.tsc_khz = config_.tsc_khz;
   spec.kernel = image / "vmlinux";
   spec.initrd = image / "initrd.img";

@@ -257,6 +257,7 @@ asio::awaitable<Result<Snapshot>> BoxService::makeTemplateSnapshot(const storage
   spec.cpus = config.cpus;
   spec.memory_mib = config.memory_mib;
   spec.accel = config_.accel.accel;
+  spec.tcg_cpu_model = config_.env.guest_cpu;
   spec.tsc_khz = config_.tsc_khz;
   spec.kernel = tmpl.kernel;
   spec.initrd = tmpl.initrd;

@@ -55,6 +55,7 @@ nlohmann::json SnapshotManifest::toJson() const {
           {"cpu_model", env.cpu_model},
           {"network", env.network},
           {"balloon", env.balloon},
+          {"guest_cpu", env.guest_cpu},
           {"machine", machine},
           {"ram_block", ram_block},
           {"ignore_shared", ignore_shared},
@@ -85,6 +86,7 @@ Result<SnapshotManifest> SnapshotManifest::fromJson(const nlohmann::json& json) 
     m.env.cpu_model = json.at("cpu_model").get<std::string>();
     m.env.network = json.value("network", "none");  // manifests before networking had none
     m.env.balloon = json.value("balloon", "none");  // and before free page reporting, no balloon
+    m.env.guest_cpu = json.value("guest_cpu", "");  // and before CPU models, QEMU's default
     m.machine = json.at("machine").get<std::string>();
     m.ram_block = json.at("ram_block").get<std::string>();
     m.ignore_shared = json.at("ignore_shared").get<bool>();
@@ -125,6 +127,13 @@ std::optional<std::string> incompatibility(const SnapshotManifest& m, const Snap
   if (m.env.cpu_model != env.cpu_model) {
     return fmt::format("it was made on a '{}' CPU, this host has '{}'", m.env.cpu_model,
                        env.cpu_model);
+  }
+  if (m.env.guest_cpu != env.guest_cpu) {
+    auto shown = [](const std::string& model) {
+      return model.empty() ? std::string("QEMU's default") : "'" + model + "'";
+    };
+    return fmt::format("it was made for the emulated CPU {}, boxes here get {}",
+                       shown(m.env.guest_cpu), shown(env.guest_cpu));
   }
   if (m.env.network != env.network) {
     return fmt::format("it was made with network '{}', boxes here get '{}'", m.env.network,

@@ -57,6 +57,8 @@ struct SnapshotEnv {
   std::string network = "none";
   // The VM's balloon: "none", or "free-page-reporting" (freed guest pages go back to the host).
   std::string balloon = "none";
+  // The CPU model boxes are emulated with (VmSpec::tcg_cpu_model): "" for QEMU's default.
+  std::string guest_cpu;
   bool freePageReporting() const { return balloon == kFreePageReporting; }
   static constexpr const char* kFreePageReporting = "free-page-reporting";
   bool operator==(const SnapshotEnv&) const = default;

@@ -87,6 +87,15 @@ TEST(SnapshotManifestTest, CompatibleOnlyWithTheSameHostAndShape) {
   parsed = SnapshotManifest::fromJson(old);
   ASSERT_TRUE(parsed);
   EXPECT_EQ(parsed->env.balloon, "none");
+  // So is the emulated CPU model: a snapshot of a "max" guest may hold code that uses AVX2.
+  other = m;
+  other.env.guest_cpu = "max";
+  EXPECT_EQ(reason(other), "it was made for the emulated CPU 'max', boxes here get QEMU's default");
+  EXPECT_EQ(SnapshotManifest::fromJson(other.toJson())->env.guest_cpu, "max");
+  old.erase("guest_cpu");
+  parsed = SnapshotManifest::fromJson(old);
+  ASSERT_TRUE(parsed);
+  EXPECT_EQ(reason(*parsed), "");
   other = m;
   other.ram_block = "ram0";
   EXPECT_NE(reason(other).find("RAM block 'ram0'"), std::string::npos);

@@ -43,6 +43,7 @@
 #include "storage/key_store.h"
 #include "storage/templates.h"
 #include "sys/files.h"
+#include "sys/run.h"
 #include "tls/server_cert.h"
 #include "vmm/accel.h"
 #include "vmm/qemu/qemu_backend.h"
@@ -168,6 +169,11 @@ int run(int argc, char** argv) {
   app.add_flag("--no-memory-return", no_memory_return,
                "Give boxes no virtio balloon: pages a guest frees stay with its QEMU (see "
                "docs/snapshots.md, 'Memory back')");
+  std::string tcg_cpu_model;
+  app.add_option("--tcg-cpu-model", tcg_cpu_model,
+                 "The CPU boxes see when emulated (no KVM): a QEMU -cpu model and flags, e.g. "
+                 "max for software that needs AVX2 (default: QEMU's qemu64, which boots "
+                 "fastest). Under KVM boxes see the host's CPU.");
   bool no_network = false;
   app.add_flag("--no-network", no_network,
                "Give boxes no network at all (no NIC, no hutch-egress; see docs/network.md)");
@@ -380,6 +386,24 @@ int run(int argc, char** argv) {
   config.env = {*qemu_version, std::string(hutch::vmm::accelName(accel->accel)),
                 hutch::box::hostCpuModel()};
   if (!no_network) config.env.network = hutch::box::NetworkService::snapshotNetwork();
+  if (!tcg_cpu_model.empty()) {
+    if (accel->accel != hutch::vmm::Accel::kTcg) {
+      spdlog::warn("--tcg-cpu-model {}: boxes run under KVM here and see the host's CPU",
+                   tcg_cpu_model);
+    } else {
+      auto help = hutch::sys::runCapture({backend.binary().string(), "-cpu", "help"});
+      auto known = hutch::vmm::checkCpuModelText(tcg_cpu_model);
+      if (known) {
+        known = help ? hutch::vmm::qemu::checkCpuModel(tcg_cpu_model, *help)
+                     : hutch::Result<>(hutch::fail(help.error()));
+      }
+      if (!known) {
+        spdlog::error("--tcg-cpu-model: {}", known.error().describe());
+        return 64;
+      }
+      config.env.guest_cpu = tcg_cpu_model;
+    }
+  }
   config.image_cache = image_cache;
   if (!no_memory_return) config.env.balloon = hutch::box::SnapshotEnv::kFreePageReporting;
   spdlog::info("QEMU {}; snapshots {}", *qemu_version, no_snapshots ? "off" : "on");

@@ -3,6 +3,8 @@
 #include <sys/un.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cstring>
 #include <filesystem>
 #include <regex>
 #include <system_error>
@@ -57,6 +59,18 @@ std::string_view guestRamName(GuestRam ram) {
   return "?";
 }
 
+Result<> checkCpuModelText(std::string_view model) {
+  if (model.size() > 128 || !std::all_of(model.begin(), model.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("-_.,+=", c) != nullptr;
+      })) {
+    return fail(Errc::kInvalidArgument,
+                "CPU model '" + std::string(model) +
+                    "' is invalid: use a QEMU -cpu model and its flags (letters, digits and "
+                    "-_.,+=), e.g. max; 'qemu-system-x86_64 -cpu help' lists them");
+  }
+  return ok();
+}
+
 Result<> VmSpec::validate() const {
   if (id.empty()) return fail(Errc::kInvalidArgument, "Set the VM id");
   if (id.size() > 64 || !std::all_of(id.begin(), id.end(), isNameChar)) {
@@ -72,6 +86,7 @@ Result<> VmSpec::validate() const {
     return fail(Errc::kInvalidArgument, "memory is " + std::to_string(memory_mib) +
                                             " MiB: use a value from 128 to 65536 MiB");
   }
+  HUTCH_TRY_VOID(checkCpuModelText(tcg_cpu_model));
   HUTCH_TRY_VOID(checkFile("kernel", kernel));
   if (!initrd.empty()) HUTCH_TRY_VOID(checkFile("initrd", initrd));
   HUTCH_TRY_VOID(checkFile("disk", disk));

@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/result.h"
@@ -35,11 +36,18 @@ struct VmShare {
   bool operator==(const VmShare&) const = default;
 };
 
+// A -cpu value is one argument of a model and its flags: letters, digits and -_.,+= only.
+Result<> checkCpuModelText(std::string_view model);
+
 struct VmSpec {
   std::string id;  // box id, used for QEMU's -name and logs
   unsigned cpus = 1;
   uint64_t memory_mib = 512;
   Accel accel = Accel::kTcg;
+  // The emulated CPU under TCG: a QEMU -cpu model with its flags ("max", "Haswell,-hle"); empty
+  // for QEMU's default (qemu64, which boots fastest). Ignored under KVM, where the guest sees the
+  // host's CPU. Part of the device model: a snapshot restores only into a VM with the same.
+  std::string tcg_cpu_model;
   uint64_t tsc_khz = 0;          // host TSC frequency; 0 = unknown (flag omitted)
   std::filesystem::path kernel;  // uncompressed vmlinux (PVH entry)
   std::filesystem::path initrd;  // empty: no initrd

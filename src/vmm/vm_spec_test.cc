@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <string>
+#include <vector>
 
 namespace hutch::vmm {
 namespace {
@@ -58,6 +60,21 @@ TEST_F(VmSpecTest, IdIsChecked) {
   EXPECT_EQ(problem(), "Set the VM id");
   spec_.id = "a,b";
   EXPECT_NE(problem().find("is invalid"), std::string::npos);
+}
+
+TEST_F(VmSpecTest, TcgCpuModelIsOneQemuArgument) {
+  for (const char* ok : {"max", "Haswell-v4,-hle,+avx2", "qemu64,avx2=on"}) {
+    spec_.tcg_cpu_model = ok;
+    EXPECT_EQ(problem(), "") << ok;
+  }
+  // Nothing that a shell or QEMU's option parser could read as more than a model and flags.
+  const std::vector<std::string> bad_models = {"max -device x", "max\n", "max;id",
+                                               std::string(129, 'a')};
+  for (const std::string& bad : bad_models) {
+    spec_.tcg_cpu_model = bad;
+    EXPECT_NE(problem().find("'qemu-system-x86_64 -cpu help' lists them"), std::string::npos)
+        << bad;
+  }
 }
 
 TEST_F(VmSpecTest, FilesMustExist) {

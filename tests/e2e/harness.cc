@@ -178,6 +178,10 @@ void Daemon::crashAndRestart(const std::function<void()>& between) {
   startDaemon();
 }
 
+void Daemon::crashAndRestartWith(std::vector<std::string> extra_args) {
+  crashAndRestart([&] { extra_args_ = std::move(extra_args); });
+}
+
 void Daemon::startDaemon() {
   UniqueFd log = openOrDie(dir_ / "hutchd.log", O_WRONLY | O_CREAT | O_APPEND);
   // No --uid-base: hutchd takes a range of its own that no other hutchd on the host holds

@@ -64,6 +64,8 @@ class Daemon {
   void crashAndRestart();
   // Kills hutchd with SIGKILL, runs `between` while no daemon runs, then starts a new one.
   void crashAndRestart(const std::function<void()>& between);
+  // Kills hutchd with SIGKILL and starts a new one with other `extra_args` (a changed setting).
+  void crashAndRestartWith(std::vector<std::string> extra_args);
   pid_t pid() const { return pid_; }
 
   const std::filesystem::path& dir() const { return dir_; }

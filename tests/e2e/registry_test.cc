@@ -282,6 +282,37 @@ TEST_F(RegistryTest, AnAgentIsInstalledOnceAndItsKeyIsSwappedInOnTheWire) {
       inBox("a1", "printenv FAKE_API_KEY; cat /proc/*/environ 2>/dev/null").out.find(kRealKey),
       std::string::npos);
 
+  // Nor are its disk and memory, read from the host: a box of the agent (no share, so it can be
+  // suspended) makes its request, then its whole RAM and device state go to its suspend files.
+  // The placeholder, put in its RAM (tmpfs) and on its disk, is found there: the search reads
+  // those bytes. The real key is in none of them.
+  ASSERT_EQ(d().hutch({"run", "--agent", "fake", "--name", "a3", "-d"}).exit_code, 0);
+  auto asked = inBox("a3", "fake-agent");
+  EXPECT_NE(asked.out.find("provider: authorized"), std::string::npos) << asked.out;
+  ASSERT_EQ(inBox("a3", "printenv FAKE_API_KEY > /dev/shm/k && printenv FAKE_API_KEY > ~/k && sync")
+                .exit_code,
+            0);
+  const std::string placeholder = inBox("a3", "printenv FAKE_API_KEY").out;
+  ASSERT_NE(placeholder.find("hutch-secret-FAKE_API_KEY-"), std::string::npos) << placeholder;
+  const std::string box_dir = (d().stateDir() / "boxes" / d().inspect("a3")["id"]).string();
+  ASSERT_EQ(d().hutch({"stop", "a3"}).exit_code, 0);
+  ASSERT_EQ(d().inspect("a3")["state"], "suspended");
+  std::string suspend_dir;
+  for (const auto& entry : fs::directory_iterator(d().stateDir() / "snapshots")) {
+    auto manifest = nlohmann::json::parse(readFile(entry.path() / "manifest.json"), nullptr, false);
+    if (manifest.is_object() && manifest["kind"] == "suspend") suspend_dir = entry.path().string();
+  }
+  ASSERT_FALSE(suspend_dir.empty()) << "no suspend files";
+  auto holding = [&](const std::string& text, const std::string& dir) {
+    return shell("grep -rlaF -- " + quoted(text) + " " + quoted(dir)).out;
+  };
+  const std::string shown = placeholder.substr(0, placeholder.find('\n'));
+  EXPECT_NE(holding(shown, suspend_dir), "") << "the placeholder was not found in its RAM";
+  EXPECT_NE(holding(shown, box_dir), "") << "the placeholder was not found on its disk";
+  EXPECT_EQ(holding(kRealKey, suspend_dir), "") << "the real key is in the box's memory";
+  EXPECT_EQ(holding(kRealKey, box_dir), "") << "the real key is on the box's disk";
+  EXPECT_EQ(d().hutch({"rm", "-f", "a3"}).exit_code, 0);
+
   // The next run starts from the agent's template: nothing is installed again.
   auto second = d().hutch({"run", "--agent", "fake", "--name", "a2", "--rm", "--", "--version"});
   ASSERT_EQ(second.exit_code, 0) << second.err;

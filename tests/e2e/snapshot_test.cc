@@ -419,6 +419,49 @@ bool waitForPool(const Daemon& d, size_t want) {
 }
 
 // The pool is off by default (docs/snapshots.md): this daemon turns it on.
+// The CPU a box is emulated with (TCG) is hutchd's --tcg-cpu-model: QEMU's default model has no
+// AVX2, which some agents' binaries need; "max" has it. A snapshot made for one model is never
+// restored into the other: its code may already have picked instructions by the CPU it saw.
+TEST(CpuModelTest, TheEmulatedCpuIsHutchdsChoiceAndSnapshotsKeepTo) {
+  const std::string avx2 = "grep -cw avx2 /proc/cpuinfo || true";
+  Daemon d;
+  ASSERT_EQ(d.hutch({"run", "--name", "plain"}).exit_code, 0);
+  auto seen = d.hutch({"exec", "plain", "--", "sh", "-c", avx2});
+  ASSERT_EQ(seen.exit_code, 0) << seen.err;
+  EXPECT_EQ(seen.out, "0\n") << "QEMU's default TCG CPU was expected to lack AVX2";
+  ASSERT_EQ(d.hutch({"exec", "plain", "--", "sh", "-c", kStartMarker}).exit_code, 0);
+  ASSERT_EQ(d.hutch({"stop", "plain"}).exit_code, 0);  // suspended, with the old CPU's state
+
+  d.crashAndRestartWith({"--tcg-cpu-model", "max"});
+  ASSERT_EQ(d.hutch({"run", "--name", "max"}).exit_code, 0);
+  seen = d.hutch({"exec", "max", "--", "sh", "-c", avx2});
+  EXPECT_EQ(seen.out, "1\n") << seen.err;
+  // The template snapshot made for the default CPU was refused and one made for "max".
+  std::string boot = d.inspect("max")["boot"];
+  EXPECT_NE(boot.find("it was made for the emulated CPU QEMU's default, boxes here get 'max'"),
+            std::string::npos)
+      << boot;
+  ASSERT_EQ(d.hutch({"run", "--name", "max2"}).exit_code, 0);
+  boot = d.inspect("max2")["boot"];
+  EXPECT_NE(boot.find("restored"), std::string::npos) << boot;
+  // The suspended box boots cold instead of resuming with a CPU it was not saved with, and
+  // says so; its disk is kept.
+  auto started = d.hutch({"start", "plain"});
+  ASSERT_EQ(started.exit_code, 0) << started.err;
+  boot = d.inspect("plain")["boot"];
+  EXPECT_NE(boot.find("emulated CPU"), std::string::npos) << boot;
+  EXPECT_EQ(d.hutch({"exec", "plain", "--", "sh", "-c", kMarkerRunning}).out, "0\n");
+  EXPECT_EQ(d.hutch({"exec", "plain", "--", "sh", "-c", avx2}).out, "1\n");
+
+  // A model QEMU does not have stops hutchd before it makes anything.
+  auto typo = shell((std::filesystem::path(HUTCHD_BIN_DIR) / "hutchd").string() + " --state-dir " +
+                    quoted((d.dir() / "typo").string()) + " --socket " +
+                    quoted((d.dir() / "typo.sock").string()) + " --tcg-cpu-model Haswel");
+  EXPECT_EQ(typo.exit_code, 64) << typo.out << typo.err;
+  EXPECT_NE((typo.out + typo.err).find("QEMU has no CPU model 'Haswel'"), std::string::npos)
+      << typo.out << typo.err;
+}
+
 TEST(WarmPoolTest, CreatesTakeAPausedRestoredBoxAndThePoolRefills) {
   // A fixed pool of 2 (--pool-max: a create that finds the pool empty would grow it).
   Daemon d({"--pool-size", "2", "--pool-max", "2"});

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <csignal>
+
 #include "api/json_model.h"
 #include "cli/agents.h"
 #include "cli/commands/commands.h"
@@ -83,6 +85,16 @@ Result<> buildTemplate(const ApiClient& client, const AgentPreset& preset,
       ExecOptions version;
       version.argv = preset.version;
       HUTCH_TRY(int shown, runExec(client, id, version));
+      // 128 + SIGILL: the agent's binary uses instructions the box's CPU does not have, which
+      // happens under emulation with QEMU's default CPU model (no AVX2).
+      constexpr int kIllegalInstruction = 128 + SIGILL;
+      if (shown == kIllegalInstruction) {
+        return fail(Errc::kFailedPrecondition,
+                    fmt::format("Agent {} was installed but '{}' died of an illegal instruction: "
+                                "its binary needs a newer CPU than the box's. Under emulation "
+                                "(no KVM), start hutchd with --tcg-cpu-model max and run again",
+                                preset.name, fmt::join(preset.version, " ")));
+      }
       if (shown != 0) {
         return fail(Errc::kFailedPrecondition,
                     fmt::format("Agent {} was installed but '{}' exited {}", preset.name,

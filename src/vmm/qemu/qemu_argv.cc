@@ -150,7 +150,8 @@ QemuArgv QemuArgv::forSpec(const VmSpec& spec, std::filesystem::path binary, boo
   q.binary = std::move(binary);
   q.general.name = spec.id;
   q.accel.accel = spec.accel;
-  if (spec.accel == Accel::kKvm) q.cpu.model = pvm_host ? kPvmCpuModel : kKvmCpuModel;
+  q.cpu.model = spec.accel == Accel::kKvm ? std::string(pvm_host ? kPvmCpuModel : kKvmCpuModel)
+                                          : spec.tcg_cpu_model;
   q.cpu.count = spec.cpus;
   q.memory = MemoryBackendFile{.id = "mem",
                                .size_mib = spec.memory_mib,

@@ -40,7 +40,8 @@ struct AccelOption {
   void appendTo(Argv& argv) const;
 };
 
-// -cpu <model> (omitted when empty: TCG's default model boots faster than "max") and -smp N.
+// -cpu <model> (omitted when empty: TCG's default model boots faster than "max"; VmSpec's
+// tcg_cpu_model picks another for software that needs newer instructions) and -smp N.
 // KVM uses the host's model; on a PVM /dev/kvm (HostProbe::isPvm) QEMU 7.2 aborts at vCPU reset
 // with it ("failed to set MSR 0x10a": PVM refuses IA32_ARCH_CAPABILITIES), so there the model
 // leaves that MSR out.

@@ -105,6 +105,17 @@ TEST(QemuArgvTest, KvmSpec) {
 TEST(QemuArgvTest, TcgHasNoCpuModel) {
   Argv argv = QemuArgv::forSpec(tcgSpec(), "q").render();
   EXPECT_EQ(std::find(argv.begin(), argv.end(), "-cpu"), argv.end());
+  // Unless the spec names one (for guests whose software needs newer instructions)...
+  VmSpec max = tcgSpec();
+  max.tcg_cpu_model = "max";
+  Argv with_max = QemuArgv::forSpec(max, "q").render();
+  auto cpu = std::find(with_max.begin(), with_max.end(), "-cpu");
+  ASSERT_NE(cpu, with_max.end());
+  EXPECT_EQ(*(cpu + 1), "max");
+  // ...which KVM ignores: there the guest sees the host's CPU.
+  max.accel = Accel::kKvm;
+  Argv kvm = QemuArgv::forSpec(max, "q").render();
+  EXPECT_EQ(*(std::find(kvm.begin(), kvm.end(), "-cpu") + 1), "host");
   AccelOption accel{.accel = Accel::kTcg, .tcg_tb_size_mib = 0};
   Argv only;
   accel.appendTo(only);

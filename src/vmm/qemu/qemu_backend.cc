@@ -710,4 +710,22 @@ Result<std::string> qemuVersion(const std::filesystem::path& binary) {
   return version;
 }
 
+Result<> checkCpuModel(std::string_view model, std::string_view cpu_help) {
+  const std::string_view name = model.substr(0, model.find(','));
+  // Each model is a line "x86 NAME   description"; the flags that follow are listed apart.
+  for (std::string_view rest = cpu_help; !rest.empty();) {
+    const size_t eol = rest.find('\n');
+    std::string_view line = rest.substr(0, eol);
+    rest = eol == std::string_view::npos ? std::string_view() : rest.substr(eol + 1);
+    if (!line.starts_with("x86 ")) continue;
+    line.remove_prefix(4);
+    while (line.starts_with(' ')) line.remove_prefix(1);
+    if (line.substr(0, line.find(' ')) == name) return ok();
+  }
+  return fail(Errc::kInvalidArgument,
+              fmt::format("QEMU has no CPU model '{}': 'qemu-system-x86_64 -cpu help' lists "
+                          "them (max emulates every instruction QEMU can)",
+                          name));
+}
+
 }  // namespace hutch::vmm::qemu

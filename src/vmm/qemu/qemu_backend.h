@@ -144,4 +144,9 @@ Result<pid_t> findRunningQemu(const std::filesystem::path& run_dir);
 // record it, because device state is only guaranteed to load into the same QEMU build.
 Result<std::string> qemuVersion(const std::filesystem::path& binary);
 
+// Whether `model` ("max", "Haswell,-hle": a model and its flags) names a CPU model in
+// `cpu_help`, the output of `qemu-system-x86_64 -cpu help`; kInvalidArgument saying how to list
+// them when not. Checked when hutchd starts, so a typo is not found by the first box's QEMU.
+Result<> checkCpuModel(std::string_view model, std::string_view cpu_help);
+
 }  // namespace hutch::vmm::qemu

@@ -119,5 +119,27 @@ TEST(AdoptedJailTest, TrustsTheKernelsIdsNotTheProcess) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(CpuModelTest, OnlyModelsQemuListsPass) {
+  // The shape of QEMU 7.2's `-cpu help`: models first, then the flags, listed apart.
+  const std::string help =
+      "Available CPUs:\n"
+      "x86 486                   (alias configured by machine type)\n"
+      "x86 Haswell-v4            Intel Core Processor (Haswell, no TSX, IBRS)\n"
+      "x86 max                   Enables all features supported by the accelerator\n"
+      "x86 qemu64                (alias configured by machine type)\n"
+      "\n"
+      "Recognized CPUID flags:\n"
+      "  avx2 sse4.2 hle\n";
+  EXPECT_TRUE(checkCpuModel("max", help));
+  EXPECT_TRUE(checkCpuModel("Haswell-v4,-hle,+avx2", help));
+  auto typo = checkCpuModel("Haswel", help);
+  ASSERT_FALSE(typo);
+  EXPECT_EQ(typo.error().code(), Errc::kInvalidArgument);
+  EXPECT_NE(typo.error().message().find("no CPU model 'Haswel'"), std::string::npos);
+  EXPECT_FALSE(checkCpuModel("avx2", help));  // a flag, not a model
+  EXPECT_FALSE(checkCpuModel("", help));
+  EXPECT_FALSE(checkCpuModel("max", ""));
+}
+
 }  // namespace
 }  // namespace hutch::vmm::qemu
