@@ -807,10 +807,15 @@ asio::awaitable<Result<>> BoxService::removeBox(const std::string& key, bool for
                                "'hutch rm -f {}'",
                                box.name, stateName(box.state), box.name));
   }
-  // The records go first: from here on the box is gone for every caller, and rm answers. What
-  // takes time (its QEMU killed, its files deleted) is done in the background (cleanUp); its
-  // uid index is held until then. A hutchd that dies meanwhile finishes it at start: a box
+  // The records go first, all in one transaction: from here on the box is gone for every
+  // caller, and rm answers; if they cannot be written (a full disk) nothing was touched and the
+  // box goes on. What takes time (its QEMU killed, its files deleted, its checkpoints' and
+  // suspended state's directories collected) is done in the background (cleanUp); its uid
+  // index is held until then. A hutchd that dies meanwhile finishes it at start: a box
   // directory without a record is an orphan (removeOrphans), so nothing is left behind.
+  auto suspended = store_.findSuspend(box.id);
+  HUTCH_CO_TRY_VOID(store_.removeWithItsSnapshots(box.id));
+  if (suspended) removeQuietly(suspended->dir);  // its saved RAM: as large as the box's memory
   std::shared_ptr<Runtime> runtime;
   if (auto it = runtimes_.find(box.id); it != runtimes_.end()) {
     runtime = it->second;
@@ -818,10 +823,6 @@ asio::awaitable<Result<>> BoxService::removeBox(const std::string& key, bool for
     runtime->removed = true;
     if (runtime->agent) runtime->agent->close();
   }
-  HUTCH_CO_TRY_VOID(dropSuspend(box.id));
-  HUTCH_CO_TRY(std::vector<Snapshot> checkpoints, store_.checkpoints(box.id));
-  for (const Snapshot& snap : checkpoints) HUTCH_CO_TRY_VOID(store_.removeSnapshot(snap.id));
-  HUTCH_CO_TRY_VOID(store_.remove(box.id));
   fault::point("remove.recorded", runtime && runtime->vm ? runtime->vm->pid() : 0);
   if (box.uid_index >= 0) held_uid_indices_.insert(static_cast<uint32_t>(box.uid_index));
   ++cleaning_;

@@ -94,6 +94,29 @@ Result<std::string> lastLine(int fd) {
   return tail;
 }
 
+// Whether the file holds the record (head_seq, head_hash) (or head_seq is 0) and an unbroken
+// chain from it to its end: records appended after the database last took the head.
+bool continuesFrom(const fs::path& file, int64_t head_seq, const std::string& head_hash) {
+  std::ifstream in(file);
+  bool found = head_seq == 0;
+  int64_t seq = 0;
+  std::string hash;
+  for (std::string line; std::getline(in, line);) {
+    auto r = parseRecord(line);
+    if (!found) {
+      found = r && r->seq == head_seq && r->hash == head_hash;
+      seq = head_seq;
+      hash = head_hash;
+      continue;
+    }
+    if (!r || r->seq != seq + 1 || r->prev != hash || auditHash(r->prev, recordBody(*r)) != r->hash)
+      return false;
+    seq = r->seq;
+    hash = r->hash;
+  }
+  return found && !in.bad();
+}
+
 bool visible(const AuditRecord& r, const std::optional<std::string>& key) {
   return !key || r.entry.actor.key_id == *key || r.entry.owner_id == *key;
 }
@@ -153,9 +176,9 @@ Result<std::unique_ptr<AuditLog>> AuditLog::open(const fs::path& file, storage::
   if (last.empty() && head.first == 0) return log;
   auto record = last.empty() ? Result<AuditRecord>(AuditRecord{}) : parseRecord(last);
   if (record && record->seq == head.first && record->hash == head.second) return log;
-  if (record && record->seq == head.first + 1 && record->prev == head.second &&
-      auditHash(record->prev, recordBody(*record)) == record->hash) {
-    // The last append reached the file but not the database (hutchd stopped in between).
+  if (record && record->seq > head.first && continuesFrom(file, head.first, head.second)) {
+    // The last appends reached the file but not the database: hutchd stopped in between, or
+    // the database could not be written (a full disk) while the file's last block had room.
     log->seq_ = record->seq;
     log->hash_ = record->hash;
     HUTCH_TRY(storage::Statement st,

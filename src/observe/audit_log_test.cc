@@ -178,6 +178,42 @@ TEST_F(AuditLogTest, AnAppendTheDatabaseMissedIsTakenUpAtOpen) {
   EXPECT_TRUE(log->verify()->intact);
 }
 
+TEST_F(AuditLogTest, ManyAppendsTheDatabaseMissedAreTakenUpIfTheyChainFromTheHead) {
+  // A full disk: SQLite could not take the head while the file's last block still had room.
+  {
+    auto log = open();
+    for (int i = 0; i < 5; ++i) log->append(exec("b1", "k1", i));
+  }
+  auto second = nlohmann::json::parse(lines()[1]);
+  const std::string behind =
+      "UPDATE audit_head SET seq = 2, hash = '" + second["hash"].get<std::string>() + "'";
+  ASSERT_TRUE(store_->database().exec(behind).has_value());
+  {
+    auto log = open();
+    EXPECT_EQ(log->headSeq(), 5);
+    EXPECT_TRUE(log->verify()->intact);
+  }
+  // Nothing at all reached the database: the chain from the start is taken up too.
+  ASSERT_TRUE(store_->database().exec("DELETE FROM audit_head").has_value());
+  {
+    auto log = open();
+    EXPECT_EQ(log->headSeq(), 5);
+    EXPECT_TRUE(log->verify()->intact);
+  }
+  // But not records that do not chain from the head: one edited after it is a break, and stays
+  // one.
+  ASSERT_TRUE(store_->database().exec(behind).has_value());
+  auto all = lines();
+  auto edited = nlohmann::json::parse(all[3]);
+  edited["data"]["exit_code"] = 1;
+  all[3] = edited.dump();
+  writeLines(all);
+  auto log = open();
+  ASSERT_TRUE(log);
+  EXPECT_EQ(log->headSeq(), 6) << "the discontinuity is recorded after the file's last record";
+  EXPECT_FALSE(log->verify()->intact);
+}
+
 TEST_F(AuditLogTest, ReadFiltersByBoxTimeAndWhatAKeyMaySee) {
   auto log = open();
   log->append(exec("b1", "k1", 1));

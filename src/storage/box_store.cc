@@ -319,6 +319,20 @@ Result<> BoxStore::remove(const std::string& id) {
   return st.run();
 }
 
+Result<> BoxStore::removeWithItsSnapshots(const std::string& id) {
+  HUTCH_TRY_VOID(db_.exec("BEGIN IMMEDIATE"));
+  auto removed = [&]() -> Result<> {
+    HUTCH_TRY(Statement snapshots, db_.prepare("DELETE FROM snapshots WHERE box_id=? AND kind IN "
+                                               "('checkpoint', 'suspend')"));
+    snapshots.bind(1, id);
+    HUTCH_TRY_VOID(snapshots.run());
+    HUTCH_TRY_VOID(remove(id));
+    return db_.exec("COMMIT");
+  }();
+  if (!removed) (void)db_.exec("ROLLBACK");
+  return removed;
+}
+
 Result<box::Box> BoxStore::find(const std::string& key, const OwnerFilter& owner) {
   // Exact id or name first, then a unique id prefix (as Docker does); only among the owner's
   // boxes when a filter is given, so that other owners' boxes neither match nor make a prefix

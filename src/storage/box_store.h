@@ -28,6 +28,9 @@ class BoxStore {
   // Replaces the stored row of box.id; kNotFound if there is none.
   Result<> update(const box::Box& box);
   Result<> remove(const std::string& id);
+  // The box's row and the records of its checkpoints and suspended state, all or none (one
+  // transaction: a full disk refuses the whole removal, never half of it).
+  Result<> removeWithItsSnapshots(const std::string& id);
   // Finds by id, unique id prefix, or name, among the boxes `owner` sees.
   Result<box::Box> find(const std::string& id_or_name, const OwnerFilter& owner = std::nullopt);
   // Whether a box has exactly this name (no id or prefix matching: a new name that happens to

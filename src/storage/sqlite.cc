@@ -6,8 +6,15 @@ namespace hutch::storage {
 
 namespace {
 tl::unexpected<Error> sqliteError(sqlite3* db, std::string_view what) {
-  int code = sqlite3_extended_errcode(db);
-  Errc errc = (code & 0xff) == SQLITE_CONSTRAINT ? Errc::kAlreadyExists : Errc::kInternal;
+  int code = sqlite3_extended_errcode(db) & 0xff;
+  if (code == SQLITE_FULL) {
+    // Nothing was written: the change is refused whole, and works again once there is space.
+    return fail(Errc::kResourceExhausted,
+                fmt::format("{}: {}: free space on the filesystem of hutchd's state directory "
+                            "and try again",
+                            what, sqlite3_errmsg(db)));
+  }
+  Errc errc = code == SQLITE_CONSTRAINT ? Errc::kAlreadyExists : Errc::kInternal;
   return fail(errc, fmt::format("{}: {}", what, sqlite3_errmsg(db)));
 }
 }  // namespace
@@ -78,9 +85,8 @@ Result<> Database::exec(std::string_view sql) {
   char* err = nullptr;
   std::string text(sql);
   if (sqlite3_exec(db_.get(), text.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
-    std::string message = err ? err : "unknown error";
     sqlite3_free(err);
-    return fail(Errc::kInternal, fmt::format("Database error: {}", message));
+    return sqliteError(db_.get(), "Database error");
   }
   return ok();
 }
