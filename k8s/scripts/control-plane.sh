@@ -106,7 +106,8 @@ launch() {
   local name=$1
   shift
   setsid "$@" >"$DIR/logs/$name.log" 2>&1 </dev/null &
-  echo "$! $name" >>"$DIR/pids"
+  LAUNCHED=$!
+  echo "$LAUNCHED $name" >>"$DIR/pids"
 }
 
 # Starts NAME with @PORT@ in its command line replaced by a free port and waits (SECONDS) until
@@ -118,7 +119,7 @@ start_ready() { # name seconds health-url command...
   for attempt in 1 2 3; do
     PORT=$(free_ports 1)
     launch "$name" "${@//@PORT@/$PORT}"
-    if wait_for "$name" "$seconds" curl -fsSk "${health//@PORT@/$PORT}"; then return 0; fi
+    if wait_for "$name" "$seconds" curl -fsSk -m 5 "${health//@PORT@/$PORT}"; then return 0; fi
     grep -q 'address already in use' "$DIR/logs/$name.log" || return 1
     say "$name lost port $PORT to another process before binding it; starting it again"
   done
@@ -129,7 +130,8 @@ wait_for() { # what seconds command...
   local what=$1 deadline=$((SECONDS + $2))
   shift 2
   until "$@" >/dev/null 2>&1; do
-    if [ $SECONDS -ge $deadline ]; then
+    # The process launched last is the one waited for: if it is gone, waiting is over.
+    if [ $SECONDS -ge $deadline ] || ! kill -0 "${LAUNCHED:-$$}" 2>/dev/null; then
       say "$what did not become ready; the last lines of its log:"
       tail -n 20 "$DIR/logs/$what.log" >&2 || true
       return 1
@@ -165,27 +167,39 @@ cmd_start() {
   : >"$DIR/pids"
   [[ $address =~ ^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "--address wants an IPv4 address of this host, not '$address'"
   make_pki "$DIR" "$address"
-  local etcd_port peer_port api_port
-  read -r etcd_port peer_port api_port < <(free_ports 3)
-  APISERVER=https://$address:$api_port
+  local etcd_port peer_port api_port attempt
   local t0=$SECONDS
   # etcd on loopback without TLS (the apiserver is its only client); fsync off: a test store.
-  launch etcd "$etcd_bin" --name hutch --data-dir "$DIR/etcd" \
-    --listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
-    --listen-peer-urls "http://127.0.0.1:$peer_port" --initial-advertise-peer-urls "http://127.0.0.1:$peer_port" \
-    --initial-cluster "hutch=http://127.0.0.1:$peer_port" --unsafe-no-fsync
-  wait_for etcd 30 curl -fsS "http://127.0.0.1:$etcd_port/health"
+  # Its ports, like the apiserver's, may be taken between their pick and its bind (tests run
+  # beside other suites): then it is started again on others, as start_ready does.
+  for attempt in 1 2 3; do
+    read -r etcd_port peer_port < <(free_ports 2)
+    launch etcd "$etcd_bin" --name hutch --data-dir "$DIR/etcd" \
+      --listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
+      --listen-peer-urls "http://127.0.0.1:$peer_port" --initial-advertise-peer-urls "http://127.0.0.1:$peer_port" \
+      --initial-cluster "hutch=http://127.0.0.1:$peer_port" --unsafe-no-fsync
+    if wait_for etcd 30 curl -fsS -m 5 "http://127.0.0.1:$etcd_port/health"; then break; fi
+    grep -q 'address already in use' "$DIR/logs/etcd.log" && [ $attempt -lt 3 ] || die "etcd did not start"
+    say "etcd lost a port to another process before binding it; starting it again"
+    rm -rf "$DIR/etcd"
+  done
   local pki=$DIR/pki
-  launch kube-apiserver "$bin/kube-apiserver" \
-    --etcd-servers "http://127.0.0.1:$etcd_port" \
-    --bind-address "$address" --advertise-address "$address" --secure-port "$api_port" --insecure-port 0 \
-    --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
-    --client-ca-file "$pki/ca.crt" \
-    --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
-    --service-account-issuer https://kubernetes.default.svc --api-audiences https://kubernetes.default.svc \
-    --authorization-mode Node,RBAC --service-cluster-ip-range 10.96.0.0/16 \
-    --cert-dir "$DIR/apiserver-certs" --allow-privileged=true --v 1
-  wait_for kube-apiserver 120 curl -fsS --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" "$APISERVER/readyz"
+  for attempt in 1 2 3; do
+    api_port=$(free_ports 1)
+    APISERVER=https://$address:$api_port
+    launch kube-apiserver "$bin/kube-apiserver" \
+      --etcd-servers "http://127.0.0.1:$etcd_port" \
+      --bind-address "$address" --advertise-address "$address" --secure-port "$api_port" --insecure-port 0 \
+      --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
+      --client-ca-file "$pki/ca.crt" \
+      --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
+      --service-account-issuer https://kubernetes.default.svc --api-audiences https://kubernetes.default.svc \
+      --authorization-mode Node,RBAC --service-cluster-ip-range 10.96.0.0/16 \
+      --cert-dir "$DIR/apiserver-certs" --allow-privileged=true --v 1
+    if wait_for kube-apiserver 120 curl -fsS -m 5 --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" "$APISERVER/readyz"; then break; fi
+    grep -q 'address already in use' "$DIR/logs/kube-apiserver.log" && [ $attempt -lt 3 ] || die "kube-apiserver did not start"
+    say "kube-apiserver lost port $api_port to another process before binding it; starting it again"
+  done
   write_kubeconfig "$DIR/admin.kubeconfig" admin
   write_kubeconfig "$DIR/scheduler.kubeconfig" scheduler
   write_kubeconfig "$DIR/controller-manager.kubeconfig" controller-manager
