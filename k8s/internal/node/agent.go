@@ -193,23 +193,29 @@ func (a *Agent) handler() http.Handler {
 
 func (a *Agent) register(ctx context.Context) error {
 	name := a.cfg.NodeName
-	n, err := a.c.Core.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		n, err = a.c.Core.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
-	}
+	// The node lifecycle controller writes a new Node right after it is created (its taints):
+	// an update made from the object read before that is a conflict, so read it again and retry.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := a.c.Core.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			n, err = a.c.Core.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+		}
+		if err != nil {
+			return err
+		}
+		if n.Labels == nil {
+			n.Labels = map[string]string{}
+		}
+		if n.Annotations == nil {
+			n.Annotations = map[string]string{}
+		}
+		n.Labels["kubernetes.io/hostname"], n.Labels[v1.LabelNode], n.Labels["kubernetes.io/os"] = name, "true", "linux"
+		n.Annotations[v1.AnnotationEndpoint] = a.cfg.Advertise
+		_, err = a.c.Core.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("cannot register node %s: %w", name, err)
-	}
-	if n.Labels == nil {
-		n.Labels = map[string]string{}
-	}
-	if n.Annotations == nil {
-		n.Annotations = map[string]string{}
-	}
-	n.Labels["kubernetes.io/hostname"], n.Labels[v1.LabelNode], n.Labels["kubernetes.io/os"] = name, "true", "linux"
-	n.Annotations[v1.AnnotationEndpoint] = a.cfg.Advertise
-	if n, err = a.c.Core.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
-		return err
 	}
 	return a.updateNodeStatus(ctx, true, "")
 }
