@@ -391,12 +391,12 @@ int run(int argc, char** argv) {
       spdlog::warn("--tcg-cpu-model {}: boxes run under KVM here and see the host's CPU",
                    tcg_cpu_model);
     } else {
-      auto help = hutch::sys::runCapture({backend.binary().string(), "-cpu", "help"});
-      auto known = hutch::vmm::checkCpuModelText(tcg_cpu_model);
-      if (known) {
-        known = help ? hutch::vmm::qemu::checkCpuModel(tcg_cpu_model, *help)
-                     : hutch::Result<>(hutch::fail(help.error()));
-      }
+      // The text first (it becomes one argv element), then QEMU's own list of models.
+      auto known = hutch::vmm::checkCpuModelText(tcg_cpu_model).and_then([&]() -> hutch::Result<> {
+        HUTCH_TRY(std::string help,
+                  hutch::sys::runCapture({backend.binary().string(), "-cpu", "help"}));
+        return hutch::vmm::qemu::checkCpuModel(tcg_cpu_model, help);
+      });
       if (!known) {
         spdlog::error("--tcg-cpu-model: {}", known.error().describe());
         return 64;
