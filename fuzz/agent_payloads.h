@@ -45,6 +45,7 @@ inline void decodePayload(proto::FrameType type, std::string_view payload) {
       decodeAs<proto::FileInfo>(payload);
       decodeAs<proto::FileList>(payload);
       decodeAs<proto::FileMkdirResult>(payload);
+      decodeAs<proto::ParkResult>(payload);
       break;
     case FrameType::kSignalProcess: decodeAs<proto::SignalProcess>(payload); break;
     case FrameType::kServices:
@@ -52,6 +53,7 @@ inline void decodePayload(proto::FrameType type, std::string_view payload) {
       (void)proto::parseServiceSpec(payload);
       break;
     case FrameType::kConnect: decodeAndValidate<proto::ConnectRequest>(payload); break;
+    case FrameType::kResume: decodeAs<proto::ResumeRequest>(payload); break;
     case FrameType::kFileStat: decodeAndValidate<proto::FileStatRequest>(payload); break;
     case FrameType::kFileList: decodeAndValidate<proto::FileListRequest>(payload); break;
     case FrameType::kFileEntries: decodeAs<proto::FileList>(payload); break;

@@ -10,7 +10,7 @@ packages=(
   libclang-rt-14-dev llvm-14
   # libraries (headers)
   nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libspdlog-dev libfmt-dev
-  libsqlite3-dev libexpected-dev libssl-dev libseccomp-dev libgtest-dev libgmock-dev
+  libsqlite3-dev libexpected-dev libssl-dev libseccomp-dev libxxhash-dev libgtest-dev libgmock-dev
   libarchive-dev libboost-dev
   # hutch diff reads a box's ext4 disk with libext2fs (src/diff)
   libext2fs-dev

@@ -55,6 +55,7 @@ Server::Server(EventLoop& loop, ChannelSource& source, ServerOptions options)
 }
 
 Server::~Server() {
+  if (parked_expiry_) loop_.cancelTimer(*parked_expiry_);
   closeAllStreams();
   if (channel_) loop_.remove(channel_.get());
 }
@@ -263,6 +264,7 @@ void Server::handleHello(const Frame& frame) {
   // resent duplicate arrives before the host opens any stream, so this costs nothing.
   closeAllStreams();
   handshaken_ = true;
+  expireParkedLater();
   proto::HelloAck ack{proto::kProtocolVersion, options_.agent_version, capabilities()};
   sendFrame(FrameType::kHelloAck, 0, proto::encodeMessage(ack));
 }
@@ -272,6 +274,7 @@ std::vector<std::string> Server::capabilities() const {
   if (options_.system) names.emplace_back("identity");
   if (detached_) names.emplace_back("detach");
   names.emplace_back("tcp");
+  names.emplace_back("park");
   if (options_.services) names.emplace_back("services");
   names.emplace_back("files");
   names.emplace_back("watch");
@@ -375,6 +378,64 @@ void Server::handleConnect(const Frame& frame) {
   tcp_streams_[id] = std::move(stream);
 }
 
+void Server::handlePark(const Frame& frame) {
+  const uint32_t id = frame.stream;
+  if (!openStream(frame)) return;
+  proto::ParkResult result;
+  for (auto it = tcp_streams_.begin(); it != tcp_streams_.end();) {
+    if (it->second->finished()) {
+      ++it;
+      continue;
+    }
+    if (parked_tcp_.contains(it->first)) {
+      logWarning("TCP stream " + std::to_string(it->first) +
+                 " parked again before an earlier one of that id was resumed: resetting that one");
+    }
+    it->second->park();
+    result.streams.push_back(it->first);
+    parked_tcp_[it->first] = std::move(it->second);
+    it = tcp_streams_.erase(it);
+  }
+  logInfo("Parked " + std::to_string(result.streams.size()) + " TCP stream(s)");
+  sendFrame(FrameType::kResult, id, proto::encodeMessage(result));
+}
+
+void Server::handleResume(const Frame& frame) {
+  const uint32_t id = frame.stream;
+  if (!openStream(frame)) return;
+  auto request = proto::decodeMessage<proto::ResumeRequest>(frame.payload);
+  if (!request) return sendError(id, request.error());
+  auto it = parked_tcp_.find(request->stream);
+  if (it == parked_tcp_.end()) {
+    return sendError(
+        id, Error(Errc::kNotFound, "No parked TCP stream " + std::to_string(request->stream) +
+                                       " (it was never parked, was resumed already, or was reset "
+                                       "after " +
+                                       std::to_string(kParkedStreamTtl.count()) +
+                                       " s without a host resuming it)"));
+  }
+  std::unique_ptr<TcpStream> stream = std::move(it->second);
+  parked_tcp_.erase(it);
+  sendFrame(FrameType::kConnected, id, "{}");
+  TcpStream& resumed = *stream;
+  tcp_streams_[id] = std::move(stream);
+  resumed.resume(id);  // sends what it held, then goes on
+}
+
+void Server::expireParkedLater() {
+  // From the newest kHello: an earlier host's timer must not cut the new host's time short.
+  if (parked_expiry_) loop_.cancelTimer(*parked_expiry_);
+  parked_expiry_.reset();
+  if (parked_tcp_.empty()) return;
+  parked_expiry_ = loop_.addTimer(kParkedStreamTtl, [this] {
+    parked_expiry_.reset();
+    if (parked_tcp_.empty()) return;
+    logInfo("Resetting " + std::to_string(parked_tcp_.size()) +
+            " parked TCP stream(s) no host resumed");
+    parked_tcp_.clear();
+  });
+}
+
 void Server::routeTcpFrame(const Frame& frame) {
   // A stream that is not open is ignored: these frames can cross its last frame in flight.
   auto it = tcp_streams_.find(frame.stream);
@@ -462,6 +523,8 @@ void Server::handleFrame(const Frame& frame) {
     case FrameType::kSignalProcess: return handleSignalProcess(frame);
     case FrameType::kServices: return handleServices(frame);
     case FrameType::kConnect: return handleConnect(frame);
+    case FrameType::kPark: return handlePark(frame);
+    case FrameType::kResume: return handleResume(frame);
     case FrameType::kFileStat:
     case FrameType::kFileList:
     case FrameType::kFileMkdir:

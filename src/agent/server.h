@@ -52,6 +52,10 @@ struct ServerOptions {
 inline constexpr std::chrono::milliseconds kGrowRootWait{3000};
 inline constexpr std::chrono::milliseconds kGrowRootPoll{50};
 
+// How long parked TCP streams wait for a host that resumes them, from the next kHello on (a
+// restarted hutchd, or a box booted from a copy of its memory, never does): then they are reset.
+inline constexpr std::chrono::seconds kParkedStreamTtl{60};
+
 // Output waiting for the host beyond this pauses reading from the channel.
 inline constexpr size_t kPauseInputAt = 4u << 20;
 
@@ -96,6 +100,10 @@ class Server : public StreamSink {
   void handleProcesses(const proto::Frame& frame);
   void handleSignalProcess(const proto::Frame& frame);
   void handleConnect(const proto::Frame& frame);
+  void handlePark(const proto::Frame& frame);
+  void handleResume(const proto::Frame& frame);
+  // After a kHello: parked streams not resumed within kParkedStreamTtl are reset.
+  void expireParkedLater();
   void handleServices(const proto::Frame& frame);
   void routeTcpFrame(const proto::Frame& frame);
   void growRootThenAnswer(uint32_t stream, std::optional<Error> earlier,
@@ -123,6 +131,9 @@ class Server : public StreamSink {
   // Processes of sessions that ended while they ran, recorded in detached_ (closeAllStreams).
   std::vector<std::unique_ptr<ExecStream>> orphans_;
   std::map<uint32_t, std::unique_ptr<TcpStream>> tcp_streams_;
+  // Parked by kPark, by the id they had (docs/protocol.md "Parking"): they outlive sessions.
+  std::map<uint32_t, std::unique_ptr<TcpStream>> parked_tcp_;
+  std::optional<EventLoop::TimerId> parked_expiry_;
   // Requests whose answer waits for a timer (kIdentity with grow_root), by stream.
   std::map<uint32_t, EventLoop::TimerId> pending_requests_;
   // Outlive sessions; null without options_.exec_log_dir.

@@ -156,5 +156,93 @@ TEST_F(ServerTcpTest, EndOfFileBothWaysEndsTheStreamWithClose) {
   EXPECT_TRUE(eof);
 }
 
+// What a suspend does: kPark, the host goes away, a new host says hello and resumes the stream
+// under a new id. Nothing sent either way is lost, and the peer in the box never noticed.
+TEST_F(ServerTcpTest, AParkedStreamOutlivesTheSessionAndGoesOnUnderANewId) {
+  UniqueFd peer = open(3);
+  ASSERT_TRUE(conn_->send(Frame{FrameType::kData, 3, "before"}));
+  char buffer[64];
+  ASSERT_EQ(::read(peer.get(), buffer, 6), 6);
+  EXPECT_EQ(std::string(buffer, 6), "before");
+  // Data the host sent just before kPark is still written; the peer's data is not read.
+  ASSERT_TRUE(conn_->send(Frame{FrameType::kData, 3, "last"}));
+  ASSERT_TRUE(conn_->send(Frame{FrameType::kPark, 10, "{}"}));
+  Frame parked = read();
+  while (parked.type == FrameType::kWindow && parked.stream == 3) parked = read();
+  ASSERT_EQ(parked.type, FrameType::kResult) << parked.payload;
+  EXPECT_EQ(parked.stream, 10u);
+  EXPECT_EQ(*proto::decodeMessage<proto::ParkResult>(parked.payload), proto::ParkResult{{3}});
+  ASSERT_EQ(::write(peer.get(), "while parked", 12), 12);
+  // Nothing comes for stream 3 now (a ping proves the agent read on after its answer).
+  ASSERT_TRUE(conn_->send(Frame{FrameType::kPing, 0, "p"}));
+  Frame pong = read();
+  EXPECT_EQ(pong.type, FrameType::kPong) << int(pong.type) << " on " << pong.stream;
+
+  // The host goes away (QEMU exits after the suspend); a new one connects.
+  conn_->close();
+  auto fd = agent_->connect();
+  ASSERT_TRUE(fd) << fd.error().describe();
+  conn_ = std::make_unique<RawConnection>(std::move(*fd));
+  ASSERT_TRUE(conn_->handshake());
+  ASSERT_TRUE(conn_->send(proto::makeFrame(FrameType::kResume, 1, proto::ResumeRequest{3})));
+  Frame resumed = read();
+  ASSERT_EQ(resumed.type, FrameType::kConnected) << resumed.payload;
+  EXPECT_EQ(resumed.stream, 1u);
+  std::string data;
+  while (data.size() < 12) {
+    Frame frame = read();
+    ASSERT_EQ(frame.stream, 1u) << int(frame.type);
+    ASSERT_NE(frame.type, FrameType::kError) << frame.payload;
+    if (frame.type == FrameType::kData) data += frame.payload;
+  }
+  EXPECT_EQ(data, "while parked");
+  ASSERT_EQ(::read(peer.get(), buffer, 4), 4);
+  EXPECT_EQ(std::string(buffer, 4), "last");
+  // Both ways on the new id, to the end.
+  ASSERT_TRUE(conn_->send(Frame{FrameType::kData, 1, "after"}));
+  ASSERT_TRUE(conn_->send(Frame{FrameType::kEof, 1, ""}));
+  std::string got;
+  ssize_t n;
+  while ((n = ::read(peer.get(), buffer, sizeof buffer)) > 0) got.append(buffer, n);
+  EXPECT_EQ(n, 0);
+  EXPECT_EQ(got, "after");
+  ::shutdown(peer.get(), SHUT_WR);
+  while (true) {
+    Frame frame = read();
+    ASSERT_EQ(frame.stream, 1u);
+    ASSERT_NE(frame.type, FrameType::kError) << frame.payload;
+    if (frame.type == FrameType::kClose) break;
+  }
+  // Resumed once: a second resume of the old id finds nothing.
+  ASSERT_TRUE(conn_->send(proto::makeFrame(FrameType::kResume, 2, proto::ResumeRequest{3})));
+  Frame again = read();
+  EXPECT_EQ(again.type, FrameType::kError);
+  EXPECT_EQ(again.stream, 2u);
+  EXPECT_EQ(proto::decodeMessage<proto::ErrorMessage>(again.payload)->code, "not_found");
+}
+
+// The peer resets the connection while the stream is parked: resuming the stream finds it
+// ended with the error, on the new id.
+TEST_F(ServerTcpTest, AStreamResetWhileParkedReportsItWhenResumed) {
+  UniqueFd peer = open(4);
+  ASSERT_TRUE(conn_->send(Frame{FrameType::kPark, 11, "{}"}));
+  ASSERT_EQ(read().type, FrameType::kResult);
+  linger hard{1, 0};
+  ::setsockopt(peer.get(), SOL_SOCKET, SO_LINGER, &hard, sizeof hard);
+  peer.reset();
+  ASSERT_TRUE(conn_->send(Frame{FrameType::kPing, 0, ""}));
+  EXPECT_EQ(read().type, FrameType::kPong);  // nothing for stream 4 in between
+  ASSERT_TRUE(conn_->send(proto::makeFrame(FrameType::kResume, 12, proto::ResumeRequest{4})));
+  EXPECT_EQ(read().type, FrameType::kConnected);
+  while (true) {
+    Frame frame = read();
+    ASSERT_EQ(frame.stream, 12u) << int(frame.type);
+    if (frame.type == FrameType::kWindow) continue;
+    EXPECT_EQ(frame.type, FrameType::kError) << int(frame.type);
+    EXPECT_EQ(proto::decodeMessage<proto::ErrorMessage>(frame.payload)->code, "unavailable");
+    break;
+  }
+}
+
 }  // namespace
 }  // namespace hutch::agent

@@ -103,7 +103,8 @@ asio::awaitable<Result<Snapshot>> BoxService::saveBox(const std::string& key, st
   snap.layer = captured->layer;
   snap.size_bytes = allocatedBytes(snap.dir) + allocatedBytes(snap.layer);
   auto manifest = manifestFor(box, SnapshotKind::kSaved, *captured);
-  Result<> kept = manifest ? writeManifest(snap.dir, *manifest) : fail(manifest.error());
+  Result<> kept = manifest ? ok() : fail(manifest.error());
+  if (kept) kept = co_await writeManifestOffLoop(snap.dir, *manifest);
   if (kept) kept = store_.insertSnapshot(snap);
   if (!kept) {
     removeQuietly(snap.dir);
@@ -133,7 +134,7 @@ asio::awaitable<Result<Box>> BoxService::createFromSaved(const Snapshot& saved, 
   if (!spec.name.empty()) HUTCH_CO_TRY_VOID(validateName(spec.name));
   HUTCH_CO_TRY_VOID(validateEnv(spec.env));
   HUTCH_CO_TRY(Box source, savedSource(saved));
-  auto manifest = readManifest(saved.dir);
+  auto manifest = co_await readManifestOffLoop(saved.dir);
   if (!manifest) {
     co_return fail(Errc::kFailedPrecondition, fmt::format("Snapshot {} cannot be restored: {}",
                                                           saved.name, manifest.error().describe()));

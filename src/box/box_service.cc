@@ -633,7 +633,38 @@ asio::awaitable<void> BoxService::watch(std::string id, std::shared_ptr<Runtime>
   spdlog::warn("box={} QEMU {} unexpectedly", id, how);
   if (box->state == BoxState::kRunning) {
     runtimes_.erase(id);
-    (void)setState(*box, BoxState::kFailed, fmt::format("QEMU {} unexpectedly", how));
+    co_await recordFailure(*box, fmt::format("QEMU {} unexpectedly", how));
+  }
+}
+
+asio::awaitable<void> BoxService::recordFailure(Box box, std::string reason) {
+  // The database may refuse the write (a full disk): the box must not read as running for good,
+  // so the write is tried again, less and less often, until it lands or the box moves on.
+  asio::steady_timer retry(loop_);
+  auto delay = std::chrono::seconds(1);
+  for (bool first = true;; first = false) {
+    Box failed = box;
+    auto recorded = setState(failed, BoxState::kFailed, reason);
+    if (recorded) {
+      if (!first) spdlog::info("box={} recorded as failed at last", box.id);
+      unrecorded_failures_.erase(box.id);
+      co_return;
+    }
+    if (first) {
+      spdlog::error("box={} cannot be recorded as failed ({}): {}; trying again", box.id, reason,
+                    recorded.error().describe());
+    }
+    unrecorded_failures_[box.id] = reason;
+    retry.expires_after(delay);
+    boost::system::error_code ec;
+    co_await retry.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    delay = std::min<std::chrono::seconds>(delay * 2, std::chrono::seconds(30));
+    auto now = store_.find(box.id);
+    if (!now || now->state != BoxState::kRunning || runtimes_.contains(box.id)) {
+      unrecorded_failures_.erase(box.id);
+      co_return;
+    }
+    box = *now;
   }
 }
 
@@ -890,6 +921,15 @@ asio::awaitable<Result<std::shared_ptr<BoxAgent>>> BoxService::agentFor(
                    fmt::format("Box {}'s agent is not connected ({}); hutch is stopping its VM: "
                                "start it again once 'hutch ls' shows it failed",
                                box.name, it->second->agent->closedError().message()));
+  }
+  if (auto lost = unrecorded_failures_.find(box.id); box.state == BoxState::kRunning &&
+                                                     it == runtimes_.end() &&
+                                                     lost != unrecorded_failures_.end()) {
+    co_return fail(Errc::kUnavailable,
+                   fmt::format("Box {} has failed ({}), which hutchd cannot record yet: free "
+                               "space on the filesystem of hutchd's state directory, then start "
+                               "it again",
+                               box.name, lost->second));
   }
   if (box.state == BoxState::kRunning && it != runtimes_.end() && !it->second->stalled.empty()) {
     co_return fail(Errc::kUnavailable, fmt::format("Box {} is {}", box.name, it->second->stalled));

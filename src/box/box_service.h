@@ -375,6 +375,10 @@ class BoxService {
   // kGuestSyncLimit is given up on (its `sync` killed), and the capture goes on, crash-consistent.
   asio::awaitable<void> flushGuest(const std::shared_ptr<guest::AgentClient>& agent,
                                    std::string_view box_name);
+  // readManifest and writeManifest on the worker pool: they read whole snapshot files (hashes).
+  asio::awaitable<Result<SnapshotManifest>> readManifestOffLoop(const std::filesystem::path& dir);
+  asio::awaitable<Result<>> writeManifestOffLoop(const std::filesystem::path& dir,
+                                                 const SnapshotManifest& manifest);
   // A running box's disk and RAM into `dir` and layers/: freezeDisk() then saveAndResume().
   asio::awaitable<Result<Capture>> capture(Box& box, Runtime& runtime,
                                            const std::filesystem::path& dir);
@@ -473,8 +477,18 @@ class BoxService {
   asio::awaitable<void> afterCapture(const std::string& key, const std::string& by);
   // Resumes a suspended box from its state, or boots it cold when that cannot be loaded.
   asio::awaitable<Result<Box>> resumeSuspended(Box box);
-  // Forgets a box's suspended state (record and files).
+  // Forgets a box's suspended state (record and files), and its parked connections.
   Result<> dropSuspend(const std::string& box_id);
+  // Connections through published ports across a suspend (docs/snapshots.md "Suspend"): parked
+  // in the agent before the guest stops, kept here while the box is suspended, resumed through
+  // the new agent once it is back (or through the old one if the suspend did not happen), and
+  // closed when it boots cold, is removed or is shut down.
+  asio::awaitable<void> parkConnections(const Box& box, Runtime& runtime);
+  // Marks a box whose VM ended unexpectedly failed, trying again while the database refuses.
+  asio::awaitable<void> recordFailure(Box box, std::string reason);
+  asio::awaitable<void> resumeConnections(const std::string& box_id,
+                                          std::shared_ptr<guest::AgentClient> agent);
+  void dropConnections(const std::string& box_id);
   // One idle check of a running box: whether it did work since the last one.
   asio::awaitable<void> sampleIdle(std::string box_id, std::shared_ptr<Runtime> runtime);
   std::chrono::milliseconds idlePauseOf(const Box& box) const;
@@ -499,6 +513,9 @@ class BoxService {
   ServiceConfig config_;
   storage::ImageCache image_cache_;
   std::map<std::string, std::shared_ptr<Runtime>> runtimes_;
+  std::map<std::string, std::vector<std::shared_ptr<guest::TcpStream>>> parked_;  // by box id
+  // Boxes whose VM ended while the database refused to record it (recordFailure), and why.
+  std::map<std::string, std::string> unrecorded_failures_;
   std::map<std::string, std::shared_ptr<Flight>> flights_;  // by template snapshot key
   // uid indices (jail::boxIds) of VMs with no box record: template VMs and the warm pool's.
   std::set<uint32_t> held_uid_indices_;

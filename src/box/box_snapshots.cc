@@ -88,7 +88,7 @@ asio::awaitable<Result<Snapshot>> BoxService::templateSnapshot(const storage::Te
   std::string key = templateSnapshotKey(tmpl.dir.string(), config.cpus, config.memory_mib);
   HUTCH_CO_TRY(auto existing, store_.findTemplateSnapshot(key));
   if (existing) {
-    auto manifest = readManifest(existing->dir);
+    auto manifest = co_await readManifestOffLoop(existing->dir);
     std::optional<std::string> why;
     if (!manifest) {
       why = manifest.error().describe();
@@ -353,7 +353,7 @@ asio::awaitable<Result<Snapshot>> BoxService::makeTemplateSnapshot(const storage
   manifest.layer = snap.layer.string();
   manifest.disk_bytes = fs::file_size(tmpl.rootfs, ec);
   manifest.created_at = snap.created_at;
-  auto written = writeManifest(snap.dir, manifest);
+  auto written = co_await writeManifestOffLoop(snap.dir, manifest);
   if (!written) {
     cleanup();
     co_return fail(written.error());
@@ -397,6 +397,21 @@ namespace {
 // hundreds of MiB dirty; a guest that takes longer is stuck (or hostile), not slow.
 constexpr auto kGuestSyncLimit = std::chrono::seconds(30);
 }  // namespace
+
+// The work is named before the co_await: GCC 12 destroys a temporary in a co_await expression
+// twice.
+asio::awaitable<Result<SnapshotManifest>> BoxService::readManifestOffLoop(const fs::path& dir) {
+  auto work = [dir] { return readManifest(dir); };
+  auto read = co_await event::offload(pool_, std::move(work));
+  co_return read;
+}
+
+asio::awaitable<Result<>> BoxService::writeManifestOffLoop(const fs::path& dir,
+                                                           const SnapshotManifest& manifest) {
+  auto work = [dir, manifest] { return writeManifest(dir, manifest); };
+  auto written = co_await event::offload(pool_, std::move(work));
+  co_return written;
+}
 
 asio::awaitable<void> BoxService::flushGuest(const std::shared_ptr<guest::AgentClient>& agent,
                                              std::string_view box_name) {
@@ -794,7 +809,11 @@ asio::awaitable<Result<std::vector<Box>>> BoxService::forkBox(const std::string&
     snap.layer = captured.layer;
     snap.size_bytes = captured.stats.bytes;
     auto manifest = manifestFor(parent, SnapshotKind::kFork, captured);
-    saved = manifest ? writeManifest(snap.dir, *manifest) : fail(manifest.error());
+    if (manifest) {
+      saved = co_await writeManifestOffLoop(snap.dir, *manifest);
+    } else {
+      saved = fail(manifest.error());
+    }
   }
   if (saved) saved = store_.insertSnapshot(snap);
   pending->finish(saved);
@@ -879,7 +898,7 @@ asio::awaitable<Result<Snapshot>> BoxService::checkpointBox(const std::string& k
   snap.layer = captured->layer;
   snap.size_bytes = allocatedBytes(snap.dir) + allocatedBytes(snap.layer);
   HUTCH_CO_TRY(SnapshotManifest manifest, manifestFor(box, SnapshotKind::kCheckpoint, *captured));
-  HUTCH_CO_TRY_VOID(writeManifest(snap.dir, manifest));
+  HUTCH_CO_TRY_VOID(co_await writeManifestOffLoop(snap.dir, manifest));
   fault::point("checkpoint.saved", runtime->vm ? runtime->vm->pid() : 0);
   HUTCH_CO_TRY_VOID(store_.insertSnapshot(snap));
   spdlog::info("box={} checkpoint {} in {} ms ({} MiB)", box.id, snap.name,
@@ -908,7 +927,7 @@ asio::awaitable<Result<Box>> BoxService::rollbackBox(const std::string& key,
                                                      const std::string& name) {
   HUTCH_CO_TRY(Box box, store_.find(key));
   HUTCH_CO_TRY(Snapshot snap, store_.findCheckpoint(box.id, name));
-  auto manifest = readManifest(snap.dir);
+  auto manifest = co_await readManifestOffLoop(snap.dir);
   if (!manifest) {
     co_return fail(Errc::kFailedPrecondition, fmt::format("Checkpoint {} cannot be restored: {}",
                                                           snap.name, manifest.error().describe()));

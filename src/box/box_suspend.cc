@@ -85,9 +85,12 @@ asio::awaitable<Result<Box>> BoxService::suspendBox(const std::string& key, std:
   // then has every file the box wrote. (A box paused for idleness wrote nothing for a long
   // while: the kernel flushed it.)
   if (!was_paused) co_await flushGuest(runtime->agent, box.name);
+  // (A box paused for idleness has no open connection: one would have been work.)
+  if (!was_paused) co_await parkConnections(box, *runtime);
   if (!was_paused) {
     if (auto paused = co_await runtime->vm->pause(); !paused) {
       removeQuietly(snap.dir);
+      co_await resumeConnections(box.id, runtime->agent);
       co_return fail(paused.error().withContext(fmt::format("Cannot suspend {}", box.name)));
     }
   }
@@ -99,7 +102,8 @@ asio::awaitable<Result<Box>> BoxService::suspendBox(const std::string& key, std:
     cap.disk_bytes = fs::file_size(chain->back(), ec);
   if (box.config.disk_mib != 0) cap.disk_bytes = box.config.disk_mib << 20;
   auto manifest = saved ? manifestFor(box, SnapshotKind::kSuspend, cap) : fail(saved.error());
-  Result<> kept = manifest ? writeManifest(snap.dir, *manifest) : fail(manifest.error());
+  Result<> kept = manifest ? ok() : fail(manifest.error());
+  if (kept) kept = co_await writeManifestOffLoop(snap.dir, *manifest);
   if (kept) {
     snap.size_bytes = allocatedBytes(snap.dir);
     kept = store_.insertSnapshot(snap);
@@ -111,6 +115,7 @@ asio::awaitable<Result<Box>> BoxService::suspendBox(const std::string& key, std:
       if (auto resumed = co_await runtime->vm->resume(); !resumed) {
         spdlog::error("box={} cannot resume: {}", box.id, resumed.error().describe());
       }
+      co_await resumeConnections(box.id, runtime->agent);
     }
     co_return fail(kept.error().withContext(fmt::format("Cannot suspend {}", box.name)));
   }
@@ -138,7 +143,7 @@ asio::awaitable<Result<Box>> BoxService::resumeSuspended(Box box) {
     why = found.error().describe();
   } else {
     const Snapshot snap = *found;
-    auto manifest = readManifest(snap.dir);
+    auto manifest = co_await readManifestOffLoop(snap.dir);
     if (!manifest) {
       why = manifest.error().describe();
     } else if (auto incompatible = incompatibility(*manifest, config_.env, box.config.cpus,
@@ -154,6 +159,9 @@ asio::awaitable<Result<Box>> BoxService::resumeSuspended(Box box) {
       spdlog::info("box={} resuming", box.id);
       auto resumed = co_await bootBox(box, &source);
       if (resumed) {
+        if (auto it = runtimes_.find(box.id); it != runtimes_.end() && it->second->agent) {
+          co_await resumeConnections(box.id, it->second->agent);
+        }
         (void)dropSuspend(box.id);
         co_return resumed;
       }
@@ -177,11 +185,56 @@ std::string BoxService::suspendedBy(const std::string& box_id) {
 }
 
 Result<> BoxService::dropSuspend(const std::string& box_id) {
+  dropConnections(box_id);
   auto found = store_.findSuspend(box_id);
   if (!found) return ok();
   HUTCH_TRY_VOID(store_.removeSnapshot(found->id));
   removeQuietly(found->dir);
   return ok();
+}
+
+asio::awaitable<void> BoxService::parkConnections(const Box& box, Runtime& runtime) {
+  if (!runtime.agent || !runtime.agent->isOpen()) co_return;
+  auto parked = co_await runtime.agent->parkTcpStreams(std::chrono::seconds(10));
+  if (!parked) {
+    // An older agent, or one that did not answer: its connections end with the suspend.
+    if (parked.error().code() != Errc::kUnsupported) {
+      spdlog::warn("box={} its open connections end with the suspend: {}", box.id,
+                   parked.error().describe());
+    }
+    co_return;
+  }
+  if (parked->empty()) co_return;
+  spdlog::info("box={} {} open connection(s) kept across the suspend", box.id, parked->size());
+  auto& kept = parked_[box.id];
+  kept.insert(kept.end(), parked->begin(), parked->end());
+}
+
+asio::awaitable<void> BoxService::resumeConnections(const std::string& box_id,
+                                                    std::shared_ptr<guest::AgentClient> agent) {
+  auto it = parked_.find(box_id);
+  if (it == parked_.end()) co_return;
+  auto streams = std::move(it->second);
+  parked_.erase(it);
+  size_t resumed = 0;
+  for (const auto& stream : streams) {
+    if (stream->ended()) continue;  // its user closed it meanwhile
+    auto going = co_await agent->resumeTcpStream(stream, std::chrono::seconds(10));
+    if (going) {
+      ++resumed;
+    } else {
+      spdlog::warn("box={} a connection kept across the suspend ends: {}", box_id,
+                   going.error().describe());
+    }
+  }
+  if (resumed > 0) spdlog::info("box={} {} connection(s) resumed", box_id, resumed);
+}
+
+void BoxService::dropConnections(const std::string& box_id) {
+  auto it = parked_.find(box_id);
+  if (it == parked_.end()) return;
+  for (const auto& stream : it->second) stream->close();  // their relays reset their clients
+  parked_.erase(it);
 }
 
 asio::awaitable<Result<Box>> BoxService::pause(const std::string& key) {

@@ -92,12 +92,24 @@ class PortForwards::Listener : public std::enable_shared_from_this<PortForwards:
 
   void start() { asio::co_spawn(acceptor_.get_executor(), acceptLoop(), asio::detached); }
 
+  // Stops accepting and ends the connections, but for those parked across a suspend (they go
+  // on once the box is resumed, or end when it is not: BoxService decides).
   void close() {
-    if (closed_) return;
-    closed_ = true;
-    boost::system::error_code ec;
-    acceptor_.close(ec);
+    if (!closed_) {
+      closed_ = true;
+      boost::system::error_code ec;
+      acceptor_.close(ec);
+    }
     // Copied: abort() ends pumps, which erase themselves.
+    auto relays = relays_;
+    for (const auto& relay : relays) {
+      if (!relay->stream || !relay->stream->parked()) relay->abort();
+    }
+  }
+
+  // Ends every connection, parked ones too.
+  void abortAll() {
+    close();
     auto relays = relays_;
     for (const auto& relay : relays) relay->abort();
   }
@@ -261,6 +273,12 @@ PortStatus PortForwards::statusOf(const PortForward& forward) const {
     status.connections = it->second->connections();
     status.accepted = it->second->accepted();
   }
+  // Connections kept across a suspend belong to the listener from before it.
+  for (auto [it, end] = retired_.equal_range(forward.box_id); it != end; ++it) {
+    if (keyOf(it->second->forward()) == keyOf(forward)) {
+      status.connections += it->second->connections();
+    }
+  }
   if (auto it = errors_.find(keyOf(forward)); it != errors_.end()) status.error = it->second;
   return status;
 }
@@ -365,9 +383,12 @@ void PortForwards::openFor(const std::string& box_id) {
 }
 
 void PortForwards::closeFor(const std::string& box_id) {
+  std::erase_if(retired_, [](const auto& entry) { return entry.second->connections() == 0; });
   for (auto it = listeners_.begin(); it != listeners_.end();) {
     if (it->second->forward().box_id == box_id) {
       it->second->close();
+      // Connections parked across a suspend outlive their listener.
+      if (it->second->connections() > 0) retired_.emplace(box_id, it->second);
       errors_.erase(it->first);
       it = listeners_.erase(it);
     } else {
@@ -389,8 +410,10 @@ void PortForwards::openRunning() {
 }
 
 void PortForwards::closeAll() {
-  for (auto& [key, listener] : listeners_) listener->close();
+  for (auto& [key, listener] : listeners_) listener->abortAll();
+  for (auto& [box_id, listener] : retired_) listener->abortAll();
   listeners_.clear();
+  retired_.clear();
   errors_.clear();
 }
 
@@ -423,11 +446,16 @@ size_t PortForwards::openConnections(const std::string& box_id) const {
   for (const auto& [key, listener] : listeners_) {
     if (listener->forward().box_id == box_id) open += listener->connections();
   }
+  for (auto [it, end] = retired_.equal_range(box_id); it != end; ++it) {
+    open += it->second->connections();
+  }
   return open;
 }
 
 void PortForwards::boxRemoved(const std::string& box_id) {
   closeFor(box_id);
+  for (auto [it, end] = retired_.equal_range(box_id); it != end; ++it) it->second->abortAll();
+  retired_.erase(box_id);
   if (auto removed = store_.removePorts(box_id); !removed) {
     spdlog::warn("box={} cannot delete its published ports: {}", box_id,
                  removed.error().describe());

@@ -7,6 +7,8 @@
 // box becomes running (create, start, rollback, and for every running box after a hutchd
 // restart: openRunning) and close when it stops, fails or is removed; removing the box deletes
 // its forwards. A fork does not inherit its parent's forwards (the host ports are taken).
+// A suspend keeps the open connections (BoxService parks their agent streams): the listener
+// closes, its parked connections wait and go on when the box is resumed.
 // Single-threaded: everything runs on the daemon's loop.
 #pragma once
 
@@ -73,6 +75,8 @@ class PortForwards : public BoxObserver {
   BoxService& service_;
   std::map<Key, std::shared_ptr<Listener>> listeners_;
   std::map<Key, std::string> errors_;  // forwards of running boxes whose bind failed
+  // Closed listeners whose connections were parked across their box's suspend, by box id.
+  std::multimap<std::string, std::shared_ptr<Listener>> retired_;
 };
 
 }  // namespace hutch::box

@@ -3,11 +3,15 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <openssl/evp.h>
+#include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <array>
 #include <fstream>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "base/unique_fd.h"
@@ -68,6 +72,7 @@ nlohmann::json SnapshotManifest::toJson() const {
           {"disk_bytes", disk_bytes},
           {"created_at", created_at},
           {"files", file_sizes},
+          {"files_xxh3", file_hashes},
           {"state_sha256", state_sha256}};
 }
 
@@ -100,6 +105,8 @@ Result<SnapshotManifest> SnapshotManifest::fromJson(const nlohmann::json& json) 
     m.created_at = json.value("created_at", int64_t{0});
     if (json.contains("files"))
       m.file_sizes = json.at("files").get<std::map<std::string, uint64_t>>();
+    if (json.contains("files_xxh3"))
+      m.file_hashes = json.at("files_xxh3").get<std::map<std::string, std::string>>();
     m.state_sha256 = json.value("state_sha256", "");
   } catch (const nlohmann::json::exception& e) {
     return fail(Errc::kInvalidArgument, fmt::format("Bad snapshot manifest: {}", e.what()));
@@ -165,6 +172,21 @@ std::filesystem::path snapshotFile(const std::filesystem::path& dir, const Snaps
   return dir / name;
 }
 
+// Feeds fd's content from where it is to its end to `consume`, a MiB at a time.
+Result<> readWhole(int fd, const std::filesystem::path& path,
+                   const std::function<void(const char*, size_t)>& consume) {
+  std::vector<char> buffer(1 << 20);
+  while (true) {
+    ssize_t n = ::read(fd, buffer.data(), buffer.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return fail(sysError("Cannot read " + path.string(), errno));
+    }
+    if (n == 0) return ok();
+    consume(buffer.data(), static_cast<size_t>(n));
+  }
+}
+
 Result<std::string> sha256File(const std::filesystem::path& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) return fail(sysError("Cannot open " + path.string(), errno));
@@ -172,16 +194,9 @@ Result<std::string> sha256File(const std::filesystem::path& path) {
   if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) {
     return fail(Errc::kInternal, "Cannot start a SHA-256 digest");
   }
-  std::vector<char> buffer(1 << 20);
-  while (true) {
-    ssize_t n = ::read(fd.get(), buffer.data(), buffer.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return fail(sysError("Cannot read " + path.string(), errno));
-    }
-    if (n == 0) break;
-    EVP_DigestUpdate(ctx.get(), buffer.data(), static_cast<size_t>(n));
-  }
+  HUTCH_TRY_VOID(readWhole(fd.get(), path, [&ctx](const char* data, size_t size) {
+    EVP_DigestUpdate(ctx.get(), data, size);
+  }));
   std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
   unsigned int length = 0;
   EVP_DigestFinal_ex(ctx.get(), digest.data(), &length);
@@ -189,6 +204,77 @@ Result<std::string> sha256File(const std::filesystem::path& path) {
   for (unsigned int i = 0; i < length; ++i) hex += fmt::format("{:02x}", digest[i]);
   return hex;
 }
+
+// What a file was when its hash was last computed in this process. Every write changes the
+// mtime or the ctime (and a replacement the inode), so the same stamp means the same content
+// as far as the filesystem knows: a big snapshot file is hashed once per hutchd, not on every
+// restore from it.
+struct FileStamp {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  off_t size = 0;
+  int64_t mtime_ns = 0;
+  int64_t ctime_ns = 0;
+  bool operator==(const FileStamp&) const = default;
+};
+
+Result<FileStamp> stampOf(int fd, const std::filesystem::path& path) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return fail(sysError("Cannot stat " + path.string(), errno));
+  auto ns = [](const timespec& t) { return int64_t{t.tv_sec} * 1'000'000'000 + t.tv_nsec; };
+  return FileStamp{st.st_dev, st.st_ino, st.st_size, ns(st.st_mtim), ns(st.st_ctim)};
+}
+
+class HashCache {
+ public:
+  std::optional<std::string> find(const std::string& path, const FileStamp& stamp) {
+    std::lock_guard lock(mutex_);
+    auto it = entries_.find(path);
+    if (it == entries_.end() || !(it->second.first == stamp)) return std::nullopt;
+    return it->second.second;
+  }
+  void put(const std::string& path, const FileStamp& stamp, std::string hash) {
+    std::lock_guard lock(mutex_);
+    if (entries_.size() >= 4096) entries_.clear();  // a bound; forgetting costs only a rehash
+    entries_[path] = {stamp, std::move(hash)};
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<std::string, std::pair<FileStamp, std::string>> entries_;
+};
+
+HashCache& hashCache() {
+  static HashCache cache;
+  return cache;
+}
+
+}  // namespace
+
+Result<std::string> xxh3File(const std::filesystem::path& path, bool use_cache) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return fail(sysError("Cannot open " + path.string(), errno));
+  HUTCH_TRY(FileStamp before, stampOf(fd.get(), path));
+  if (use_cache) {
+    if (auto known = hashCache().find(path.string(), before)) return *known;
+  }
+  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(),
+                                                                 XXH3_freeState);
+  if (!state || XXH3_128bits_reset(state.get()) != XXH_OK) {
+    return fail(Errc::kInternal, "Cannot start an XXH3 hash");
+  }
+  HUTCH_TRY_VOID(readWhole(fd.get(), path, [&state](const char* data, size_t size) {
+    XXH3_128bits_update(state.get(), data, size);
+  }));
+  const XXH128_hash_t hash = XXH3_128bits_digest(state.get());
+  std::string hex = fmt::format("{:016x}{:016x}", hash.high64, hash.low64);
+  // Written to while it was read: the hash means nothing, and is not kept.
+  HUTCH_TRY(FileStamp after, stampOf(fd.get(), path));
+  if (after == before) hashCache().put(path.string(), after, hex);
+  return hex;
+}
+
+namespace {
 
 Result<> checkFiles(const std::filesystem::path& dir, const SnapshotManifest& m) {
   for (const auto& [name, size] : m.file_sizes) {
@@ -207,6 +293,17 @@ Result<> checkFiles(const std::filesystem::path& dir, const SnapshotManifest& m)
                               dir.filename().string(), name, file.string(), now, size));
     }
   }
+  for (const auto& [name, expected] : m.file_hashes) {
+    std::filesystem::path file = snapshotFile(dir, m, name);
+    HUTCH_TRY(std::string now, xxh3File(file));
+    if (now != expected) {
+      return fail(Errc::kFailedPrecondition,
+                  fmt::format("Snapshot {}: its {} file {} is not what was saved (its content "
+                              "changed since: XXH3 {}, {} when it was made): it cannot be "
+                              "restored",
+                              dir.filename().string(), name, file.string(), now, expected));
+    }
+  }
   if (!m.state_sha256.empty()) {
     HUTCH_TRY(std::string now, sha256File(dir / "state"));
     if (now != m.state_sha256) {
@@ -222,6 +319,12 @@ Result<> checkFiles(const std::filesystem::path& dir, const SnapshotManifest& m)
 }  // namespace
 
 Result<SnapshotManifest> readManifest(const std::filesystem::path& dir) {
+  HUTCH_TRY(SnapshotManifest manifest, loadManifest(dir));
+  HUTCH_TRY_VOID(checkFiles(dir, manifest));
+  return manifest;
+}
+
+Result<SnapshotManifest> loadManifest(const std::filesystem::path& dir) {
   std::filesystem::path file = dir / "manifest.json";
   HUTCH_TRY(std::string text, sys::readFile(file, 1 << 20));
   auto json = nlohmann::json::parse(text, nullptr, false);
@@ -230,13 +333,13 @@ Result<SnapshotManifest> readManifest(const std::filesystem::path& dir) {
   }
   auto manifest = SnapshotManifest::fromJson(json);
   if (!manifest) return fail(manifest.error().withContext(file.string()));
-  HUTCH_TRY_VOID(checkFiles(dir, *manifest));
   return manifest;
 }
 
 Result<> writeManifest(const std::filesystem::path& dir, const SnapshotManifest& manifest) {
   SnapshotManifest m = manifest;
   m.file_sizes.clear();
+  m.file_hashes.clear();
   m.state_sha256.clear();
   for (const std::string name : {"state", "memory", "layer"}) {
     // A suspended box's disk is its own, not frozen: it changes with the box (a checkpoint of
@@ -246,11 +349,10 @@ Result<> writeManifest(const std::filesystem::path& dir, const SnapshotManifest&
     std::error_code ec;
     if (path.empty() || !std::filesystem::is_regular_file(path, ec)) continue;
     uint64_t size = std::filesystem::file_size(path, ec);
-    if (!ec) m.file_sizes[name] = size;
-  }
-  if (auto it = m.file_sizes.find("state");
-      it != m.file_sizes.end() && it->second <= kHashedStateMax) {
-    HUTCH_TRY(m.state_sha256, sha256File(dir / "state"));
+    if (ec) continue;
+    m.file_sizes[name] = size;
+    // Not from the cache: this is the content the manifest vouches for.
+    HUTCH_TRY(m.file_hashes[name], xxh3File(path, /*use_cache=*/false));
   }
   return sys::writeFileAtomic(dir / "manifest.json", m.toJson().dump(2) + "\n");
 }

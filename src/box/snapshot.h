@@ -81,12 +81,12 @@ struct SnapshotManifest {
   std::string layer;      // the frozen disk layer
   uint64_t disk_bytes = 0;
   int64_t created_at = 0;
-  // What the files were when the manifest was written (writeManifest fills these): the sizes of
-  // "state", "memory" (in the directory) and "layer" (frozen layers only: not a suspended box's
-  // own disk), and the SHA-256 of "state" when it is
-  // small enough to hash on every restore (device state without the RAM). Empty in manifests
-  // of hutchd versions before them: nothing to check.
+  // What the files were when the manifest was written (writeManifest fills these): the sizes
+  // and XXH3-128 hashes (hex) of "state", "memory" (in the directory) and "layer" (frozen
+  // layers only: not a suspended box's own disk). Manifests of earlier hutchd versions have
+  // sizes only, or none, and the SHA-256 of a small "state": what is there is checked.
   std::map<std::string, uint64_t> file_sizes;
+  std::map<std::string, std::string> file_hashes;
   std::string state_sha256;
 
   nlohmann::json toJson() const;
@@ -100,15 +100,23 @@ std::optional<std::string> incompatibility(const SnapshotManifest& manifest, con
                                            unsigned cpus, uint64_t memory_mib);
 
 // Reads <dir>/manifest.json and checks the snapshot's files against it: a file that is missing,
-// truncated or grown, or a state whose content changed, is kFailedPrecondition saying what differs
-// (a disk that filled up while it was written, a file damaged since): such a snapshot is never
-// restored.
+// truncated or grown, or whose content changed, is kFailedPrecondition saying what differs (a
+// disk that filled up while it was written, a file damaged since): such a snapshot is never
+// restored. The content is hashed once per file per hutchd (xxh3File's cache), so this reads
+// whole files: call it off the event loop (event::offload).
 Result<SnapshotManifest> readManifest(const std::filesystem::path& dir);
-// Writes <dir>/manifest.json (atomically), with the sizes (and the state's hash) of the files
-// as they are now: call it once they are complete.
+// Only reads <dir>/manifest.json, for what it says (which build a snapshot stands on): no file
+// is checked.
+Result<SnapshotManifest> loadManifest(const std::filesystem::path& dir);
+// Writes <dir>/manifest.json (atomically), with the sizes and hashes of the files as they are
+// now: call it once they are complete, off the event loop (it reads them whole).
 Result<> writeManifest(const std::filesystem::path& dir, const SnapshotManifest& manifest);
-// The state files up to this size are hashed (SHA-256) into the manifest and checked.
-inline constexpr uint64_t kHashedStateMax = 64ULL << 20;
+// The XXH3-128 hash of a file's content, in hex. XXH3, not a cryptographic hash: what it guards
+// against is damage (a full disk, a bad block, a stray write), not forgery (the files are
+// root's), and it reads a 512 MiB memory file at memory speed. With use_cache, a file whose
+// device, inode, size, mtime and ctime are what they were when this process last hashed it is
+// not read again. Thread-safe.
+Result<std::string> xxh3File(const std::filesystem::path& path, bool use_cache = true);
 
 // Template snapshots are looked up by what a restore must match besides the host.
 std::string templateSnapshotKey(const std::string& image_dir, unsigned cpus, uint64_t memory_mib);

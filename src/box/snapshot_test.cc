@@ -134,8 +134,15 @@ TEST_F(SnapshotFilesTest, ManifestFileRoundTripAndCorruption) {
 
 TEST_F(SnapshotFilesTest, DamagedFilesAreRefusedSayingWhatChanged) {
   // A snapshot as hutchd leaves it: state, memory and a layer, then the manifest.
+  // Rewritten in place (same inode, maybe within the same timestamp tick): moved a second on,
+  // as any later write would be, so the hash cache sees a changed file.
   auto write = [](const std::filesystem::path& path, const std::string& content) {
+    const bool existed = std::filesystem::exists(path);
     std::ofstream(path, std::ios::binary) << content;
+    if (existed) {
+      std::filesystem::last_write_time(
+          path, std::filesystem::last_write_time(path) + std::chrono::seconds(1));
+    }
   };
   write(dir_ / "state", std::string(4096, 's'));
   write(dir_ / "memory", std::string(8192, 'm'));
@@ -147,7 +154,9 @@ TEST_F(SnapshotFilesTest, DamagedFilesAreRefusedSayingWhatChanged) {
   ASSERT_TRUE(read) << read.error().describe();
   EXPECT_EQ(read->file_sizes,
             (std::map<std::string, uint64_t>{{"layer", 1024}, {"memory", 8192}, {"state", 4096}}));
-  EXPECT_EQ(read->state_sha256.size(), 64U);
+  ASSERT_EQ(read->file_hashes.size(), 3U);
+  for (const auto& [name, hash] : read->file_hashes) EXPECT_EQ(hash.size(), 32U) << name;
+  EXPECT_TRUE(read->state_sha256.empty());
 
   // A memory file cut short (a disk that filled up): refused, naming the file and both sizes.
   std::filesystem::resize_file(dir_ / "memory", 4000);
@@ -160,12 +169,24 @@ TEST_F(SnapshotFilesTest, DamagedFilesAreRefusedSayingWhatChanged) {
   write(dir_ / "memory", std::string(8192, 'm'));
   ASSERT_TRUE(readManifest(dir_));
 
-  // A state of the same size with one byte changed: its hash tells.
-  write(dir_ / "state", std::string(4095, 's') + "x");
-  auto changed = readManifest(dir_);
-  ASSERT_FALSE(changed);
-  EXPECT_NE(changed.error().message().find("state file's content"), std::string::npos);
-  write(dir_ / "state", std::string(4096, 's'));
+  // A file of the same size with one byte changed: its hash tells, for each of the three.
+  const std::map<std::string, std::pair<std::filesystem::path, std::string>> files = {
+      {"state", {dir_ / "state", std::string(4096, 's')}},
+      {"memory", {dir_ / "memory", std::string(8192, 'm')}},
+      {"layer", {dir_ / "layer.qcow2", std::string(1024, 'l')}}};
+  for (const auto& [name, file] : files) {
+    const auto& [path, content] = file;
+    write(path, content.substr(0, content.size() - 1) + "x");
+    auto changed = readManifest(dir_);
+    ASSERT_FALSE(changed) << name;
+    EXPECT_EQ(changed.error().code(), Errc::kFailedPrecondition);
+    EXPECT_NE(changed.error().message().find("its " + name + " file"), std::string::npos)
+        << changed.error().message();
+    EXPECT_NE(changed.error().message().find("content changed"), std::string::npos)
+        << changed.error().message();
+    write(path, content);
+    ASSERT_TRUE(readManifest(dir_)) << name;
+  }
 
   // A layer that is gone.
   std::filesystem::remove(dir_ / "layer.qcow2");
@@ -197,6 +218,19 @@ TEST_F(SnapshotFilesTest, ManifestsFromBeforeTheChecksAreReadAsTheyAre) {
   auto read = readManifest(dir_);
   ASSERT_TRUE(read) << read.error().describe();
   EXPECT_TRUE(read->file_sizes.empty());
+  EXPECT_TRUE(read->file_hashes.empty());
+}
+
+TEST_F(SnapshotFilesTest, ASmallStatesSha256FromAnEarlierHutchdIsStillChecked) {
+  std::ofstream(dir_ / "state") << "device state";
+  ASSERT_TRUE(writeManifest(dir_, manifest()));
+  auto json = nlohmann::json::parse(std::ifstream(dir_ / "manifest.json"));
+  json.erase("files_xxh3");
+  json["state_sha256"] = std::string(64, '0');  // not the state's
+  std::ofstream(dir_ / "manifest.json") << json.dump();
+  auto read = readManifest(dir_);
+  ASSERT_FALSE(read);
+  EXPECT_NE(read.error().message().find("SHA-256"), std::string::npos) << read.error().message();
 }
 
 TEST_F(SnapshotFilesTest, FollowsQcow2BackingChains) {

@@ -287,7 +287,7 @@ Result<std::map<std::string, std::string>> TemplateService::imagesInUse() {
   HUTCH_TRY(std::vector<Snapshot> snapshots, boxes_.listSnapshots());
   for (const Snapshot& snap : snapshots) {
     if (snap.kind == SnapshotKind::kTemplate) continue;
-    if (auto manifest = readManifest(snap.dir)) {
+    if (auto manifest = loadManifest(snap.dir)) {
       note(manifest->image_dir, fmt::format("{} snapshot {}", snapshotKindName(snap.kind),
                                             snap.name.empty() ? snap.id : snap.name));
     }

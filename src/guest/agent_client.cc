@@ -3,6 +3,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <set>
 #include <vector>
 
 #include "proto/identity.h"
@@ -490,6 +491,78 @@ asio::awaitable<Result<std::shared_ptr<TcpStream>>> AgentClient::connect(
   co_return fail(Errc::kTimeout, "Connecting to port " + std::to_string(port) +
                                      " in the box took longer than " +
                                      std::to_string(timeout.count()) + " ms");
+}
+
+asio::awaitable<Result<std::vector<std::shared_ptr<TcpStream>>>> AgentClient::parkTcpStreams(
+    std::chrono::milliseconds timeout) {
+  auto self = shared_from_this();
+  if (!open_) co_return fail(closedError());
+  if (!hello_ack_) co_return fail(Errc::kFailedPrecondition, "Call handshake() first");
+  if (!hello_ack_->hasCapability("park")) {
+    co_return fail(Errc::kUnsupported,
+                   "This box's agent cannot keep connections across a suspend (no \"park\" "
+                   "capability); rebuild its image with a newer hutch-agent");
+  }
+  // Parked here first: from the kPark on, nothing more is sent on them.
+  std::vector<std::shared_ptr<TcpStream>> parked;
+  for (const auto& [id, weak] : streams_) {
+    auto tcp = std::dynamic_pointer_cast<TcpStream>(weak.lock());
+    if (!tcp || tcp->ended_) continue;
+    tcp->park();
+    parked.push_back(std::move(tcp));
+  }
+  const std::string payload = "{}";
+  auto answer = co_await request(FrameType::kPark, payload, timeout);
+  auto result = answer ? proto::decodeMessage<proto::ParkResult>(*answer)
+                       : Result<proto::ParkResult>(fail(answer.error()));
+  if (!result) {
+    for (const auto& tcp : parked) tcp->close();
+    co_return fail(result.error().withContext("Parking the box's TCP connections"));
+  }
+  const std::set<uint32_t> ids(result->streams.begin(), result->streams.end());
+  std::erase_if(parked, [&ids](const std::shared_ptr<TcpStream>& tcp) {
+    if (tcp->ended_) return true;
+    if (ids.contains(tcp->stream_)) return false;
+    tcp->close();  // not parked by the agent, yet not ended: it cannot go on
+    return true;
+  });
+  co_return parked;
+}
+
+asio::awaitable<Result<>> AgentClient::resumeTcpStream(std::shared_ptr<TcpStream> stream,
+                                                       std::chrono::milliseconds timeout) {
+  auto self = shared_from_this();
+  auto failed = [&stream](Error error) -> Result<> {
+    stream->close();
+    return fail(std::move(error));
+  };
+  if (!stream->parked_ || stream->ended_) {
+    co_return fail(Errc::kFailedPrecondition, "The connection is not parked");
+  }
+  if (!open_) co_return failed(closedError());
+  if (!hello_ack_) co_return failed(Error(Errc::kFailedPrecondition, "Call handshake() first"));
+  if (!hello_ack_->hasCapability("park")) {
+    co_return failed(Error(Errc::kUnsupported, "This box's agent cannot resume connections"));
+  }
+  const uint32_t parked_id = stream->stream_;
+  stream->client_->forget(parked_id);
+  const uint32_t id = allocateStream();
+  stream->client_ = self;
+  stream->stream_ = id;
+  stream->connected_ = false;
+  streams_[id] = stream;
+  send(FrameType::kResume, id, proto::encodeMessage(proto::ResumeRequest{parked_id}));
+  const auto deadline = Clock::now() + timeout;
+  while (!stream->connected_ && !stream->ended_ && Clock::now() < deadline) {
+    co_await stream->changed_.waitUntil(deadline);
+  }
+  if (stream->connected_) {
+    stream->unpark();
+    co_return ok();
+  }
+  if (stream->error_) co_return failed(*stream->error_);
+  co_return failed(Error(Errc::kTimeout, "The agent did not resume the connection within " +
+                                             std::to_string(timeout.count()) + " ms"));
 }
 
 }  // namespace hutch::guest

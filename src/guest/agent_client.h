@@ -25,6 +25,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "base/result.h"
 #include "event/async_event.h"
@@ -107,6 +108,20 @@ class AgentClient : public std::enable_shared_from_this<AgentClient> {
   boost::asio::awaitable<Result<std::shared_ptr<TcpStream>>> connect(
       uint16_t port, std::string address = "127.0.0.1",
       std::chrono::milliseconds timeout = std::chrono::seconds(15));
+
+  // Before the box is suspended (docs/protocol.md "Parking"): every open TCP stream of this
+  // client stops, here and in the agent, with nothing in flight either way, and outlives this
+  // client; returned are the streams parked. Their users (a port forward's relay) simply wait.
+  // kUnsupported without the agent's "park" capability (nothing is parked). When the agent
+  // does not answer, the streams are closed (their peers see a reset) and the error returned.
+  boost::asio::awaitable<Result<std::vector<std::shared_ptr<TcpStream>>>> parkTcpStreams(
+      std::chrono::milliseconds timeout);
+
+  // Makes a parked stream go on through this client (the resumed box's, or the same one when
+  // the suspend did not happen), under a new stream id. kNotFound when the agent no longer has
+  // it (the box booted cold, or the agent reset it), kTimeout; on error the stream is ended.
+  boost::asio::awaitable<Result<>> resumeTcpStream(std::shared_ptr<TcpStream> stream,
+                                                   std::chrono::milliseconds timeout);
 
   // The detached processes of the box: running ones and the last 100 that ended, oldest first.
   boost::asio::awaitable<Result<proto::ProcessList>> listProcesses(

@@ -389,5 +389,94 @@ TEST_F(AgentClientTest, LosingTheAgentEndsOpenConnections) {
   });
 }
 
+// A suspend in the middle of a transfer both ways: the stream is parked while data flows, its
+// client goes away (QEMU exits), a new client resumes it, and the echo is byte-exact.
+TEST_F(AgentClientTest, AParkedConnectionGoesOnThroughANewClientWithNothingLost) {
+  LoopbackServer server(io_, echo);
+  run([&]() -> asio::awaitable<void> {
+    auto first = co_await connect();
+    CO_ASSERT_TRUE(first);
+    EXPECT_TRUE(first->helloAck()->hasCapability("park"));
+    auto connected = co_await first->connect(server.port());
+    CO_ASSERT_TRUE(connected) << connected.error().describe();
+    std::shared_ptr<TcpStream> stream = *connected;
+    const std::string data = randomBytes(size_t{8} << 20, 7);
+    bool written = false;
+    asio::co_spawn(
+        co_await asio::this_coro::executor,
+        [stream, &data, &written]() -> asio::awaitable<void> {
+          auto result = co_await stream->write(data);
+          EXPECT_TRUE(result) << result.error().describe();
+          EXPECT_TRUE(stream->shutdownWrite());
+          written = true;
+        },
+        asio::detached);
+    std::string echoed;
+    while (echoed.size() < (size_t{1} << 20)) {
+      auto bytes = co_await stream->read();
+      CO_ASSERT_TRUE(bytes) << bytes.error().describe();
+      echoed += *bytes;
+    }
+    auto parked = co_await first->parkTcpStreams(30s);
+    CO_ASSERT_TRUE(parked) << parked.error().describe();
+    CO_ASSERT_EQ(parked->size(), 1u);
+    EXPECT_EQ(parked->front(), stream);
+    EXPECT_TRUE(stream->parked());
+    first->close();  // the box's QEMU exits: the stream waits
+    co_await sleepFor(300ms);
+    EXPECT_FALSE(stream->ended());
+    EXPECT_FALSE(written);
+
+    auto second = co_await connect();
+    CO_ASSERT_TRUE(second);
+    auto resumed = co_await second->resumeTcpStream(stream, 30s);
+    CO_ASSERT_TRUE(resumed) << resumed.error().describe();
+    EXPECT_FALSE(stream->parked());
+    auto rest = co_await readAll(*stream);
+    CO_ASSERT_TRUE(rest) << rest.error().describe();
+    echoed += *rest;
+    EXPECT_TRUE(written);
+    EXPECT_EQ(echoed.size(), data.size());
+    EXPECT_TRUE(echoed == data);
+    EXPECT_TRUE(co_await stream->done());
+    // Once resumed it is gone from the agent's parked ones.
+    auto again = co_await second->parkTcpStreams(30s);
+    CO_ASSERT_TRUE(again);
+    EXPECT_TRUE(again->empty());
+  });
+}
+
+// A parked stream whose agent lost it (the box booted cold): resuming fails with kNotFound and
+// ends the stream; closing a parked stream ends it here at once.
+TEST_F(AgentClientTest, AParkedConnectionTheAgentLostEndsWhenResumed) {
+  LoopbackServer server(io_, echo);
+  run([&]() -> asio::awaitable<void> {
+    auto first = co_await connect();
+    CO_ASSERT_TRUE(first);
+    auto a = co_await first->connect(server.port());
+    auto b = co_await first->connect(server.port());
+    CO_ASSERT_TRUE(a && b);
+    auto parked = co_await first->parkTcpStreams(30s);
+    CO_ASSERT_TRUE(parked) << parked.error().describe();
+    EXPECT_EQ(parked->size(), 2u);
+    first->close();
+    agent_->kill();  // a cold boot: a new agent, which parked nothing
+    agent_ = std::move(*AgentProcess::start());
+    auto second = co_await connect();
+    CO_ASSERT_TRUE(second);
+    auto resumed = co_await second->resumeTcpStream(*a, 30s);
+    CO_ASSERT_FALSE(resumed);
+    EXPECT_EQ(resumed.error().code(), Errc::kNotFound) << resumed.error().describe();
+    EXPECT_TRUE((*a)->ended());
+    auto read = co_await (*a)->read();
+    EXPECT_FALSE(read);
+    (*b)->close();
+    EXPECT_TRUE((*b)->ended());
+    auto refused = co_await second->resumeTcpStream(*b, 30s);
+    EXPECT_EQ(refused.error().code(), Errc::kFailedPrecondition);
+    EXPECT_TRUE(co_await second->ping(30s));
+  });
+}
+
 }  // namespace
 }  // namespace hutch::guest

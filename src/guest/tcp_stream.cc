@@ -25,7 +25,7 @@ TcpStream::TcpStream(std::shared_ptr<AgentClient> client, uint32_t stream)
       send_credit_(proto::kInitialWindow) {}
 
 TcpStream::~TcpStream() {
-  if (!ended_ && client_->isOpen()) client_->send(FrameType::kClose, stream_, {});
+  if (!ended_ && !parked_ && client_->isOpen()) client_->send(FrameType::kClose, stream_, {});
   client_->forget(stream_);
 }
 
@@ -37,6 +37,7 @@ void TcpStream::end(std::optional<Error> error) {
 }
 
 void TcpStream::onStreamClosed(const Error& error) {
+  if (parked_) return;  // the box is being suspended: the stream waits for its resumed client
   end(error.code() == Errc::kCancelled
           ? error
           : Error(Errc::kUnavailable, "Lost the connection to the agent: " + error.message()));
@@ -88,7 +89,7 @@ asio::awaitable<Result<std::string>> TcpStream::read() {
       std::string bytes = std::move(data_.front());
       data_.pop_front();
       ungranted_ += bytes.size();
-      if (ungranted_ >= kGrantBatch && !ended_ && !peer_eof_) {
+      if (ungranted_ >= kGrantBatch && !ended_ && !peer_eof_ && !parked_) {
         receive_window_ += ungranted_;
         client_->send(FrameType::kWindow, stream_,
                       proto::encodeWindow(static_cast<uint32_t>(ungranted_)));
@@ -108,21 +109,64 @@ asio::awaitable<Result<>> TcpStream::write(std::string_view bytes) {
   const std::function<Result<>()> usable = [this]() -> Result<> {
     if (error_) return fail(*error_);
     if (ended_) return fail(Errc::kFailedPrecondition, "The connection has ended");
+    if (parked_) return fail(Errc::kUnavailable, "The connection is parked");
     return ok();
   };
-  co_return co_await client_->sendWithCredit(
-      FrameType::kData, stream_, bytes, proto::kMaxDataPayload, send_credit_, changed_, usable);
+  size_t offset = 0;
+  while (true) {
+    // A parked stream sends nothing until it is resumed, on whichever client that is.
+    while (parked_ && !ended_) co_await changed_.wait();
+    uint64_t sent = 0;
+    auto client = client_;
+    auto result = co_await client->sendWithCredit(FrameType::kData, stream_, bytes.substr(offset),
+                                                  proto::kMaxDataPayload, send_credit_, changed_,
+                                                  usable, &sent);
+    offset += sent;
+    if (result || !parked_ || ended_) co_return result;
+  }
 }
 
 Result<> TcpStream::shutdownWrite() {
   if (write_shut_) return ok();
   write_shut_ = true;
-  if (!ended_) client_->send(FrameType::kEof, stream_, {});
+  if (parked_) {
+    eof_held_ = true;
+  } else if (!ended_) {
+    client_->send(FrameType::kEof, stream_, {});
+  }
   return ok();
+}
+
+void TcpStream::park() {
+  parked_ = true;
+  changed_.notify();  // a write() waiting for window now waits for the resume instead
+}
+
+void TcpStream::unpark() {
+  parked_ = false;
+  if (!ended_) {
+    if (eof_held_) client_->send(FrameType::kEof, stream_, {});
+    if (ungranted_ > 0 && !peer_eof_) {
+      receive_window_ += ungranted_;
+      client_->send(FrameType::kWindow, stream_,
+                    proto::encodeWindow(static_cast<uint32_t>(ungranted_)));
+      ungranted_ = 0;
+    }
+  }
+  eof_held_ = false;
+  changed_.notify();
 }
 
 void TcpStream::close() {
   if (ended_) return;
+  if (parked_) {
+    // Nothing reaches the agent now; its parked end is reset when no host resumes it.
+    parked_ = false;
+    client_->forget(stream_);
+    data_.clear();
+    peer_eof_ = false;
+    return end(Error(Errc::kCancelled, "The connection was closed"));
+  }
   client_->send(FrameType::kClose, stream_, {});
   client_->forget(stream_);
   data_.clear();

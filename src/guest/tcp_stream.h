@@ -6,6 +6,12 @@
 // in the box (through TCP's own flow control) without buffering anywhere beyond 256 KiB. Not
 // thread-safe: use it on the client's executor. Destroying a stream that has not ended aborts
 // the connection (the peer in the box sees a reset).
+//
+// Parked (AgentClient::parkTcpStreams, before a suspend): nothing is sent; write() and
+// shutdownWrite() wait or are held, read() returns what had arrived and then waits; the loss of
+// the connection to the agent does not end the stream. AgentClient::resumeTcpStream, on the
+// client of the resumed box, makes it go on. close() ends a parked stream here (the agent resets
+// its end when no host resumes it).
 #pragma once
 
 #include <cstdint>
@@ -32,6 +38,7 @@ class TcpStream : public StreamHandler {
   TcpStream& operator=(const TcpStream&) = delete;
 
   uint32_t streamId() const { return stream_; }
+  bool parked() const { return parked_; }
 
   // The next bytes the peer in the box sent; an empty string once it has shut down its sending
   // side (and on every call after). Errors: the connection failed or was reset (kUnavailable,
@@ -69,9 +76,12 @@ class TcpStream : public StreamHandler {
   bool streamFinished() const override { return ended_; }
 
   void end(std::optional<Error> error);
+  void park();
+  // Sends what was held while parked (kEof, window grants) on the stream's current id.
+  void unpark();
 
-  std::shared_ptr<AgentClient> client_;
-  const uint32_t stream_;
+  std::shared_ptr<AgentClient> client_;  // replaced when a parked stream is resumed
+  uint32_t stream_;
   event::AsyncEvent changed_;
 
   bool connected_ = false;
@@ -83,6 +93,8 @@ class TcpStream : public StreamHandler {
   uint64_t ungranted_ = 0;
   uint64_t send_credit_ = 0;  // data we may still send
   bool write_shut_ = false;
+  bool parked_ = false;
+  bool eof_held_ = false;  // shutdownWrite() while parked
 };
 
 }  // namespace hutch::guest

@@ -49,6 +49,8 @@ bool isKnownFrameType(uint8_t type) {
     case FrameType::kData:
     case FrameType::kEof:
     case FrameType::kClose:
+    case FrameType::kPark:
+    case FrameType::kResume:
     case FrameType::kFileStat:
     case FrameType::kFileList:
     case FrameType::kFileEntries:

@@ -48,6 +48,9 @@ enum class FrameType : uint8_t {
   kData = 0x32,       // either way   bytes, at most 64 KiB, counted against the window
   kEof = 0x33,        // either way   empty: the sender will send no more data (half-close)
   kClose = 0x34,      // host->guest: abort (reset); guest->host: {} the last frame of S
+  // Parking ("park"): TCP streams kept across a suspend, under a new stream id after it.
+  kPark = 0x35,    // host->guest  {} on a fresh S -> kResult ParkResult: every TCP stream parked
+  kResume = 0x36,  // host->guest  JSON ResumeRequest on a fresh S: a parked stream goes on as S
   // Files ("files"; kWatch: "watch"): requests answered by kResult or kError, and streams of
   // content (kData/kWindow/kEof/kClose as on TCP streams) or events. See proto/files.h.
   kFileStat = 0x40,     // host->guest  JSON FileStatRequest -> FileInfo

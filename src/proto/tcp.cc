@@ -35,4 +35,37 @@ Result<ConnectRequest> decodeMessage<ConnectRequest>(std::string_view payload) {
   return request;
 }
 
+std::string encodeMessage(const ParkResult& message) {
+  return detail::dump({{"streams", message.streams}});
+}
+
+std::string encodeMessage(const ResumeRequest& message) {
+  return detail::dump({{"stream", message.stream}});
+}
+
+template <>
+Result<ParkResult> decodeMessage<ParkResult>(std::string_view payload) {
+  HUTCH_TRY(detail::Json j, detail::parseObject(payload, "park result"));
+  auto it = j.find("streams");
+  if (it == j.end() || !it->is_array()) {
+    return fail(Errc::kProtocol, "Field \"streams\" must be an array");
+  }
+  ParkResult result;
+  for (const detail::Json& id : *it) {
+    if (!id.is_number_unsigned() || id.get<uint64_t>() == 0 || id.get<uint64_t>() > UINT32_MAX) {
+      return fail(Errc::kProtocol, "Field \"streams\" must hold stream ids (1 to 2^32-1)");
+    }
+    result.streams.push_back(id.get<uint32_t>());
+  }
+  return result;
+}
+
+template <>
+Result<ResumeRequest> decodeMessage<ResumeRequest>(std::string_view payload) {
+  HUTCH_TRY(detail::Json j, detail::parseObject(payload, "resume request"));
+  std::optional<int64_t> stream;
+  HUTCH_TRY_VOID(detail::readInt(j, "stream", true, 1, UINT32_MAX, stream));
+  return ResumeRequest{static_cast<uint32_t>(*stream)};
+}
+
 }  // namespace hutch::proto

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/result.h"
 #include "proto/messages.h"
@@ -28,5 +29,27 @@ Result<> validate(const ConnectRequest& request);
 std::string encodeMessage(const ConnectRequest& message);
 template <>
 Result<ConnectRequest> decodeMessage<ConnectRequest>(std::string_view payload);
+
+// kPark's answer (kResult): the ids of the TCP streams the agent parked. From then on it sends
+// nothing on them, and the host sends nothing on them either, until each is resumed.
+struct ParkResult {
+  std::vector<uint32_t> streams;
+
+  bool operator==(const ParkResult&) const = default;
+};
+
+// kResume, host->guest: the parked stream `stream` goes on as the fresh stream it is sent on.
+struct ResumeRequest {
+  uint32_t stream = 0;  // nonzero
+
+  bool operator==(const ResumeRequest&) const = default;
+};
+
+std::string encodeMessage(const ParkResult& message);
+std::string encodeMessage(const ResumeRequest& message);
+template <>
+Result<ParkResult> decodeMessage<ParkResult>(std::string_view payload);
+template <>
+Result<ResumeRequest> decodeMessage<ResumeRequest>(std::string_view payload);
 
 }  // namespace hutch::proto

@@ -26,5 +26,27 @@ TEST(TcpMessageTest, ConnectRequests) {
   }
 }
 
+TEST(TcpMessageTest, ParkAndResume) {
+  ParkResult parked{{3, 7}};
+  EXPECT_EQ(encodeMessage(parked), R"({"streams":[3,7]})");
+  EXPECT_EQ(*decodeMessage<ParkResult>(encodeMessage(parked)), parked);
+  EXPECT_EQ(*decodeMessage<ParkResult>(R"({"streams":[]})"), ParkResult{});
+  ResumeRequest resume{4294967295u};
+  EXPECT_EQ(encodeMessage(resume), R"({"stream":4294967295})");
+  EXPECT_EQ(*decodeMessage<ResumeRequest>(encodeMessage(resume)), resume);
+  for (const char* bad : {R"({})", R"({"streams":3})", R"({"streams":[0]})", R"({"streams":[-1]})",
+                          R"({"streams":[4294967296]})", R"({"streams":["1"]})"}) {
+    auto r = decodeMessage<ParkResult>(bad);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_EQ(r.error().code(), Errc::kProtocol) << bad;
+  }
+  for (const char* bad :
+       {R"({})", R"({"stream":0})", R"({"stream":4294967296})", R"({"stream":"1"})", R"([])"}) {
+    auto r = decodeMessage<ResumeRequest>(bad);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_EQ(r.error().code(), Errc::kProtocol) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace hutch::proto

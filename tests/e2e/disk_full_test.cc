@@ -4,6 +4,7 @@
 // finds no space is stalled, says so, and goes on by itself once space is freed, with nothing
 // lost on its disk.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/statvfs.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "harness.h"
@@ -197,7 +199,25 @@ TEST(DiskFullTest, WithNoByteLeftChangesAreRefusedAndNothingIsLost) {
   ASSERT_EQ(
       d.hutch({"exec", "a", "--", "sh", "-c", "echo kept > /home/hutch/kept.txt; sync"}).exit_code,
       0);
+  ASSERT_EQ(d.hutch({"run", "--name", "q"}).exit_code, 0);
+  const int q_qemu = d.inspect("q")["pid"];
   disk.fillAll();
+
+  // A box whose QEMU dies now cannot be recorded as failed: it is not left "running" with
+  // nothing behind it. Its exec says what happened and what to do; once space is freed it
+  // reads failed.
+  ASSERT_EQ(::kill(q_qemu, SIGKILL), 0);
+  std::string log;
+  for (int i = 0; i < 300 && log.find("cannot be recorded as failed") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    log = readFile(d.dir() / "hutchd.log");
+  }
+  EXPECT_NE(log.find("cannot be recorded as failed"), std::string::npos);
+  auto lost = d.hutch({"exec", "q", "--", "true"});
+  EXPECT_EQ(lost.exit_code, 69) << lost.err;
+  EXPECT_NE(lost.err.find("has failed (QEMU killed by signal 9"), std::string::npos) << lost.err;
+  EXPECT_NE(lost.err.find("which hutchd cannot record yet: free space"), std::string::npos)
+      << lost.err;
 
   // What hutchd records cannot be written: a create and a new key are refused (75, as any
   // exhausted resource) with what to do, and nothing of them is left.
@@ -217,11 +237,15 @@ TEST(DiskFullTest, WithNoByteLeftChangesAreRefusedAndNothingIsLost) {
   EXPECT_TRUE(processAlive(d.pid())) << "hutchd died with a full disk";
   auto listed = json::parse(d.hutch({"--json", "ls"}).out, nullptr, false);
   ASSERT_TRUE(listed.is_array());
-  ASSERT_EQ(listed.size(), 1u) << listed.dump();
+  ASSERT_EQ(listed.size(), 2u) << listed.dump();
   EXPECT_EQ(listed[0]["name"], "a");
   EXPECT_EQ(listed[0]["state"], "running");
 
   disk.free();
+  auto q = d.waitForState("q", "failed");
+  EXPECT_EQ(q["state"], "failed") << q.dump();
+  EXPECT_EQ(q["reason"], "QEMU killed by signal 9 (SIGKILL) unexpectedly") << q.dump();
+  ASSERT_EQ(d.hutch({"rm", "-f", "q"}).exit_code, 0);
   auto integrity = shell("sqlite3 " + e2e::quoted((d.stateDir() / "hutch.db").string()) +
                          " 'PRAGMA integrity_check'");
   EXPECT_EQ(integrity.out, "ok\n") << integrity.err;

@@ -4,6 +4,8 @@
 // not paused; a box's lifetime can end in a suspend and be extended.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <thread>
@@ -133,6 +135,98 @@ TEST(SuspendTest, ABoxWithCheckpointsResumesWithItsProcesses) {
   expectCounterResumed(d, "c", pid);
   // And the checkpoint still rolls back.
   EXPECT_EQ(d.hutch({"rollback", "c", "one"}).exit_code, 0);
+}
+
+// An echo server in the box that numbers its connections: "N:" before everything it echoes.
+constexpr const char* kNumberingEcho =
+    "exec python3 -c '\n"
+    "import socket\n"
+    "s = socket.socket()\n"
+    "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+    "s.bind((\"127.0.0.1\", 9000))\n"
+    "s.listen()\n"
+    "n = 0\n"
+    "while True:\n"
+    "    c, _ = s.accept()\n"
+    "    n += 1\n"
+    "    while True:\n"
+    "        d = c.recv(65536)\n"
+    "        if not d:\n"
+    "            break\n"
+    "        c.sendall(str(n).encode() + b\":\" + d)\n"
+    "    c.close()\n'";
+
+// One line from a blocking socket (with connectLocal's receive timeout); "" at end of file or on
+// an error.
+std::string readLine(int fd) {
+  std::string line;
+  char c = 0;
+  while (::read(fd, &c, 1) == 1) {
+    line += c;
+    if (c == '\n') break;
+  }
+  return line;
+}
+
+bool sendAll(int fd, std::string_view data) {
+  return ::send(fd, data.data(), data.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(data.size());
+}
+
+// 15.7: a TCP connection through a published port is the same connection, in the box's server
+// too, after stop (a suspend) and start; bytes sent while the box was suspended arrive. A
+// shutdown ends it.
+TEST(SuspendTest, AnOpenConnectionThroughAPublishedPortSurvivesStopAndStart) {
+  Daemon d;
+  ASSERT_EQ(d.hutch({"run", "--name", "c"}).exit_code, 0);
+  ASSERT_EQ(d.hutch({"exec", "-d", "c", "--", "sh", "-c", kNumberingEcho}).exit_code, 0);
+  const uint16_t port = freePort();
+  ASSERT_EQ(d.hutch({"port", "c", fmt::format("{}:9000", port)}).exit_code, 0);
+  int fd = -1;
+  for (int i = 0; i < 100; ++i) {  // until the server listens
+    fd = connectLocal(port);
+    if (fd >= 0 && sendAll(fd, "hello\n") && readLine(fd) == "1:hello\n") break;
+    if (fd >= 0) ::close(fd);
+    fd = -1;
+    std::this_thread::sleep_for(200ms);
+  }
+  ASSERT_GE(fd, 0) << "the server in the box did not answer";
+  const int qemu = d.inspect("c")["pid"];
+
+  auto stop = d.hutch({"stop", "c"});
+  ASSERT_EQ(stop.exit_code, 0) << stop.err;
+  EXPECT_EQ(d.inspect("c")["state"], "suspended");
+  EXPECT_FALSE(processAlive(qemu));
+  EXPECT_NE(readFile(d.dir() / "hutchd.log").find("1 open connection(s) kept across the suspend"),
+            std::string::npos);
+  ASSERT_TRUE(sendAll(fd, "while suspended\n"));  // waits in hutchd's socket
+  auto start = d.hutch({"start", "c"});
+  ASSERT_EQ(start.exit_code, 0) << start.err;
+  EXPECT_EQ(d.inspect("c")["boot"], "resumed from its suspended state");
+  EXPECT_EQ(readLine(fd), "1:while suspended\n");
+  ASSERT_TRUE(sendAll(fd, "after\n"));
+  EXPECT_EQ(readLine(fd), "1:after\n");
+  auto ports = json::parse(d.hutch({"--json", "port", "ls", "c"}).out);
+  EXPECT_EQ(ports[0]["connections"], 1) << ports.dump();
+
+  // Twice, and then a clean end: our end of file reaches the server, which closes.
+  ASSERT_EQ(d.hutch({"stop", "c"}).exit_code, 0);
+  ASSERT_EQ(d.hutch({"start", "c"}).exit_code, 0);
+  ASSERT_TRUE(sendAll(fd, "again\n"));
+  EXPECT_EQ(readLine(fd), "1:again\n");
+  ::shutdown(fd, SHUT_WR);
+  EXPECT_EQ(readLine(fd), "");
+  ::close(fd);
+
+  // A shutdown (or a box that boots cold) ends a kept connection: its client sees the end.
+  fd = connectLocal(port);
+  ASSERT_GE(fd, 0);
+  ASSERT_TRUE(sendAll(fd, "x\n"));
+  EXPECT_EQ(readLine(fd), "2:x\n");
+  ASSERT_EQ(d.hutch({"stop", "c"}).exit_code, 0);
+  ASSERT_EQ(d.hutch({"stop", "--shutdown", "c"}).exit_code, 0);
+  EXPECT_EQ(readLine(fd), "");
+  ::close(fd);
+  EXPECT_EQ(d.hutch({"rm", "-f", "c"}).exit_code, 0);
 }
 
 TEST(SuspendTest, ASuspendedBoxSurvivesAKilledHutchdAndAHostReboot) {

@@ -100,7 +100,7 @@ void TcpStream::onConnectDone() {
   connecting_ = false;
   if (connect_timer_) loop_.cancelTimer(*connect_timer_);
   connect_timer_.reset();
-  sink_.sendFrame(FrameType::kConnected, id_, "{}");
+  emit(FrameType::kConnected, "{}");
   // Data the host sent before it saw kConnected (or kEof) is waiting.
   writeSocket();
 }
@@ -122,7 +122,7 @@ void TcpStream::onEvents(uint32_t events) {
 }
 
 void TcpStream::readSocket() {
-  if (finished_ || socket_eof_ || send_window_ == 0) return updateInterest();
+  if (finished_ || parked_ || socket_eof_ || send_window_ == 0) return updateInterest();
   char buffer[proto::kMaxDataPayload];
   const size_t want = static_cast<size_t>(std::min<uint64_t>(send_window_, sizeof buffer));
   ssize_t n;
@@ -130,11 +130,11 @@ void TcpStream::readSocket() {
     n = ::read(socket_.get(), buffer, want);
   } while (n < 0 && errno == EINTR);
   if (n > 0) {
-    sink_.sendFrame(FrameType::kData, id_, std::string_view(buffer, static_cast<size_t>(n)));
+    emit(FrameType::kData, std::string_view(buffer, static_cast<size_t>(n)));
     send_window_ -= static_cast<uint64_t>(n);
   } else if (n == 0) {
     socket_eof_ = true;
-    sink_.sendFrame(FrameType::kEof, id_, {});
+    emit(FrameType::kEof, {});
   } else if (errno != EAGAIN && errno != EWOULDBLOCK) {
     return endWithError(Error(Errc::kUnavailable,
                               "The connection to " + peer_ + " failed: " + std::strerror(errno)));
@@ -176,7 +176,7 @@ void TcpStream::writeSocket() {
 void TcpStream::grant(size_t bytes) {
   if (bytes == 0 || finished_) return;
   receive_credit_ += bytes;
-  sink_.sendFrame(FrameType::kWindow, id_, proto::encodeWindow(static_cast<uint32_t>(bytes)));
+  emit(FrameType::kWindow, proto::encodeWindow(static_cast<uint32_t>(bytes)));
 }
 
 void TcpStream::updateInterest() {
@@ -185,7 +185,7 @@ void TcpStream::updateInterest() {
   if (connecting_) {
     want = EPOLLOUT;
   } else {
-    if (!socket_eof_ && send_window_ > 0) want |= EPOLLIN;
+    if (!socket_eof_ && !parked_ && send_window_ > 0) want |= EPOLLIN;
     if (out_offset_ < out_.size()) want |= EPOLLOUT;
   }
   if (want == events_) return;
@@ -231,20 +231,19 @@ void TcpStream::onWindow(std::string_view payload) {
 
 void TcpStream::onClose() {
   if (finished_) return;
-  sink_.sendFrame(FrameType::kClose, id_, "{}");
+  emit(FrameType::kClose, "{}");
   finish();
 }
 
 void TcpStream::maybeFinish() {
   if (finished_ || !write_shut_ || !socket_eof_) return;
-  sink_.sendFrame(FrameType::kClose, id_, "{}");
+  emit(FrameType::kClose, "{}");
   finish();
 }
 
 void TcpStream::endWithError(const Error& error) {
   if (finished_) return;
-  sink_.sendFrame(FrameType::kError, id_,
-                  proto::encodeMessage(proto::ErrorMessage::fromError(error)));
+  emit(FrameType::kError, proto::encodeMessage(proto::ErrorMessage::fromError(error)));
   finish();
 }
 
@@ -255,7 +254,34 @@ void TcpStream::finish() {
   resetSocket();
   out_.clear();
   out_offset_ = 0;
-  sink_.streamFinished(id_);
+  if (!parked_) sink_.streamFinished(id_);  // else when it is resumed
+}
+
+void TcpStream::emit(FrameType type, std::string_view payload) {
+  if (parked_) {
+    held_.emplace_back(type, std::string(payload));
+    return;
+  }
+  sink_.sendFrame(type, id_, payload);
+}
+
+void TcpStream::park() {
+  parked_ = true;
+  updateInterest();  // no more reading: the peer in the box waits on TCP's window
+}
+
+void TcpStream::resume(uint32_t new_id) {
+  id_ = new_id;
+  parked_ = false;
+  auto held = std::move(held_);
+  held_.clear();
+  for (const auto& [type, payload] : held) sink_.sendFrame(type, id_, payload);
+  if (finished_) {
+    sink_.streamFinished(id_);
+    return;
+  }
+  updateInterest();
+  maybeFinish();
 }
 
 }  // namespace hutch::agent

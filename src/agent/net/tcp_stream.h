@@ -9,12 +9,19 @@
 // kEof to the host. When both directions are done the stream ends with kClose; a reset, a write
 // to a closed peer or a protocol error ends it with kError. kClose from the host aborts it (the
 // peer sees a reset). Destroying a stream that has not ended resets the connection.
+//
+// Parking (kPark, before the host suspends the box): the stream stops reading the socket and
+// sends nothing; what it would send (window grants for the host's data it goes on writing into
+// the socket, kConnected, an error) is held. resume() gives it its new id and sends what was
+// held: the connection goes on as if the host had never left.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "agent/event_loop.h"
 #include "agent/exec/exec_stream.h"
@@ -38,6 +45,13 @@ class TcpStream {
   Result<> connect(const proto::ConnectRequest& request);
 
   bool finished() const { return finished_; }
+  uint32_t id() const { return id_; }
+
+  // Stops reading the socket and holds every frame until resume(new_id), which sends them on
+  // new_id (and reports the stream finished if it ended meanwhile).
+  void park();
+  void resume(uint32_t new_id);
+  bool parked() const { return parked_; }
 
   // Frames from the host for this stream.
   void onData(std::string_view data);
@@ -56,10 +70,12 @@ class TcpStream {
   void endWithError(const Error& error);
   void finish();
   void resetSocket();
+  // Every frame of the stream goes through here: held while parked.
+  void emit(proto::FrameType type, std::string_view payload);
 
   EventLoop& loop_;
   StreamSink& sink_;
-  const uint32_t id_;
+  uint32_t id_;
   std::string peer_;  // "127.0.0.1:8080", for messages
   uint16_t port_ = 0;
 
@@ -76,6 +92,8 @@ class TcpStream {
   bool write_shut_ = false;  // shutdown(SHUT_WR) done
   bool socket_eof_ = false;  // the peer finished sending; kEof sent
   bool finished_ = false;
+  bool parked_ = false;
+  std::vector<std::pair<proto::FrameType, std::string>> held_;  // while parked
 };
 
 }  // namespace hutch::agent
