@@ -47,9 +47,9 @@ def main():
     samples = {tag: {"run": [], "exec": [], "rm": [], "iteration": []} for tag in configs}
     daemons = {}
     try:
-        for slot, (tag, extra) in enumerate(configs.items()):
+        for tag, extra in configs.items():
             d = HutchDaemon(tempfile.mkdtemp(prefix="hutch-churn-"), build=args.build,
-                            image=args.image, extra_args=extra, uid_slot=slot)
+                            image=args.image, extra_args=extra)
             d.start()
             daemons[tag] = d
             # The template snapshot and the first pool VM are made before timing starts.

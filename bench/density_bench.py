@@ -83,9 +83,9 @@ class Cli:
         return r, ms
 
 
-def phase(tag, extra, args, hutch, slot):
+def phase(tag, extra, args, hutch):
     d = HutchDaemon(tempfile.mkdtemp(prefix="hutch-density-"), build=args.build,
-                    image=args.image, extra_args=extra, uid_slot=slot)
+                    image=args.image, extra_args=extra)
     base_mem = mem_used_kib()
     d.start()
     cli = Cli(hutch, d.socket)
@@ -95,15 +95,23 @@ def phase(tag, extra, args, hutch, slot):
         cli.run("run", "--name", "warmup", "--rm", "--", "true")
         names = [f"d{i:03d}" for i in range(args.boxes)]
 
+        # A create that fails is counted and its error kept; the run goes on with the others.
         def create(name):
-            _, run_ms = cli.run("run", "-d", "--name", name, "--memory", "512")
+            r, run_ms = cli.run("run", "-d", "--name", name, "--memory", "512", check=False)
+            if r.returncode != 0:
+                return name, None, r.stderr.strip()
             cli.run("exec", "-d", name, "--", "sh", "-c", SERVER)
-            return run_ms
+            return name, run_ms, None
 
         t0 = time.perf_counter()
         with concurrent.futures.ThreadPoolExecutor(args.parallel) as pool:
-            run_ms = list(pool.map(create, names))
+            created = list(pool.map(create, names))
         result["create_all_s"] = time.perf_counter() - t0
+        run_ms = [ms for _, ms, _ in created if ms is not None]
+        result["create_failed"] = [[n, e] for n, ms, e in created if ms is None]
+        for n, e in result["create_failed"]:
+            print(f"[{tag}] create {n} failed: {e}", file=sys.stderr)
+        names = [n for n, ms, _ in created if ms is not None]
         result["run_ms_median"] = statistics.median(run_ms)
         result["run_ms_p99"] = pct(run_ms, 99)
         print(f"[{tag}] {args.boxes} boxes created in {result['create_all_s']:.1f} s",
@@ -186,18 +194,26 @@ def main():
                ("always on", ["--idle-pause", "0", "--no-memory-return"])]
     if args.only:
         configs = [configs[0] if args.only == "paused" else configs[1]]
-    results = [phase(tag, extra, args, hutch, slot) for slot, (tag, extra) in enumerate(configs)]
+    results = []
+    for tag, extra in configs:
+        try:
+            results.append(phase(tag, extra, args, hutch))
+        except Exception as e:  # noqa: BLE001 - one configuration's failure must not lose the other's
+            print(f"[{tag}] failed: {e}", file=sys.stderr)
+            results.append({"config": tag, "error": str(e)})
 
     keys = ["create_all_s", "run_ms_median", "run_ms_p99", "idle_host_cpu_busy_pct",
             "host_mem_used_mib", "qemu_rss_mib_sum", "qemu_rss_mib_mean", "states_when_idle",
             "exec_ok", "exec_ms_median", "exec_ms_p99", "stop_ms_median", "stop_ms_p99",
-            "start_ms_median", "start_ms_p99", "servers_survived"]
+            "start_ms_median", "start_ms_p99", "servers_survived", "create_failed"]
     print(f"\n{args.boxes} boxes of 512 MiB, a server in each; {args.cycles} stop/start cycles")
     print(f"{'':26}" + "".join(f"{r['config']:>26}" for r in results))
     for key in keys:
         cells = []
         for r in results:
             v = r.get(key)
+            if isinstance(v, list):
+                v = len(v)  # create_failed: how many (the errors are in the JSON)
             cells.append(f"{v:26.1f}" if isinstance(v, float) else f"{str(v):>26}")
         print(f"{key:26}" + "".join(cells))
     if args.json:

@@ -37,10 +37,10 @@ def main():
     ap.add_argument("--image", default=os.environ.get("HUTCH_TEST_IMAGE"))
     args = ap.parse_args()
     hutch = str(pathlib.Path(args.build, "src", "cli", "hutch"))
-    for slot, (tag, extra) in enumerate([("free page reporting", []),
-                                         ("--no-memory-return", ["--no-memory-return"])]):
+    for tag, extra in [("free page reporting", []),
+                       ("--no-memory-return", ["--no-memory-return"])]:
         d = HutchDaemon(tempfile.mkdtemp(prefix="hutch-mem-"), build=args.build, image=args.image,
-                        extra_args=extra, uid_slot=slot)
+                        extra_args=extra)
         d.start()
         try:
             def run(*a):

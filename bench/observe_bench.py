@@ -100,9 +100,9 @@ def main():
     daemons = {}
     boxes = {}
     try:
-        for slot, (tag, extra) in enumerate(configs.items()):
+        for tag, extra in configs.items():
             d = HutchDaemon(tempfile.mkdtemp(prefix=f"hutch-obs-{tag}-"), build=args.build,
-                            image=args.image, extra_args=extra, uid_slot=slot)
+                            image=args.image, extra_args=extra)
             d.start()
             daemons[tag] = d
             conn = Unix(d.socket)
