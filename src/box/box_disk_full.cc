@@ -1,7 +1,8 @@
 // A full host disk. QEMU stops a guest whose disk write found no space (werror=enospc, its
 // default): the guest sees no error, and the write is retried when the VM goes on. Left alone,
 // such a box hangs for good, every exec with it. Here it is said instead (the box reads as
-// stalled, with why), and it goes on by itself once space is freed.
+// stalled, with why), and it goes on by itself once space is freed. And a box whose VM ends
+// while the database refuses writes is recorded failed once it can be (recordFailure).
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <sys/statvfs.h>
@@ -74,6 +75,37 @@ Box BoxService::withRuntimeState(Box box) const {
     box.reason = it->second->stalled;
   }
   return box;
+}
+
+asio::awaitable<void> BoxService::recordFailure(Box box, std::string reason) {
+  // The database may refuse the write (a full disk): the box must not read as running for good,
+  // so the write is tried again, less and less often, until it lands or the box moves on.
+  asio::steady_timer retry(loop_);
+  auto delay = std::chrono::seconds(1);
+  for (bool first = true;; first = false) {
+    Box failed = box;
+    auto recorded = setState(failed, BoxState::kFailed, reason);
+    if (recorded) {
+      if (!first) spdlog::info("box={} recorded as failed at last", box.id);
+      unrecorded_failures_.erase(box.id);
+      co_return;
+    }
+    if (first) {
+      spdlog::error("box={} cannot be recorded as failed ({}): {}; trying again", box.id, reason,
+                    recorded.error().describe());
+    }
+    unrecorded_failures_[box.id] = reason;
+    retry.expires_after(delay);
+    boost::system::error_code ec;
+    co_await retry.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    delay = std::min<std::chrono::seconds>(delay * 2, std::chrono::seconds(30));
+    auto now = store_.find(box.id);
+    if (!now || now->state != BoxState::kRunning || runtimes_.contains(box.id)) {
+      unrecorded_failures_.erase(box.id);
+      co_return;
+    }
+    box = *now;
+  }
 }
 
 }  // namespace hutch::box

@@ -637,37 +637,6 @@ asio::awaitable<void> BoxService::watch(std::string id, std::shared_ptr<Runtime>
   }
 }
 
-asio::awaitable<void> BoxService::recordFailure(Box box, std::string reason) {
-  // The database may refuse the write (a full disk): the box must not read as running for good,
-  // so the write is tried again, less and less often, until it lands or the box moves on.
-  asio::steady_timer retry(loop_);
-  auto delay = std::chrono::seconds(1);
-  for (bool first = true;; first = false) {
-    Box failed = box;
-    auto recorded = setState(failed, BoxState::kFailed, reason);
-    if (recorded) {
-      if (!first) spdlog::info("box={} recorded as failed at last", box.id);
-      unrecorded_failures_.erase(box.id);
-      co_return;
-    }
-    if (first) {
-      spdlog::error("box={} cannot be recorded as failed ({}): {}; trying again", box.id, reason,
-                    recorded.error().describe());
-    }
-    unrecorded_failures_[box.id] = reason;
-    retry.expires_after(delay);
-    boost::system::error_code ec;
-    co_await retry.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-    delay = std::min<std::chrono::seconds>(delay * 2, std::chrono::seconds(30));
-    auto now = store_.find(box.id);
-    if (!now || now->state != BoxState::kRunning || runtimes_.contains(box.id)) {
-      unrecorded_failures_.erase(box.id);
-      co_return;
-    }
-    box = *now;
-  }
-}
-
 asio::awaitable<void> BoxService::watchAgent(std::string id, std::shared_ptr<Runtime> runtime) {
   std::shared_ptr<guest::AgentClient> agent = runtime->agent;
   if (!agent) co_return;
