@@ -480,12 +480,8 @@ asio::awaitable<Result<std::shared_ptr<TcpStream>>> AgentClient::connect(
   std::shared_ptr<TcpStream> tcp(new TcpStream(self, stream));
   streams_[stream] = tcp;
   send(FrameType::kConnect, stream, proto::encodeMessage(request));
-  const auto deadline = Clock::now() + timeout;
-  while (!tcp->connected_ && !tcp->ended_ && Clock::now() < deadline) {
-    co_await tcp->changed_.waitUntil(deadline);
-  }
   // Connected: what happened since (data, end of file, even a reset) is for read() to report.
-  if (tcp->connected_) co_return tcp;
+  if (co_await tcp->waitAnswered(Clock::now() + timeout)) co_return tcp;
   if (tcp->error_) co_return fail(*tcp->error_);
   tcp->close();
   co_return fail(Errc::kTimeout, "Connecting to port " + std::to_string(port) +
@@ -552,11 +548,7 @@ asio::awaitable<Result<>> AgentClient::resumeTcpStream(std::shared_ptr<TcpStream
   stream->connected_ = false;
   streams_[id] = stream;
   send(FrameType::kResume, id, proto::encodeMessage(proto::ResumeRequest{parked_id}));
-  const auto deadline = Clock::now() + timeout;
-  while (!stream->connected_ && !stream->ended_ && Clock::now() < deadline) {
-    co_await stream->changed_.waitUntil(deadline);
-  }
-  if (stream->connected_) {
+  if (co_await stream->waitAnswered(Clock::now() + timeout)) {
     stream->unpark();
     co_return ok();
   }

@@ -137,6 +137,14 @@ Result<> TcpStream::shutdownWrite() {
   return ok();
 }
 
+boost::asio::awaitable<bool> TcpStream::waitAnswered(
+    std::chrono::steady_clock::time_point deadline) {
+  while (!connected_ && !ended_ && std::chrono::steady_clock::now() < deadline) {
+    co_await changed_.waitUntil(deadline);
+  }
+  co_return connected_;
+}
+
 void TcpStream::park() {
   parked_ = true;
   changed_.notify();  // a write() waiting for window now waits for the resume instead

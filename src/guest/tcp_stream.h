@@ -14,6 +14,7 @@
 // its end when no host resumes it).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -76,6 +77,9 @@ class TcpStream : public StreamHandler {
   bool streamFinished() const override { return ended_; }
 
   void end(std::optional<Error> error);
+  // Waits for the agent's answer to kConnect or kResume: true once connected, false when the
+  // stream ended (error_ says why) or the deadline passed.
+  boost::asio::awaitable<bool> waitAnswered(std::chrono::steady_clock::time_point deadline);
   void park();
   // Sends what was held while parked (kEof, window grants) on the stream's current id.
   void unpark();

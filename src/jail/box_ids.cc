@@ -93,10 +93,21 @@ Result<std::vector<pid_t>> processesWithUid(uid_t uid) {
 
 namespace {
 
-// An exclusive, non-blocking flock on <dir>/<name>, in a directory only root may write.
+// How a lock file's lock is owned.
+enum class LockOwner {
+  // flock(2): owned by the open file, so inherited by children until they exec; hutch-jail's
+  // uid lock is meant to pass to the program it runs.
+  kOpenFile,
+  // A POSIX record lock (fcntl F_SETLK): owned by the process, never inherited by a child and
+  // released the moment the process dies. (It is also released when the process closes any
+  // descriptor of that file: take each such lock once.)
+  kProcess,
+};
+
+// An exclusive, non-blocking lock on <dir>/<name>, in a directory only root may write.
 // Held by another: "<held> (<file> is locked)<then>".
 Result<UniqueFd> lockIn(const std::filesystem::path& dir, const std::string& name,
-                        const std::string& held, const std::string& then) {
+                        const std::string& held, const std::string& then, LockOwner owner) {
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
     return fail(sysError("Cannot create the lock directory " + dir.string(), errno));
   }
@@ -108,10 +119,21 @@ Result<UniqueFd> lockIn(const std::filesystem::path& dir, const std::string& nam
         dir.string() + " must be a directory of root's that only root can write: remove it");
   }
   std::filesystem::path file = dir / name;
-  UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
+  // A record write lock needs the file open for writing; flock does not.
+  const int mode = owner == LockOwner::kProcess ? O_RDWR : O_RDONLY;
+  UniqueFd fd(::open(file.c_str(), mode | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!fd) return fail(sysError("Cannot open the lock " + file.string(), errno));
-  if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
-    if (errno == EWOULDBLOCK) {
+  int locked = 0;
+  if (owner == LockOwner::kProcess) {
+    struct flock whole {};
+    whole.l_type = F_WRLCK;
+    whole.l_whence = SEEK_SET;  // l_start 0, l_len 0: the whole file
+    locked = ::fcntl(fd.get(), F_SETLK, &whole);
+  } else {
+    locked = ::flock(fd.get(), LOCK_EX | LOCK_NB);
+  }
+  if (locked != 0) {
+    if (errno == EWOULDBLOCK || errno == EACCES || errno == EAGAIN) {
       return fail(Errc::kFailedPrecondition, held + " (" + file.string() + " is locked)" + then);
     }
     return fail(sysError("Cannot lock " + file.string(), errno));
@@ -124,7 +146,7 @@ Result<UniqueFd> lockIn(const std::filesystem::path& dir, const std::string& nam
 Result<UniqueFd> lockUid(uid_t uid, const std::filesystem::path& dir) {
   return lockIn(dir, "uid-" + std::to_string(uid) + ".lock",
                 "uid " + std::to_string(uid) + " is held by another jail",
-                ": refusing to share it with a new box");
+                ": refusing to share it with a new box", LockOwner::kOpenFile);
 }
 
 namespace {
@@ -157,7 +179,8 @@ Result<UniqueFd> lockIdRange(uint32_t base, const std::filesystem::path& dir) {
   char hex[16];
   std::snprintf(hex, sizeof hex, "%x", base);
   return lockIn(dir, std::string("range-") + hex + ".lock",
-                "uids from " + std::to_string(base) + " are another hutchd's", "");
+                "uids from " + std::to_string(base) + " are another hutchd's", "",
+                LockOwner::kProcess);
 }
 
 }  // namespace hutch::jail

@@ -61,10 +61,14 @@ uint32_t defaultIdBase(const std::filesystem::path& state_dir);
 // The range after `base` among defaultIdBase's 500 (wrapping), for when `base` is taken.
 uint32_t nextIdBase(uint32_t base);
 
-// A host-wide lock on the id range starting at `base` (flock(2) on <dir>/range-<hex>.lock),
-// held while the descriptor is open: hutchd holds it for its lifetime, so that two hutchd never
-// share uids, nor the network namespaces named after the range. kFailedPrecondition when another
-// process holds it.
+// A host-wide lock on the id range starting at `base` (a POSIX record lock on
+// <dir>/range-<hex>.lock), held while the descriptor is open: hutchd holds it for its lifetime,
+// so that two hutchd never share uids, nor the network namespaces named after the range.
+// kFailedPrecondition when another process holds it. The lock is the process's, not the open
+// file's: a child hutchd forked is not holding it (flock's would be, from fork to exec, and a
+// hutchd restarted the moment its predecessor was killed mid-spawn found its own range taken).
+// A process takes a given range's lock once: a second call in it succeeds, and closing that
+// second descriptor drops the lock.
 Result<UniqueFd> lockIdRange(uint32_t base, const std::filesystem::path& dir = kUidLockDir);
 
 // The scan above is check-then-act: two jails started at once for one uid could both pass it.

@@ -96,19 +96,58 @@ TEST(BoxIdsTest, EachStateDirectoryHasARangeOfItsOwnByDefault) {
   EXPECT_GT(bases.size(), 5U);
 }
 
-TEST(BoxIdsTest, ARangeIsLockedByOneHolderAtATime) {
+// What lockIdRange(base) says in a new process: 0 taken, 1 held by another, 2 anything else.
+int lockInAChild(uint32_t base, const std::filesystem::path& dir) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    auto lock = lockIdRange(base, dir);
+    if (lock) ::_exit(0);
+    const bool held = lock.error().code() == Errc::kFailedPrecondition &&
+                      lock.error().describe().find("another hutchd") != std::string::npos;
+    ::_exit(held ? 1 : 2);
+  }
+  int status = 0;
+  if (pid < 0 || ::waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
+  return WEXITSTATUS(status);
+}
+
+TEST(BoxIdsTest, ARangeIsLockedByOneProcessAtATime) {
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("hutch-range-locks-" + std::to_string(::getpid()));
   {
     auto first = lockIdRange(0x7C400000, dir);
     ASSERT_TRUE(first) << first.error().describe();
-    auto second = lockIdRange(0x7C400000, dir);
-    ASSERT_FALSE(second);
-    EXPECT_EQ(second.error().code(), Errc::kFailedPrecondition);
-    EXPECT_NE(second.error().describe().find("another hutchd"), std::string::npos);
-    EXPECT_TRUE(lockIdRange(0x7C410000, dir)) << "another range is free";
+    EXPECT_EQ(lockInAChild(0x7C400000, dir), 1) << "held by this process";
+    EXPECT_EQ(lockInAChild(0x7C410000, dir), 0) << "another range is free";
   }
-  EXPECT_TRUE(lockIdRange(0x7C400000, dir)) << "free again once the holder closed it";
+  EXPECT_EQ(lockInAChild(0x7C400000, dir), 0) << "free again once the holder closed it";
+  std::filesystem::remove_all(dir);
+}
+
+TEST(BoxIdsTest, AChildOfTheHolderDoesNotHoldItsRange) {
+  // A hutchd killed while a child it forked had not yet run exec: the child has the lock's
+  // descriptor for a while, and the hutchd restarted at once must still get its range.
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("hutch-range-child-" + std::to_string(::getpid()));
+  auto lock = lockIdRange(0x7C420000, dir);
+  ASSERT_TRUE(lock) << lock.error().describe();
+  int gate[2];
+  ASSERT_EQ(::pipe(gate), 0);
+  pid_t child = ::fork();
+  if (child == 0) {
+    ::close(gate[1]);
+    char byte = 0;
+    (void)!::read(gate[0], &byte, 1);  // holds every inherited descriptor until told
+    ::_exit(0);
+  }
+  ASSERT_GT(child, 0);
+  ::close(gate[0]);
+  EXPECT_EQ(lockInAChild(0x7C420000, dir), 1) << "the holder is alive";
+  lock->reset();  // the holder lets go; its child still has the file
+  EXPECT_EQ(lockInAChild(0x7C420000, dir), 0) << "a forked child must not keep the range";
+  ::close(gate[1]);
+  int status = 0;
+  ::waitpid(child, &status, 0);
   std::filesystem::remove_all(dir);
 }
 
