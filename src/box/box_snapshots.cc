@@ -550,30 +550,6 @@ asio::awaitable<Result<BoxService::Capture>> BoxService::freezeDisk(Box& box, Ru
   co_return cap;
 }
 
-void BoxService::recoverInterruptedCapture(Box& box) {
-  fs::path journal = boxDir(box.id) / "capture.json";
-  auto text = sys::readFile(journal, 4096);
-  if (!text) return;
-  auto json = nlohmann::json::parse(*text, nullptr, false);
-  std::error_code ec;
-  if (json.is_object() && !json.value("new", std::string()).empty()) {
-    // The new top stands on the frozen layer whether or not QEMU switched to it: with it the
-    // disk holds every write either way.
-    std::string new_name = json.value("new", "");
-    // The journal is in the box's directory, which the box's uid owns: a name, never a path.
-    bool plain = new_name.starts_with("disk-") && new_name.find('/') == std::string::npos;
-    if (plain && fs::exists(boxDir(box.id) / new_name, ec) && box.disk != new_name) {
-      spdlog::warn("box={} finishing an interrupted capture: its disk is now {}", box.id, new_name);
-      box.disk = new_name;
-      if (auto stored = store_.update(box); !stored) {
-        spdlog::error("box={} {}", box.id, stored.error().describe());
-        return;
-      }
-    }
-  }
-  fs::remove(journal, ec);
-}
-
 // Deletes the box directory's disk files other than `keep`: names of frozen layers that a
 // QEMU that is gone held open (their layers/ names stay).
 void BoxService::pruneDiskFiles(const Box& box, const std::string& keep) {
