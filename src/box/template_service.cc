@@ -101,10 +101,11 @@ boost::asio::awaitable<Result<nlohmann::json>> TemplateService::build(std::strin
       "bash",     config_.builder.string(), "--agent", config_.agent.string(),
       "--recipe", recipe.string(),          "--cache", config_.cache_dir.string()};
   std::filesystem::path log = config_.images_dir / ("build-" + name + ".log");
+  // The builder writes to the log, not to a pipe of hutchd's: it outlives a hutchd killed
+  // half-way and ends its build cleanly (its result lands in the cache, where the next build of
+  // the recipe finds it, after waiting for it if need be).
   auto run_build = [argv, log, progress]() -> Result<std::string> {
-    auto out = sys::runCapture(argv, progress);
-    std::ofstream(log) << (out ? *out : out.error().message());
-    return out;
+    return sys::runLogged(argv, log, progress);
   };
   auto built = co_await event::offload(pool_, std::move(run_build));
   if (!built) {

@@ -429,7 +429,7 @@ Result<> ApiClient::streamLines(http::verb method, const std::string& target,
   while (!parser.is_done()) {
     parser.get().body().data = chunk.data();
     parser.get().body().size = chunk.size();
-    c.with([&](auto& s) { http::read(s, c.buffer, parser, ec); });
+    c.with([&](auto& s) { http::read_some(s, c.buffer, parser, ec); });
     if (ec == http::error::need_buffer) ec = {};
     if (ec) return fail(Errc::kUnavailable, "The answer from hutchd broke off: " + ec.message());
     text.append(chunk.data(), chunk.size() - parser.get().body().size);

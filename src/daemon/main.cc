@@ -279,8 +279,9 @@ int run(int argc, char** argv) {
   ::chmod(state.c_str(), 0700);
   // The boxes' uids: --uid-base, else the range this state directory took at its first start
   // (state/uid-base), else a free range of its own (jail::defaultIdBase, the next one while
-  // another hutchd holds it), kept from then on. Held for hutchd's lifetime: two hutchd on one
-  // host never share uids, nor the network namespaces named after them.
+  // another hutchd holds it or a stopped hutchd's boxes still run in it), kept from then on.
+  // Held for hutchd's lifetime: two hutchd on one host never share uids, nor the network
+  // namespaces named after them.
   hutch::Result<hutch::UniqueFd> range_lock = hutch::fail(hutch::Errc::kInternal, "not locked");
   const std::filesystem::path kept_base = state / "uid-base";
   auto kept_text = hutch::sys::readFile(kept_base);
@@ -306,7 +307,7 @@ int run(int argc, char** argv) {
   } else {
     uid_base = hutch::jail::defaultIdBase(std::filesystem::absolute(state));
     for (int tries = 0; tries < 64; ++tries) {
-      range_lock = hutch::jail::lockIdRange(uid_base);
+      range_lock = hutch::jail::lockUnusedIdRange(uid_base);
       if (range_lock || range_lock.error().code() != hutch::Errc::kFailedPrecondition) break;
       uid_base = hutch::jail::nextIdBase(uid_base);
     }

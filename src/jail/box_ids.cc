@@ -183,4 +183,31 @@ Result<UniqueFd> lockIdRange(uint32_t base, const std::filesystem::path& dir) {
                 LockOwner::kProcess);
 }
 
+Result<UniqueFd> lockUnusedIdRange(uint32_t base, const std::filesystem::path& dir) {
+  HUTCH_TRY(UniqueFd range, lockIdRange(base, dir));
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    constexpr std::string_view kPrefix = "uid-";
+    constexpr std::string_view kSuffix = ".lock";
+    if (!name.starts_with(kPrefix) || !name.ends_with(kSuffix)) continue;
+    uint64_t uid = 0;
+    const char* first = name.data() + kPrefix.size();
+    const char* last = name.data() + name.size() - kSuffix.size();
+    if (std::from_chars(first, last, uid).ptr != last) continue;
+    if (uid < base || uid > uint64_t{base} + kMaxBoxIndex) continue;
+    // A try and a release: a jail's lock is an flock on its own open file, which ours never
+    // touches.
+    UniqueFd probe(::open(entry.path().c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+    if (!probe) continue;
+    if (::flock(probe.get(), LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+      return fail(Errc::kFailedPrecondition,
+                  "uids from " + std::to_string(base) +
+                      " are still used by a box of a hutchd that is not running (" +
+                      entry.path().string() + " is locked by its jail)");
+    }
+  }
+  return range;
+}
+
 }  // namespace hutch::jail

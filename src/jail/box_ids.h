@@ -70,6 +70,11 @@ uint32_t nextIdBase(uint32_t base);
 // A process takes a given range's lock once: a second call in it succeeds, and closing that
 // second descriptor drops the lock.
 Result<UniqueFd> lockIdRange(uint32_t base, const std::filesystem::path& dir = kUidLockDir);
+// lockIdRange, for a range this hutchd has never used: refused as well (kFailedPrecondition)
+// while a jail still holds the lock of a uid in it: the QEMU of a box of a hutchd that is not
+// running (boxes outlive their hutchd by design). Taken, the range's uids would be refused as
+// "held by another jail", and its network namespaces, named after the range, removed at start.
+Result<UniqueFd> lockUnusedIdRange(uint32_t base, const std::filesystem::path& dir = kUidLockDir);
 
 // The scan above is check-then-act: two jails started at once for one uid could both pass it.
 // So hutch-jail first takes this exclusive lock (flock(2) on <dir>/uid-N.lock, made root's and

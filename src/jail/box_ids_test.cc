@@ -1,6 +1,8 @@
 #include "jail/box_ids.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -148,6 +150,37 @@ TEST(BoxIdsTest, AChildOfTheHolderDoesNotHoldItsRange) {
   ::close(gate[1]);
   int status = 0;
   ::waitpid(child, &status, 0);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(BoxIdsTest, ANewRangeIsNotOneWhoseUidsJailsStillHold) {
+  // A stopped hutchd's boxes run on (by design): a hutchd with a new state directory whose hash
+  // lands on that range must take another, or its boxes' uids are refused and its start removes
+  // their network namespaces.
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("hutch-range-jails-" + std::to_string(::getpid()));
+  ASSERT_TRUE(lockIdRange(0x7C430000, dir));  // makes the directory
+  const std::filesystem::path held = dir / ("uid-" + std::to_string(0x7C430000 + 7) + ".lock");
+  const std::filesystem::path free = dir / ("uid-" + std::to_string(0x7C430000 + 8) + ".lock");
+  const std::filesystem::path other = dir / ("uid-" + std::to_string(0x7C440000) + ".lock");
+  UniqueFd jail(::open(held.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0600));
+  ASSERT_EQ(::flock(jail.get(), LOCK_EX), 0);
+  UniqueFd(::open(free.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0600));
+  UniqueFd other_jail(::open(other.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0600));
+  ASSERT_EQ(::flock(other_jail.get(), LOCK_EX), 0);
+  {
+    auto taken = lockUnusedIdRange(0x7C430000, dir);
+    ASSERT_FALSE(taken);
+    EXPECT_EQ(taken.error().code(), Errc::kFailedPrecondition);
+    EXPECT_NE(taken.error().describe().find(held.string()), std::string::npos)
+        << taken.error().describe();
+    // A state directory that has used the range takes it: those are its own boxes.
+    EXPECT_TRUE(lockIdRange(0x7C430000, dir));
+  }
+  EXPECT_TRUE(lockUnusedIdRange(0x7C420000, dir)) << "a jail in the range above is not in it";
+  jail.reset();
+  auto taken = lockUnusedIdRange(0x7C430000, dir);
+  EXPECT_TRUE(taken) << taken.error().describe();
   std::filesystem::remove_all(dir);
 }
 

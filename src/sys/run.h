@@ -2,6 +2,7 @@
 // Call it from the worker pool, never from the event loop.
 #pragma once
 
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -16,5 +17,15 @@ namespace hutch::sys {
 // `on_output`, if given, sees every piece of output as it arrives (on the calling thread).
 Result<std::string> runCapture(std::vector<std::string> argv,
                                const std::function<void(std::string_view)>& on_output = {});
+
+// Runs argv in a session of its own, its stdin /dev/null and its stdout and stderr written to
+// `log` (created or truncated), so that nothing ties it to this process: if hutchd dies, it
+// runs to its end. (The image builder, fed a pipe, died of SIGPIPE with hutchd, half-way
+// through mmdebstrap, which left its chroot and the proc, sys and devpts mounted in it.)
+// `on_output` sees what it writes as it comes (the log is read every 100 ms, on the calling
+// thread). Returns the last 1 MiB of the log if it exits 0; otherwise kInternal with the
+// tool's name, status and that output.
+Result<std::string> runLogged(std::vector<std::string> argv, const std::filesystem::path& log,
+                              const std::function<void(std::string_view)>& on_output = {});
 
 }  // namespace hutch::sys

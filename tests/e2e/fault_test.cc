@@ -7,7 +7,9 @@
 // EgressKilledTest hutch-egress (NAME:egress).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -309,6 +311,74 @@ TEST_F(FaultTest, TemplateCreateKilledLeavesNoImage) {
     ASSERT_EQ(d().hutch({"template", "rm", "frozen"}).exit_code, 0);
     daemon_.reset();
   }
+}
+
+// `template build` with hutchd killed half-way through the builder, in mmdebstrap (the chroot's
+// proc, sys and devpts mounted): the builder is not hutchd's to lose. It runs to its end and
+// cleans up after itself; the restarted hutchd has no template of that name; building it again
+// waits for that build and takes its image from the cache; a box boots from it. Then nothing of
+// the build is left: no builder, no mount, no half-made file in the cache. (Fed a pipe, the
+// builder died of SIGPIPE with hutchd and left mmdebstrap's chroot mounted under /tmp.)
+TEST_F(FaultTest, TemplateBuildKilledLetsTheBuilderFinish) {
+  char tmpl[] = "/tmp/hutch-build-kill-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const fs::path work = tmpl;
+  const fs::path recipe = work / "recipes" / "tiny";
+  const fs::path cache = work / "cache";
+  fs::create_directories(recipe);
+  fs::create_directories(cache);
+  // Small, and a cache of its own: the build really runs in every run of the test.
+  std::ofstream(recipe / "packages") << "jq\n";
+  std::ofstream(recipe / "setup.sh") << "useradd --uid 1000 --user-group --create-home hutch\n";
+  daemon_ = std::make_unique<Daemon>(std::vector<std::string>{
+      "--recipes", (work / "recipes").string(), "--image-cache", cache.string()});
+  const fs::path log = d().stateDir() / "images" / "build-tiny.log";
+  pid_t cli = d().start({"template", "build", "tiny"}, work / "build.out", work / "build.err");
+  ASSERT_TRUE(eventually([&] { return readFile(log).find("I: extracting") != std::string::npos; },
+                         std::chrono::seconds(600)))
+      << "the build did not reach mmdebstrap:\n"
+      << readFile(log);
+  d().crashAndRestart();
+  auto killed = collect(cli, work / "build.out", work / "build.err");
+  EXPECT_NE(killed.exit_code, 0) << "the build finished before hutchd was killed";
+  // The CLI showed the build's progress as it came (it read 64 KiB at a time before).
+  EXPECT_NE(killed.err.find("rootfs: mmdebstrap"), std::string::npos) << killed.err;
+  EXPECT_FALSE(pidsMentioning(recipe.string()).empty()) << "the builder did not outlive hutchd";
+  EXPECT_EQ(d().hutch({"template", "ls"}).out.find("tiny"), std::string::npos);
+  const std::string first_log = readFile(log);  // the next build starts the log again
+
+  auto again = d().hutch({"template", "build", "tiny"});
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  // It waited for the first builder's root filesystem and took it from the cache, instead of
+  // running mmdebstrap itself. (The first builder's last lines are in its output too: both
+  // write to the template's build log.)
+  const std::string said = again.out + again.err;
+  EXPECT_NE(said.find("waiting for another build of tiny"), std::string::npos) << said;
+  EXPECT_NE(said.find("rootfs: cached ("), std::string::npos) << said;
+  EXPECT_EQ(said.find("(minbase,"), std::string::npos) << said;
+  ASSERT_EQ(d().hutch({"run", "--name", "t", "--template", "tiny"}).exit_code, 0);
+  auto jq = d().hutch({"exec", "t", "--", "jq", "--version"});
+  EXPECT_EQ(jq.out.rfind("jq-", 0), 0u) << jq.out << jq.err;
+
+  // mmdebstrap says which temporary directory it used; it is gone, and nothing is mounted in it.
+  EXPECT_TRUE(eventually([&] { return pidsMentioning(recipe.string()).empty(); }));
+  const std::string mounts = readFile("/proc/mounts");
+  EXPECT_EQ(mounts.find("/mmdebstrap."), std::string::npos) << mounts;
+  const std::string using_dir = "I: using ";
+  const size_t at = first_log.find(using_dir + "/tmp/mmdebstrap.");
+  ASSERT_NE(at, std::string::npos) << first_log;
+  const size_t from = at + using_dir.size();
+  const std::string tempdir = first_log.substr(from, first_log.find(' ', from) - from);
+  EXPECT_FALSE(fs::exists(tempdir)) << tempdir;
+  std::vector<std::string> half_made;
+  for (const auto& e : fs::recursive_directory_iterator(cache)) {
+    if (e.path().filename().string().starts_with(".tmp-")) half_made.push_back(e.path());
+  }
+  EXPECT_TRUE(half_made.empty()) << half_made.front();
+  expectRemovedCleanly("t");
+  ASSERT_EQ(d().hutch({"template", "rm", "tiny"}).exit_code, 0);
+  daemon_.reset();
+  fs::remove_all(work);
 }
 
 // The box's QEMU killed with SIGKILL at a step while hutchd goes on, as the OOM killer or a

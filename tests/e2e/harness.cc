@@ -214,7 +214,11 @@ void Daemon::startDaemon() {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  ADD_FAILURE() << "hutchd did not come up; its log:\n" << readFile(dir_ / "hutchd.log");
+  // Its end, where the reason is (a whole log of restarts is cut short in CI's summary).
+  ADD_FAILURE() << "hutchd did not come up; the end of its log:\n" << logTail();
+  // abort() runs no destructor: the QEMUs of this daemon's boxes go now, or they hold their
+  // uids for good (a later hutchd whose range is this one's found them taken).
+  for (pid_t left : pidsMentioning(dir_.string())) ::kill(left, SIGKILL);
   std::abort();
 }
 
@@ -244,16 +248,20 @@ Daemon::~Daemon() {
   reportLeftovers();
   // A failure in CI is read from its output alone: the end of hutchd's log goes with it.
   if (::testing::Test::HasFailure()) {
-    std::string log = readFile(dir_ / "hutchd.log");
-    constexpr size_t kTail = 16 * 1024;
-    if (log.size() > kTail) log = "[...]\n" + log.substr(log.size() - kTail);
     std::fprintf(stderr, "--- the end of hutchd's log (%s) ---\n%s--- end of hutchd's log ---\n",
-                 (dir_ / "hutchd.log").c_str(), log.c_str());
+                 (dir_ / "hutchd.log").c_str(), logTail().c_str());
   }
   if (std::getenv("HUTCH_TEST_KEEP") == nullptr) {
     std::error_code ec;
     std::filesystem::remove_all(dir_, ec);
   }
+}
+
+std::string Daemon::logTail() const {
+  std::string log = readFile(dir_ / "hutchd.log");
+  constexpr size_t kTail = 16 * 1024;
+  if (log.size() > kTail) log = "[...]\n" + log.substr(log.size() - kTail);
+  return log;
 }
 
 void Daemon::reportLeftovers() const {

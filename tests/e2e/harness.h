@@ -73,6 +73,8 @@ class Daemon {
   std::string socket() const { return (dir_ / "hutchd.sock").string(); }
 
  private:
+  // The last 16 KiB of hutchd's log.
+  std::string logTail() const;
   void startDaemon();
   // At the end: names and removes what hutchd left on the host (its boxes' network namespaces
   // and cgroups).

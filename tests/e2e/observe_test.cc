@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -88,6 +89,26 @@ TEST(ObserveTest, EventsAndTheAuditLogShowWhatHappenedAndSurviveARestart) {
   auto removed = lines(d.hutch({"events", "--box", id, "--json"}).out);
   ASSERT_FALSE(removed.empty());
   EXPECT_EQ(removed.back()["type"], "box.removed");
+}
+
+// `hutch events --follow` prints each event when it happens: a line is a few hundred bytes, and
+// the CLI used to wait for 64 KiB of the stream before it printed any.
+TEST(ObserveTest, EventsFollowPrintsEachEventWhenItHappens) {
+  Daemon d;
+  const auto out = d.dir() / "follow.out";
+  const auto err = d.dir() / "follow.err";
+  pid_t follower = d.start({"events", "--follow", "--json", "--type", "box."}, out, err);
+  ASSERT_EQ(d.hutch({"run", "--name", "f"}).exit_code, 0);
+  EXPECT_TRUE(eventually([&] { return readFile(out).find("box.created") != std::string::npos; }))
+      << readFile(out) << readFile(err);
+  ASSERT_EQ(d.hutch({"stop", "--shutdown", "f"}).exit_code, 0);
+  EXPECT_TRUE(eventually([&] { return readFile(out).find("box.stopped") != std::string::npos; }))
+      << readFile(out) << readFile(err);
+  ::kill(follower, SIGTERM);
+  collect(follower, out, err);
+  for (const auto& e : lines(readFile(out))) {
+    EXPECT_EQ(e["type"].get<std::string>().rfind("box.", 0), 0u) << e.dump();
+  }
 }
 
 TEST(ObserveTest, AuditVerifyFindsARemovedRecordAndARestartKeepsTheBreakVisible) {
