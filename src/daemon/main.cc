@@ -157,6 +157,11 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--no-jail", no_jail,
                "Run QEMU unjailed, as root (debugging only: see docs/security.md)");
+  std::string cgroup_parent;
+  app.add_option("--cgroup-parent", cgroup_parent,
+                 "Put the boxes' cgroups in this cgroup (/hutch: PARENT/BOX-ID) instead of below "
+                 "hutchd's own (the systemd unit passes /hutch: a unit restarts only if no "
+                 "controllers are enabled below it; see docs/install.md)");
   auto* uid_base_option =
       app.add_option("--uid-base", uid_base,
                      "First uid (and gid) of the boxes' VMMs: box N runs as uid-base + N "
@@ -339,10 +344,10 @@ int run(int argc, char** argv) {
       spdlog::error("Cannot run the jail helper {}: install hutch-jail or pass --jail PATH", jail);
       return 69;
     }
-    auto cgroups = hutch::jail::CgroupHost::detect();
+    auto cgroups = hutch::jail::CgroupHost::detect(cgroup_parent);
     if (!cgroups) {
       spdlog::error("{}", cgroups.error().describe());
-      return 69;
+      return cgroups.error().code() == hutch::Errc::kInvalidArgument ? 64 : 69;
     }
     auto warnings = cgroups->prepare();
     if (!warnings) {
@@ -350,10 +355,10 @@ int run(int argc, char** argv) {
       return 69;
     }
     for (const std::string& warning : *warnings) spdlog::warn("cgroups: {}", warning);
-    spdlog::info(
-        "jail: {} (uids from {}, cgroup v{} below {})", jail, uid_base,
-        static_cast<int>(cgroups->version()),
-        cgroups->baseDirs().empty() ? std::string("?") : cgroups->baseDirs().front().path.string());
+    spdlog::info("jail: {} (uids from {}, cgroup v{}, boxes in {})", jail, uid_base,
+                 static_cast<int>(cgroups->version()),
+                 cgroups->boxesDirs().empty() ? std::string("?")
+                                              : cgroups->boxesDirs().front().path.string());
     if (auto first = hutch::jail::boxIds(0, uid_base); !first) {
       spdlog::error("--uid-base: {}", first.error().describe());
       return 64;

@@ -513,17 +513,66 @@ Result<std::vector<ProcCgroup>> parseProcCgroup(std::string_view text) {
   return out;
 }
 
-Result<CgroupHost> CgroupHost::detect() {
+Result<CgroupHost> CgroupHost::detect(std::string_view parent) {
   HUTCH_TRY(std::string cgroup, readText("/proc/self/cgroup"));
   HUTCH_TRY(std::string mountinfo, readText("/proc/self/mountinfo"));
-  return fromText(cgroup, mountinfo);
+  return fromText(cgroup, mountinfo, parent);
 }
 
+namespace {
+
+// The components of a --cgroup-parent: "/hutch" or "/a/b", each [A-Za-z0-9._-], no . or ..
+Result<std::vector<std::string>> parentParts(std::string_view parent) {
+  auto bad = [&](std::string_view why) {
+    return fail(Errc::kInvalidArgument, "--cgroup-parent '" + std::string(parent) + "' " +
+                                            std::string(why) +
+                                            ": give an absolute cgroup path such as /hutch");
+  };
+  if (parent.empty() || parent.front() != '/') return bad("is not absolute");
+  std::vector<std::string> parts;
+  for (const std::string& part : split(parent.substr(1), '/')) {
+    if (part.empty()) continue;
+    bool valid = part != "." && part != ".." && std::all_of(part.begin(), part.end(), [](char c) {
+                   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                          (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+                 });
+    if (!valid) return bad("has a component that is not letters, digits, . _ -");
+    parts.push_back(part);
+  }
+  if (parts.empty()) return bad("is the root");
+  return parts;
+}
+
+}  // namespace
+
 Result<CgroupHost> CgroupHost::fromText(std::string_view proc_self_cgroup,
-                                        std::string_view mountinfo) {
+                                        std::string_view mountinfo, std::string_view parent) {
   HUTCH_TRY(std::vector<ProcCgroup> entries, parseProcCgroup(proc_self_cgroup));
   std::vector<CgroupMount> mounts = parseCgroupMounts(mountinfo);
+  std::vector<std::string> parts;
+  if (!parent.empty()) {
+    auto parsed = parentParts(parent);
+    if (!parsed) return fail(parsed.error());
+    parts = std::move(*parsed);
+  }
+  std::string parent_path;
+  for (const std::string& part : parts) parent_path += "/" + part;
   CgroupHost host;
+  // Where boxes go in one hierarchy: below the daemon's cgroup `base`, or the parent.
+  auto place = [&](const CgroupMount& mount, const CgroupDir& base) -> Result<> {
+    if (parts.empty()) {
+      host.boxes_.push_back({base.controllers, base.path / kBoxesCgroup});
+      return ok();
+    }
+    auto dir = resolveIn(mount, parent_path);
+    if (!dir) {
+      return fail(Errc::kUnsupported, "--cgroup-parent " + parent_path + " is not visible under " +
+                                          mount.mount_point.string() + " (mounted from " +
+                                          mount.root + ")");
+    }
+    host.boxes_.push_back({base.controllers, *dir});
+    return ok();
+  };
   bool v1_memory = std::any_of(mounts.begin(), mounts.end(), [](const CgroupMount& m) {
     return m.version == CgroupVersion::kV1 && contains(m.controllers, "memory");
   });
@@ -541,7 +590,9 @@ Result<CgroupHost> CgroupHost::fromText(std::string_view proc_self_cgroup,
       if (!dir) continue;
       bool seen = std::any_of(host.base_.begin(), host.base_.end(),
                               [&](const CgroupDir& d) { return d.path == *dir; });
-      if (!seen) host.base_.push_back({join(mount->controllers, ","), *dir});
+      if (seen) continue;
+      host.base_.push_back({join(mount->controllers, ","), *dir});
+      HUTCH_TRY_VOID(place(*mount, host.base_.back()));
     }
     if (host.base_.empty()) {
       return fail(Errc::kUnsupported,
@@ -571,17 +622,48 @@ Result<CgroupHost> CgroupHost::fromText(std::string_view proc_self_cgroup,
   }
   host.version_ = CgroupVersion::kV2;
   host.base_.push_back({"", *dir});
+  HUTCH_TRY_VOID(place(*mount, host.base_.back()));
+  if (!parts.empty()) host.v2_root_ = mount->mount_point;
   return host;
 }
+
+namespace {
+
+// Writes +CONTROLLER to DIR's cgroup.subtree_control for each; EBUSY (v2's "no internal
+// processes": DIR holds processes) is reported through `busy` when given, else as a warning.
+Result<> enableControllers(const fs::path& dir, const std::vector<std::string>& controllers,
+                           bool* busy, std::vector<std::string>& warnings) {
+  for (const std::string& controller : controllers) {
+    auto written = writeFile(dir / "cgroup.subtree_control", "+" + controller);
+    if (written) continue;
+    if (written.error().sysErrno() == EBUSY && busy != nullptr) {
+      *busy = true;
+      return ok();
+    }
+    warnings.push_back(written.error().describe());
+  }
+  return ok();
+}
+
+}  // namespace
 
 Result<std::vector<std::string>> CgroupHost::prepare() const {
   std::vector<std::string> warnings;
   if (version_ == CgroupVersion::kV1) {
-    for (const CgroupDir& dir : base_) HUTCH_TRY_VOID(mkdirIfMissing(dir.path / kBoxesCgroup));
+    for (const CgroupDir& dir : boxes_) {
+      // A parent may be several levels deep; below the daemon it is one.
+      fs::path made;
+      for (const fs::path& part : dir.path) {
+        made /= part;
+        if (!made.has_relative_path() || fs::is_directory(made)) continue;
+        HUTCH_TRY_VOID(mkdirIfMissing(made));
+      }
+    }
     return warnings;
   }
   const fs::path& base = base_.front().path;
-  HUTCH_TRY(std::string available_text, readText(base / "cgroup.controllers"));
+  const fs::path& top = v2_root_.empty() ? base : v2_root_;
+  HUTCH_TRY(std::string available_text, readText(top / "cgroup.controllers"));
   std::vector<std::string> available = splitWords(available_text);
   std::vector<std::string> enable;
   for (std::string_view controller : kV2Controllers) {
@@ -589,23 +671,16 @@ Result<std::vector<std::string>> CgroupHost::prepare() const {
       enable.emplace_back(controller);
     } else {
       warnings.push_back("The " + std::string(controller) + " controller is not delegated to " +
-                         base.string());
+                         top.string());
     }
   }
-  auto enableIn = [&](const fs::path& dir, bool* busy) -> Result<> {
-    for (const std::string& controller : enable) {
-      auto written = writeFile(dir / "cgroup.subtree_control", "+" + controller);
-      if (written) continue;
-      if (written.error().sysErrno() == EBUSY && busy != nullptr) {
-        *busy = true;
-        return ok();
-      }
-      warnings.push_back(written.error().describe());
-    }
-    return ok();
-  };
+  if (!v2_root_.empty()) {
+    HUTCH_TRY(auto more, prepareV2Parent(enable));
+    warnings.insert(warnings.end(), more.begin(), more.end());
+    return warnings;
+  }
   bool busy = false;
-  HUTCH_TRY_VOID(enableIn(base, &busy));
+  HUTCH_TRY_VOID(enableControllers(base, enable, &busy, warnings));
   if (busy) {
     // v2's "no internal processes" rule: move everything in base into a leaf, then retry.
     fs::path leaf = base / kDaemonLeafCgroup;
@@ -617,11 +692,39 @@ Result<std::vector<std::string>> CgroupHost::prepare() const {
         return fail(moved.error().withContext("Cannot move hutchd into its leaf cgroup"));
       }
     }
-    HUTCH_TRY_VOID(enableIn(base, nullptr));
+    HUTCH_TRY_VOID(enableControllers(base, enable, nullptr, warnings));
   }
-  fs::path boxes = base / kBoxesCgroup;
+  const fs::path& boxes = boxes_.front().path;
   HUTCH_TRY_VOID(mkdirIfMissing(boxes));
-  HUTCH_TRY_VOID(enableIn(boxes, nullptr));
+  HUTCH_TRY_VOID(enableControllers(boxes, enable, nullptr, warnings));
+  return warnings;
+}
+
+Result<std::vector<std::string>> CgroupHost::prepareV2Parent(
+    const std::vector<std::string>& enable) const {
+  // From the hierarchy's root down to the parent, each level passes the controllers on. The
+  // root may hold processes; a level below it that does cannot pass them on (v2's "no internal
+  // processes"): an error that names it, never a box without its limits.
+  std::vector<std::string> warnings;
+  fs::path dir = v2_root_;
+  const fs::path& boxes = boxes_.front().path;
+  std::vector<fs::path> levels{dir};
+  for (const fs::path& part : boxes.lexically_relative(v2_root_)) {
+    dir /= part;
+    levels.push_back(dir);
+  }
+  for (size_t i = 0; i < levels.size(); ++i) {
+    if (i > 0) HUTCH_TRY_VOID(mkdirIfMissing(levels[i]));
+    bool busy = false;
+    HUTCH_TRY_VOID(enableControllers(levels[i], enable, i == 0 ? nullptr : &busy, warnings));
+    if (busy) {
+      return fail(Errc::kFailedPrecondition,
+                  "Cannot enable controllers in " + levels[i].string() +
+                      ": it holds processes (cgroup v2 lets a cgroup either hold processes or "
+                      "pass controllers on): give --cgroup-parent a path none of whose cgroups "
+                      "hold processes");
+    }
+  }
   return warnings;
 }
 
@@ -637,10 +740,22 @@ Result<BoxCgroup> CgroupHost::boxCgroup(std::string_view name) const {
   }
   BoxCgroup cgroup;
   cgroup.version = version_;
-  for (const CgroupDir& dir : base_) {
-    cgroup.dirs.push_back({dir.controllers, dir.path / kBoxesCgroup / std::string(name)});
+  for (const CgroupDir& dir : boxes_) {
+    cgroup.dirs.push_back({dir.controllers, dir.path / std::string(name)});
   }
   return cgroup;
+}
+
+std::optional<BoxCgroup> CgroupHost::legacyBoxCgroup(std::string_view name) const {
+  auto placed = boxCgroup(name);
+  if (!placed) return std::nullopt;
+  BoxCgroup legacy;
+  legacy.version = version_;
+  for (const CgroupDir& dir : base_) {
+    legacy.dirs.push_back({dir.controllers, dir.path / kBoxesCgroup / std::string(name)});
+  }
+  if (legacy == *placed) return std::nullopt;
+  return legacy;
 }
 
 }  // namespace hutch::jail

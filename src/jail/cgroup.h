@@ -138,23 +138,38 @@ inline constexpr std::string_view kDaemonLeafCgroup = "hutch-daemon";
 
 class CgroupHost {
  public:
-  // From this process's /proc/self/cgroup and /proc/self/mountinfo.
-  static Result<CgroupHost> detect();
-  static Result<CgroupHost> fromText(std::string_view proc_self_cgroup, std::string_view mountinfo);
+  // From this process's /proc/self/cgroup and /proc/self/mountinfo. `parent` (hutchd
+  // --cgroup-parent): "" puts boxes below the daemon's own cgroup (BASE/hutch-boxes/ID); an
+  // absolute hierarchy path ("/hutch") puts them there instead (PARENT/ID), outside the daemon's
+  // cgroup, in every hierarchy. A service manager starts the daemon's next process in the
+  // daemon's cgroup, which cgroup v2 refuses once controllers are enabled below it (systemd
+  // before 254 fails the unit's restart with 219/CGROUP while boxes run): the unit passes one.
+  static Result<CgroupHost> detect(std::string_view parent = {});
+  static Result<CgroupHost> fromText(std::string_view proc_self_cgroup, std::string_view mountinfo,
+                                     std::string_view parent = {});
 
   CgroupVersion version() const { return version_; }
-  // The directory of the daemon's cgroup boxes go below, per hierarchy (v2: one).
+  // The directory of the daemon's own cgroup, per hierarchy (v2: one).
   const std::vector<CgroupDir>& baseDirs() const { return base_; }
-  // Once at daemon start, as root: creates hutch-boxes below each base and, on v2, enables the
-  // controllers down to it (moving the daemon into its leaf first if v2 requires it). Returns
-  // warnings (a controller the host does not delegate to us).
+  // The directory box cgroups are made in, per hierarchy.
+  const std::vector<CgroupDir>& boxesDirs() const { return boxes_; }
+  // Once at daemon start, as root: creates the boxes' directory in each hierarchy and, on v2,
+  // enables the controllers down to it (below the daemon's cgroup: moving the daemon into its
+  // leaf first, as v2 requires). Returns warnings (a controller the host does not give us).
   Result<std::vector<std::string>> prepare() const;
   // Where box `name` (a box id; [A-Za-z0-9._-]) lives. Nothing is created.
   Result<BoxCgroup> boxCgroup(std::string_view name) const;
+  // With a parent: where an earlier hutchd without one put box `name` (below its own cgroup),
+  // for adopting and removing the boxes it left; nullopt without a parent.
+  std::optional<BoxCgroup> legacyBoxCgroup(std::string_view name) const;
 
  private:
+  Result<std::vector<std::string>> prepareV2Parent(const std::vector<std::string>& enable) const;
+
   CgroupVersion version_ = CgroupVersion::kV2;
   std::vector<CgroupDir> base_;
+  std::vector<CgroupDir> boxes_;
+  std::filesystem::path v2_root_;  // v2 with a parent: the hierarchy's mount point
 };
 
 }  // namespace hutch::jail

@@ -124,6 +124,57 @@ TEST(CgroupHostTest, V2UsesTheDaemonCgroupOrItsParentWhenInTheLeaf) {
   EXPECT_EQ(root->baseDirs(), (std::vector<CgroupDir>{{"", "/sys/fs/cgroup"}}));
 }
 
+TEST(CgroupHostTest, AParentPutsBoxesOutsideTheDaemonCgroup) {
+  std::string_view v2 =
+      "30 24 0:26 / /sys/fs/cgroup rw,nosuid shared:4 - cgroup2 cgroup2 rw,nsdelegate\n";
+  auto host = CgroupHost::fromText("0::/system.slice/hutchd.service\n", v2, "/hutch");
+  ASSERT_TRUE(host) << host.error().describe();
+  EXPECT_EQ(host->baseDirs(),
+            (std::vector<CgroupDir>{{"", "/sys/fs/cgroup/system.slice/hutchd.service"}}));
+  EXPECT_EQ(host->boxesDirs(), (std::vector<CgroupDir>{{"", "/sys/fs/cgroup/hutch"}}));
+  auto box = host->boxCgroup("abc");
+  ASSERT_TRUE(box);
+  EXPECT_EQ(box->dirs, (std::vector<CgroupDir>{{"", "/sys/fs/cgroup/hutch/abc"}}));
+  // Where a hutchd without the parent put the same box: adopted and removed from there.
+  auto legacy = host->legacyBoxCgroup("abc");
+  ASSERT_TRUE(legacy);
+  EXPECT_EQ(
+      legacy->dirs,
+      (std::vector<CgroupDir>{{"", "/sys/fs/cgroup/system.slice/hutchd.service/hutch-boxes/abc"}}));
+  // Deeper parents and extra slashes; no legacy place without a parent.
+  auto deep = CgroupHost::fromText("0::/x\n", v2, "/a//b.c/");
+  ASSERT_TRUE(deep);
+  EXPECT_EQ(deep->boxesDirs(), (std::vector<CgroupDir>{{"", "/sys/fs/cgroup/a/b.c"}}));
+  auto plain = CgroupHost::fromText("0::/x\n", v2);
+  ASSERT_TRUE(plain);
+  EXPECT_FALSE(plain->legacyBoxCgroup("abc"));
+
+  // v1: the same parent in every hierarchy.
+  auto v1 = CgroupHost::fromText(kV1Cgroup, kV1Mountinfo, "/hutch");
+  ASSERT_TRUE(v1) << v1.error().describe();
+  for (const CgroupDir& dir : v1->boxesDirs()) {
+    EXPECT_EQ(dir.path.filename(), "hutch") << dir.path;
+    EXPECT_EQ(dir.path.parent_path().parent_path(), "/sys/fs/cgroup") << dir.path;
+  }
+  EXPECT_EQ(v1->boxesDirs().size(), v1->baseDirs().size());
+}
+
+TEST(CgroupHostTest, ABadParentIsRefusedWithWhatToGive) {
+  std::string_view v2 = "30 24 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n";
+  for (std::string_view parent : {"hutch", "/", "//", "/a/../b", "/a b", "/./x"}) {
+    auto host = CgroupHost::fromText("0::/\n", v2, parent);
+    ASSERT_FALSE(host) << parent;
+    EXPECT_EQ(host.error().code(), Errc::kInvalidArgument) << parent;
+    EXPECT_NE(host.error().describe().find("such as /hutch"), std::string::npos)
+        << host.error().describe();
+  }
+  // A mount that shows only a subtree (a container's view) cannot reach the parent.
+  std::string_view sub = "30 24 0:26 /pod /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n";
+  auto hidden = CgroupHost::fromText("0::/pod/x\n", sub, "/hutch");
+  ASSERT_FALSE(hidden);
+  EXPECT_EQ(hidden.error().code(), Errc::kUnsupported);
+}
+
 TEST(CgroupHostTest, ErrorsSayWhatIsMissing) {
   auto none = CgroupHost::fromText("0::/\n", "");
   ASSERT_FALSE(none);
@@ -353,6 +404,44 @@ TEST_F(FakeCgroupTest, V2PrepareEnablesDelegatedControllersDownToHutchBoxes) {
   ASSERT_TRUE(partial);
   ASSERT_EQ(partial->size(), 2U);
   EXPECT_NE((*partial)[0].find("The cpu controller is not delegated"), std::string::npos);
+}
+
+TEST_F(FakeCgroupTest, V2PrepareWithAParentEnablesControllersFromTheRootDownAndLeavesTheDaemon) {
+  fs::path base = root_ / "system.slice" / "hutchd.service";
+  fs::create_directories(base);
+  put(base / "cgroup.procs", "42\n");
+  put(root_ / "cgroup.controllers", "cpuset cpu io memory pids\n");
+  put(root_ / "cgroup.subtree_control", "");
+  fs::create_directories(root_ / "hutch");
+  put(root_ / "hutch" / "cgroup.subtree_control", "");
+  std::string mountinfo = "1 0 0:1 / " + root_.string() + " rw - cgroup2 cgroup2 rw\n";
+  auto host = CgroupHost::fromText("0::/system.slice/hutchd.service\n", mountinfo, "/hutch");
+  ASSERT_TRUE(host) << host.error().describe();
+  auto warnings = host->prepare();
+  ASSERT_TRUE(warnings) << warnings.error().describe();
+  EXPECT_TRUE(warnings->empty()) << (*warnings)[0];
+  EXPECT_EQ(get(root_ / "cgroup.subtree_control"), "+io");
+  EXPECT_EQ(get(root_ / "hutch" / "cgroup.subtree_control"), "+io");
+  // The daemon's own cgroup is left as it is: no leaf, nothing enabled, nobody moved.
+  EXPECT_FALSE(fs::exists(base / kDaemonLeafCgroup));
+  EXPECT_FALSE(fs::exists(base / kBoxesCgroup));
+  EXPECT_FALSE(fs::exists(base / "cgroup.subtree_control"));
+  EXPECT_EQ(get(base / "cgroup.procs"), "42\n");
+}
+
+TEST_F(FakeCgroupTest, V1PrepareWithAParentMakesItInEachHierarchy) {
+  fs::create_directories(root_ / "memory" / "svc");
+  fs::create_directories(root_ / "pids");
+  std::string mountinfo = "1 0 0:1 / " + (root_ / "memory").string() +
+                          " rw - cgroup cgroup rw,memory\n" + "2 0 0:2 / " +
+                          (root_ / "pids").string() + " rw - cgroup cgroup rw,pids\n";
+  auto host = CgroupHost::fromText("4:memory:/svc\n2:pids:/\n", mountinfo, "/a/hutch");
+  ASSERT_TRUE(host) << host.error().describe();
+  ASSERT_TRUE(host->prepare());
+  EXPECT_TRUE(fs::is_directory(root_ / "memory" / "a" / "hutch"));
+  EXPECT_TRUE(fs::is_directory(root_ / "pids" / "a" / "hutch"));
+  EXPECT_FALSE(fs::exists(root_ / "memory" / "svc" / kBoxesCgroup));
+  ASSERT_TRUE(host->prepare());
 }
 
 TEST_F(FakeCgroupTest, V1PrepareMakesHutchBoxesInEachHierarchy) {

@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <optional>
 
 #include "base/unique_fd.h"
 #include "sys/pidfd.h"
@@ -17,6 +16,21 @@ namespace hutch::sys {
 namespace {
 
 constexpr size_t kKeptOutput = size_t{1} << 20;
+
+ExitStatus waitFor(pid_t pid) {
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return ExitStatus::fromWaitStatus(status);
+}
+
+// The tool's output if it exited 0, else an error that quotes it.
+Result<std::string> outcome(const std::string& tool, ExitStatus how, std::string output) {
+  if (how != ExitStatus::exited(0)) {
+    return fail(Errc::kInternal, tool + " " + how.describe() + ": " + output);
+  }
+  return output;
+}
 
 }  // namespace
 
@@ -37,14 +51,7 @@ Result<std::string> runCapture(std::vector<std::string> argv,
     if (n > 0 && output.size() < kKeptOutput) output.append(buf, static_cast<size_t>(n));
     if (n > 0 && on_output) on_output(std::string_view(buf, static_cast<size_t>(n)));
   }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  ExitStatus how = ExitStatus::fromWaitStatus(status);
-  if (how != ExitStatus::exited(0)) {
-    return fail(Errc::kInternal, tool + " " + how.describe() + ": " + output);
-  }
-  return output;
+  return outcome(tool, waitFor(pid), std::move(output));
 }
 
 Result<std::string> runLogged(std::vector<std::string> argv, const std::filesystem::path& log,
@@ -81,15 +88,9 @@ Result<std::string> runLogged(std::vector<std::string> argv, const std::filesyst
     read_new();
     if (ready > 0 || (ready < 0 && errno != EINTR)) break;
   }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  ExitStatus how = waitFor(pid);
   read_new();
-  ExitStatus how = ExitStatus::fromWaitStatus(status);
-  if (how != ExitStatus::exited(0)) {
-    return fail(Errc::kInternal, tool + " " + how.describe() + ": " + output);
-  }
-  return output;
+  return outcome(tool, how, std::move(output));
 }
 
 }  // namespace hutch::sys

@@ -27,6 +27,11 @@ cleanup() {
   if [ -n "$daemon" ]; then kill -9 "$daemon" 2>/dev/null || true; fi
   # Whatever QEMU a failed run left (its command line names this directory).
   pkill -9 -f "$tmp/" 2>/dev/null || true
+  # The --cgroup-parent run's cgroups, in every hierarchy (empty once the QEMUs are gone).
+  if [ -n "${parent:-}" ]; then
+    find /sys/fs/cgroup -mindepth 1 -maxdepth 3 -depth -type d -path "*${parent}*" \
+      -exec rmdir {} \; 2>/dev/null || true
+  fi
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -64,7 +69,7 @@ if [ -n "${HUTCH_TEST_IMAGE:-}" ] && [ -f "$HUTCH_TEST_IMAGE/rootfs.img" ]; then
   uid_base=$((0x5C010000 + ($$ % 512) * 65536))
   start_daemon() {
     "$prefix/sbin/hutchd" --socket "$tmp/hutchd.sock" --state-dir "$state" --uid-base "$uid_base" \
-      --pool-size 0 --image-cache "$tmp/cache" >>"$tmp/hutchd.log" 2>&1 &
+      --pool-size 0 --image-cache "$tmp/cache" "$@" >>"$tmp/hutchd.log" 2>&1 &
     daemon=$!
     for _ in $(seq 300); do
       "$prefix/bin/hutch" --socket "$tmp/hutchd.sock" ls >/dev/null 2>&1 && return 0
@@ -84,7 +89,44 @@ if [ -n "${HUTCH_TEST_IMAGE:-}" ] && [ -f "$HUTCH_TEST_IMAGE/rootfs.img" ]; then
   wait "$daemon" 2>/dev/null || true
   start_daemon
   [ "$(hutch exec installed -- hostname)" = installed ] || fail "the restarted hutchd did not adopt the box"
-  hutch rm -f installed >/dev/null || fail "hutch rm failed"
+
+  # The unit's --cgroup-parent (boxes' cgroups outside hutchd's): a hutchd given one adopts the
+  # box an earlier hutchd put below itself (an upgrade), puts new boxes in the parent, adopts
+  # those after a SIGKILL, and removes both kinds of cgroup with their boxes.
+  parent=/hutch-install-$$
+  # The memory controller's hierarchy: its v1 mount, else the v2 one.
+  mounts() { awk '{ for (i = 7; $i != "-"; i++) {}; print $(i + 1), $(i + 3), $5 }' /proc/self/mountinfo; }
+  memory_cgroups=$(mounts | awk '$1 == "cgroup" && $2 ~ /(^|,)memory(,|$)/ {print $3; exit}')
+  [ -n "$memory_cgroups" ] || memory_cgroups=$(mounts | awk '$1 == "cgroup2" {print $3; exit}')
+  owner() { # the cgroup (below the memory hierarchy) that holds box $1's QEMU
+    local pid
+    pid=$(hutch inspect "$1" | sed -n 's/^ *"pid": *\([0-9]*\),*$/\1/p' | head -1)
+    [ -n "$pid" ] && [ "$pid" != 0 ] || return 1
+    awk -F: '$2 ~ /(^|,)memory(,|$)/ {v1 = $3} $1 == "0" {v2 = $3}
+             END {print (v1 != "" ? v1 : v2)}' "/proc/$pid/cgroup"
+  }
+  legacy_cgroup=$(owner installed) || fail "no QEMU found for box installed"
+  kill -9 "$daemon"
+  wait "$daemon" 2>/dev/null || true
+  start_daemon --cgroup-parent "$parent"
+  [ "$(hutch exec installed -- hostname)" = installed ] ||
+    fail "a hutchd with --cgroup-parent did not adopt the box an earlier one put below itself"
+  hutch run --name parented >/dev/null || fail "hutch run with --cgroup-parent failed"
+  [[ "$(owner parented)" == "$parent/"* ]] || fail "box parented's QEMU is in $(owner parented), not below $parent"
+  kill -9 "$daemon"
+  wait "$daemon" 2>/dev/null || true
+  start_daemon --cgroup-parent "$parent"
+  [ "$(hutch exec parented -- hostname)" = parented ] ||
+    fail "a hutchd with --cgroup-parent did not adopt its own box after a SIGKILL"
+  hutch rm -f installed parented >/dev/null || fail "hutch rm failed"
+  boxes_in_parent() { find "$memory_cgroups$parent" -mindepth 1 -maxdepth 1 -type d -printf '%f '; }
+  # rm answers before its cleanup ends (QEMU's exit, then its cgroup).
+  for _ in $(seq 100); do
+    if [ ! -e "$memory_cgroups$legacy_cgroup" ] && [ -z "$(boxes_in_parent)" ]; then break; fi
+    sleep 0.1
+  done
+  [ ! -e "$memory_cgroups$legacy_cgroup" ] || fail "rm left the box's cgroup $legacy_cgroup"
+  [ -z "$(boxes_in_parent)" ] || fail "rm left cgroups in $parent: $(boxes_in_parent)"
   kill -TERM "$daemon"
   wait "$daemon" 2>/dev/null || true
   daemon=""
@@ -153,7 +195,8 @@ if command -v cpack >/dev/null && command -v dpkg-deb >/dev/null; then
   done
   dpkg-deb --field "$deb" Depends | grep -q qemu-system-x86 || fail "the package does not depend on QEMU"
   unit=$(dpkg-deb --fsys-tarfile "$deb" | tar -xO ./usr/lib/systemd/system/hutchd.service)
-  grep -qx 'ExecStart=/usr/sbin/hutchd' <<<"$unit" || fail "the packaged unit does not start /usr/sbin/hutchd"
+  grep -qx 'ExecStart=/usr/sbin/hutchd --cgroup-parent /hutch' <<<"$unit" ||
+    fail "the packaged unit does not start /usr/sbin/hutchd with its boxes' cgroups outside the unit's"
   grep -qx 'KillMode=process' <<<"$unit" || fail "the packaged unit would kill the boxes' QEMUs on restart"
 fi
 echo "install_test: ok"

@@ -386,6 +386,14 @@ Result<std::optional<VmJail>> adoptedJail(const std::filesystem::path& run_dir, 
   HUTCH_TRY(jail::BoxCgroup cgroup, cgroups.boxCgroup(vmCgroupName(run_dir)));
   auto held = cgroup.holds(pid);
   if (!held) return fail(held.error().withContext(context));
+  // A box an earlier hutchd without --cgroup-parent started lives below that hutchd's cgroup.
+  if (auto legacy = cgroups.legacyBoxCgroup(vmCgroupName(run_dir)); !*held && legacy) {
+    auto there = legacy->holds(pid);
+    if (there && *there) {
+      cgroup = std::move(*legacy);
+      held = true;
+    }
+  }
   if (!*held) {
     return fail(Errc::kFailedPrecondition, context + ": it is not in the run dir's cgroup " +
                                                cgroup.dirs.front().path.string() +
@@ -655,6 +663,11 @@ void QemuBackend::releaseRunDir(const std::filesystem::path& run_dir) {
   auto cgroup = options_.jail->cgroups.boxCgroup(vmCgroupName(run_dir));
   Result<> removed = cgroup ? cgroup->remove() : fail(cgroup.error());
   if (!removed) vmmLog().warn("{}: {}", run_dir.string(), removed.error().describe());
+  if (auto legacy = options_.jail->cgroups.legacyBoxCgroup(vmCgroupName(run_dir))) {
+    if (auto gone = legacy->remove(); !gone) {
+      vmmLog().warn("{}: {}", run_dir.string(), gone.error().describe());
+    }
+  }
 }
 
 std::vector<std::filesystem::path> QemuBackend::killStrays(
