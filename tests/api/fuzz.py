@@ -14,10 +14,12 @@ What cannot be fuzzed blindly, and what is done instead (docs in tests/api/READM
   TCP listener the run uses a key whose quota is 3 boxes, 4 CPUs, 3 GiB: creates past it are 429.
   On the unix socket (no quotas) it runs in a separate pass of --create-examples examples, and
   the boxes it made are removed after it.
-- fork (up to 64 VMs at once), checkpoints (a RAM image each), rollback, stop, start and
-  DELETE /v1/boxes/{box} would fork, fill the disk with or destroy the box the other operations
-  work on: their {box} is always a name that does not exist, so they are fuzzed on their
-  request checks and not-found path only (tests/api/test_boxes.py covers them on real boxes).
+- fork (up to 64 VMs at once), checkpoints (a RAM image each), rollback, stop, start,
+  DELETE /v1/boxes/{box} and PUT /v1/boxes/{box}/timeout would fork, fill the disk with or
+  destroy the box the other operations work on (a generated `{"timeout_s": 1}` had hutchd remove
+  it a second later, as it should): their {box} is always a name that does not exist, so they are
+  fuzzed on their request checks and not-found path only (tests/api/test_boxes.py covers them on
+  real boxes).
 - DELETE /v1/keys/{name}: schemathesis reuses names from answers and removed the run's own key
   (every request after it 401, then 429 for the address): {name} is a key that does not exist.
 - Security parameters are not generated: the run's key is set once; generated X-API-Key values
@@ -59,7 +61,7 @@ CHECKS = ("not_a_server_error,status_code_conformance,content_type_conformance,"
           "response_headers_conformance,response_schema_conformance,negative_data_rejection,"
           "missing_required_header,unsupported_method")
 PINNED_BOX_OPS = ("removeBox", "stopBox", "startBox", "forkBox", "createCheckpoint",
-                  "rollbackBox")
+                  "rollbackBox", "setBoxTimeout")
 
 
 def config(create_enabled: bool, only_create: bool) -> str:

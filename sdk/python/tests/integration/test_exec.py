@@ -125,8 +125,10 @@ def test_closing_a_session_kills_the_command(box):
 
 def test_pty_login_shell(box):
     with box.pty(rows=40, cols=100) as pty:
-        pty.write("tty; echo $((6*7))\n")
-        out = pty.read_until("42", timeout=20)
+        # A marker the typed line's echo and the prompt (its window title holds the box's random
+        # name, "py-fbc6242...") cannot hold: "42" alone once matched the title, before tty ran.
+        pty.write("tty; echo pty-$((6*7))-ok\n")
+        out = pty.read_until("pty-42-ok", timeout=20)
         assert b"/dev/pts/" in out
         pty.write("stty size\n")
         assert b"40 100" in pty.read_until("40 100", timeout=10)
