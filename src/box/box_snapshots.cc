@@ -45,6 +45,14 @@ uint64_t allocatedBytes(const fs::path& path) {
   return total;
 }
 
+Result<> makeDirectories(const fs::path& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec)
+    return fail(Errc::kInternal, fmt::format("Cannot create {}: {}", dir.string(), ec.message()));
+  return ok();
+}
+
 void removeQuietly(const fs::path& path) {
   std::error_code ec;
   fs::remove_all(path, ec);

@@ -75,12 +75,8 @@ asio::awaitable<Result<Box>> BoxService::suspendBox(const std::string& key, std:
   snap.source = std::string(by);
   snap.dir = config_.snapshots_dir / snap.id;
   snap.created_at = unixNow();
+  if (auto made = makeDirectories(snap.dir); !made) co_return fail(made.error());
   std::error_code ec;
-  fs::create_directories(snap.dir, ec);
-  if (ec) {
-    co_return fail(Errc::kInternal,
-                   fmt::format("Cannot create {}: {}", snap.dir.string(), ec.message()));
-  }
   // A template made from the suspended box's disk, or a cold boot after a resume that failed,
   // then has every file the box wrote. (A box paused for idleness wrote nothing for a long
   // while: the kernel flushed it.)

@@ -168,12 +168,8 @@ asio::awaitable<Result<Snapshot>> BoxService::makeTemplateSnapshot(const storage
   snap.dir = config_.snapshots_dir / snap.id;
   snap.layer = snap.dir / "layer.qcow2";
   snap.created_at = unixNow();
+  if (auto made = makeDirectories(snap.dir); !made) co_return fail(made.error());
   std::error_code ec;
-  fs::create_directories(snap.dir, ec);
-  if (ec) {
-    co_return fail(Errc::kInternal,
-                   fmt::format("Cannot create {}: {}", snap.dir.string(), ec.message()));
-  }
   spdlog::info("Making template snapshot {} of {} ({} vCPU, {} MiB) by a cold boot", snap.id,
                tmpl.name, config.cpus, config.memory_mib);
   auto cleanup = [&] { removeQuietly(snap.dir); };

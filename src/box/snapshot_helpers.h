@@ -6,10 +6,15 @@
 #include <filesystem>
 #include <string>
 
+#include "base/result.h"
+
 namespace hutch::box {
 
 // Allocated bytes of a file, or of everything under a directory.
 uint64_t allocatedBytes(const std::filesystem::path& path);
+
+// create_directories, with an error that names the directory.
+Result<> makeDirectories(const std::filesystem::path& dir);
 
 // remove_all that only logs a failure: for files whose loss nothing depends on.
 void removeQuietly(const std::filesystem::path& path);
