@@ -521,6 +521,15 @@ Result<CgroupHost> CgroupHost::detect(std::string_view parent) {
 
 namespace {
 
+// A cgroup directory name hutch makes: [A-Za-z0-9._-], not empty, not . or ..
+bool isCgroupName(std::string_view name) {
+  return !name.empty() && name != "." && name != ".." &&
+         std::all_of(name.begin(), name.end(), [](char c) {
+           return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '.' || c == '_' || c == '-';
+         });
+}
+
 // The components of a --cgroup-parent: "/hutch" or "/a/b", each [A-Za-z0-9._-], no . or ..
 Result<std::vector<std::string>> parentParts(std::string_view parent) {
   auto bad = [&](std::string_view why) {
@@ -532,11 +541,7 @@ Result<std::vector<std::string>> parentParts(std::string_view parent) {
   std::vector<std::string> parts;
   for (const std::string& part : split(parent.substr(1), '/')) {
     if (part.empty()) continue;
-    bool valid = part != "." && part != ".." && std::all_of(part.begin(), part.end(), [](char c) {
-                   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                          (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
-                 });
-    if (!valid) return bad("has a component that is not letters, digits, . _ -");
+    if (!isCgroupName(part)) return bad("has a component that is not letters, digits, . _ -");
     parts.push_back(part);
   }
   if (parts.empty()) return bad("is the root");
@@ -729,12 +734,7 @@ Result<std::vector<std::string>> CgroupHost::prepareV2Parent(
 }
 
 Result<BoxCgroup> CgroupHost::boxCgroup(std::string_view name) const {
-  bool valid = !name.empty() && name != "." && name != ".." &&
-               std::all_of(name.begin(), name.end(), [](char c) {
-                 return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                        (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
-               });
-  if (!valid) {
+  if (!isCgroupName(name)) {
     return fail(Errc::kInvalidArgument,
                 "Box cgroup name '" + std::string(name) + "' must be letters, digits, . _ -");
   }
