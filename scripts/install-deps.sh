@@ -34,6 +34,11 @@ packages=(
   python3-venv
   # the dashboard's browser tests (tests/dashboard) drive it headless
   chromium
+  # templates from OCI images: hutchd pulls with skopeo; tests/registry builds images (umoci)
+  # and serves them from a loopback registry with htpasswd (bcrypt) auth
+  skopeo umoci docker-registry apache2-utils
+  # shell scripts are checked with it (tests/registry)
+  shellcheck
 )
 
 missing=()

@@ -95,8 +95,10 @@ class KeyService {
   std::map<std::string, std::chrono::steady_clock::time_point> touched_;
 };
 
-// Failed authentications per client address: after `limit` failures within `window`, the
-// address is refused (429) until the window since its first counted failure has passed.
+// Failed authentications per client address: after `limit` failures within `window`, further
+// failed attempts from the address are answered 429 until the window since its first counted
+// failure has passed. Requests whose key authenticates are never refused (the server checks the
+// key first): many clients may share an address, and one bad key must not lock out the others.
 class FailureLimiter {
  public:
   using Clock = std::chrono::steady_clock;

@@ -80,7 +80,9 @@ awaitable<Reply> startProcess(box::BoxService& service, RequestContext& ctx) {
                                   "goes to a log in the box): drop stdin, tty and login_shell"));
   }
   request->detach = true;
-  if (request->user.empty()) request->user = service.defaultUser();
+  auto defaults = service.execDefaults(param(ctx, "box"));
+  if (request->user.empty()) request->user = defaults.user;
+  if (request->cwd.empty()) request->cwd = defaults.cwd;
   auto valid = proto::validate(*request);
   if (!valid) co_return errorResponse(valid.error());
   auto agent = co_await service.agentFor(param(ctx, "box"), ctx.principal.actor());

@@ -43,12 +43,15 @@ const std::string& param(const RequestContext& ctx, const char* name) {
   return ctx.params.find(name)->second;
 }
 
-// The request as the box should run it: the default user, the box's environment.
+// The request as the box should run it: the default user and working directory, the box's
+// environment.
 awaitable<Result<std::shared_ptr<box::BoxAgent>>> prepare(box::BoxService& service,
                                                           const std::string& box,
                                                           const observe::Actor& actor,
                                                           proto::ExecRequest& request) {
-  if (request.user.empty()) request.user = service.defaultUser();
+  auto defaults = service.execDefaults(box);
+  if (request.user.empty()) request.user = defaults.user;
+  if (request.cwd.empty()) request.cwd = defaults.cwd;
   HUTCH_CO_TRY_VOID(proto::validate(request));
   HUTCH_CO_TRY(auto agent, co_await service.agentFor(box, actor));
   if (auto b = service.get(box); b) addBoxEnvironment(*b, request);

@@ -43,8 +43,8 @@ const std::string& boxParam(const RequestContext& ctx) {
   return ctx.params.find("box")->second;
 }
 
-std::string userOr(box::BoxService& service, const std::string& user) {
-  return user.empty() ? service.defaultUser() : user;
+std::string userOr(box::BoxService& service, const RequestContext& ctx, const std::string& user) {
+  return user.empty() ? service.execDefaults(boxParam(ctx)).user : user;
 }
 
 // The agent's error with what to do instead, where the agent cannot know it.
@@ -73,7 +73,7 @@ awaitable<Reply> statFile(box::BoxService& service, RequestContext& ctx) {
   if (!agent) co_return errorResponse(agent.error());
   // Requests are named before they are passed: GCC 12 destroys a braced temporary handed to a
   // coroutine's by-value parameter twice.
-  proto::FileStatRequest request{.path = q->path, .user = userOr(service, q->user)};
+  proto::FileStatRequest request{.path = q->path, .user = userOr(service, ctx, q->user)};
   auto info = co_await (*agent)->stat(std::move(request));
   if (!info) co_return errorResponse(info.error());
   co_return jsonResponse(http::status::ok, toJson(*info));
@@ -85,7 +85,7 @@ awaitable<Reply> listFiles(box::BoxService& service, RequestContext& ctx) {
   auto agent = co_await service.agentFor(boxParam(ctx), ctx.principal.actor());
   if (!agent) co_return errorResponse(agent.error());
   proto::FileListRequest request{
-      .path = q->path, .user = userOr(service, q->user), .depth = q->depth};
+      .path = q->path, .user = userOr(service, ctx, q->user), .depth = q->depth};
   auto list = co_await (*agent)->listDir(std::move(request));
   if (!list) co_return errorResponse(explain(list.error(), "", kFileHint));
   json entries = json::array();
@@ -97,7 +97,7 @@ awaitable<Reply> listFiles(box::BoxService& service, RequestContext& ctx) {
 awaitable<Reply> makeDirectory(box::BoxService& service, RequestContext& ctx) {
   auto request = parseMkdir(ctx.request.body());
   if (!request) co_return errorResponse(request.error());
-  request->user = userOr(service, request->user);
+  request->user = userOr(service, ctx, request->user);
   auto agent = co_await service.agentFor(boxParam(ctx), ctx.principal.actor());
   if (!agent) co_return errorResponse(agent.error());
   auto made = co_await (*agent)->makeDir(std::move(*request));
@@ -108,7 +108,7 @@ awaitable<Reply> makeDirectory(box::BoxService& service, RequestContext& ctx) {
 awaitable<Reply> moveFile(box::BoxService& service, RequestContext& ctx) {
   auto request = parseMove(ctx.request.body());
   if (!request) co_return errorResponse(request.error());
-  request->user = userOr(service, request->user);
+  request->user = userOr(service, ctx, request->user);
   auto agent = co_await service.agentFor(boxParam(ctx), ctx.principal.actor());
   if (!agent) co_return errorResponse(agent.error());
   auto moved = co_await (*agent)->move(std::move(*request));
@@ -129,7 +129,7 @@ awaitable<Reply> removeFile(box::BoxService& service, RequestContext& ctx) {
   auto agent = co_await service.agentFor(boxParam(ctx), ctx.principal.actor());
   if (!agent) co_return errorResponse(agent.error());
   proto::FileRemoveRequest request{
-      .path = q->path, .user = userOr(service, q->user), .recursive = q->recursive};
+      .path = q->path, .user = userOr(service, ctx, q->user), .recursive = q->recursive};
   auto removed = co_await (*agent)->remove(std::move(request));
   if (!removed) {
     if (removed.error().code() == Errc::kFailedPrecondition && !q->recursive &&
@@ -208,7 +208,7 @@ awaitable<Reply> readFile(box::BoxService& service, RequestContext& ctx) {
   if (!q) co_return errorResponse(q.error());
   auto agent = co_await service.agentFor(boxParam(ctx), ctx.principal.actor());
   if (!agent) co_return errorResponse(agent.error());
-  proto::FileReadRequest request{.path = q->path, .user = userOr(service, q->user)};
+  proto::FileReadRequest request{.path = q->path, .user = userOr(service, ctx, q->user)};
   auto opened = co_await (*agent)->openRead(std::move(request));
   if (!opened) co_return errorResponse(explain(opened.error(), kDirHint, ""));
   co_return co_await sendFile(*opened, ctx, boxParam(ctx));
@@ -222,7 +222,7 @@ awaitable<Reply> writeFile(box::BoxService& service, RequestContext& ctx) {
   auto agent = co_await service.agentFor(boxParam(ctx), ctx.principal.actor());
   if (!agent) co_return errorResponse(agent.error());
   proto::FileWriteRequest request{.path = q->path,
-                                  .user = userOr(service, q->user),
+                                  .user = userOr(service, ctx, q->user),
                                   .mode = q->mode,
                                   .owner = q->owner,
                                   .group = q->group,
@@ -336,7 +336,7 @@ std::pair<std::string, std::string> splitForTar(const std::string& path) {
 awaitable<Reply> readArchive(box::BoxService& service, RequestContext& ctx) {
   auto q = parseFileQuery(ctx.query, {});
   if (!q) co_return errorResponse(q.error());
-  const std::string user = userOr(service, q->user);
+  const std::string user = userOr(service, ctx, q->user);
   auto agent = co_await service.agentFor(boxParam(ctx), ctx.principal.actor());
   if (!agent) co_return errorResponse(agent.error());
   proto::FileStatRequest stat_request{.path = q->path, .user = user};
@@ -440,7 +440,7 @@ awaitable<Result<>> sendToTar(guest::ExecSession& session, std::string_view data
 awaitable<Reply> writeArchive(box::BoxService& service, RequestContext& ctx) {
   auto q = parseFileQuery(ctx.query, {});
   if (!q) co_return errorResponse(q.error());
-  const std::string user = userOr(service, q->user);
+  const std::string user = userOr(service, ctx, q->user);
   auto agent = co_await service.agentFor(boxParam(ctx), ctx.principal.actor());
   if (!agent) co_return errorResponse(agent.error());
 

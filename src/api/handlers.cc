@@ -13,6 +13,7 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/http/write.hpp>
 #include <csignal>
+#include <functional>
 
 #include "api/json_model.h"
 #include "api/openapi.h"
@@ -234,8 +235,12 @@ struct BuildProgress {
   std::optional<Result<json>> done;
 };
 
-awaitable<void> runBuild(box::TemplateService& templates, std::string name,
-                         std::shared_ptr<BuildProgress> progress, asio::any_io_executor ex) {
+// What a streamed template creation runs: a recipe build or an image pull, reporting progress.
+using TemplateMaker =
+    std::function<awaitable<Result<json>>(box::TemplateService::Progress progress)>;
+
+awaitable<void> runBuild(TemplateMaker make, std::shared_ptr<BuildProgress> progress,
+                         asio::any_io_executor ex) {
   // Called on a worker thread: the text is handed to the loop.
   auto on_output = [progress, ex](std::string_view text) {
     asio::post(ex, [progress, chunk = std::string(text)] {
@@ -243,7 +248,7 @@ awaitable<void> runBuild(box::TemplateService& templates, std::string name,
       progress->changed.notify();
     });
   };
-  auto made = co_await templates.build(std::move(name), on_output);
+  auto made = co_await make(on_output);
   // After the output posted before it.
   asio::post(ex, [progress, made = std::move(made)]() mutable {
     progress->done = std::move(made);
@@ -255,11 +260,10 @@ std::string ndjson(const json& j) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
-awaitable<Reply> streamBuild(box::TemplateService& templates, RequestContext& ctx,
-                             std::string name) {
+awaitable<Reply> streamBuild(RequestContext& ctx, TemplateMaker make) {
   asio::any_io_executor ex = ctx.connection->stream.get_executor();
   auto progress = std::make_shared<BuildProgress>(ex);
-  asio::co_spawn(ex, runBuild(templates, std::move(name), progress, ex), asio::detached);
+  asio::co_spawn(ex, runBuild(std::move(make), progress, ex), asio::detached);
   ChunkedWriter out(*ctx.connection);
   bool open = co_await out.start(http::status::ok, "application/x-ndjson");
   while (open) {
@@ -300,30 +304,85 @@ awaitable<Reply> createTemplate(box::TemplateService& templates, RequestContext&
   auto body = parseObject(ctx.request.body());
   if (!body) co_return errorResponse(body.error());
   for (const auto& [key, _] : body->items()) {
-    if (key != "name" && key != "from_box") {
-      co_return errorResponse(Error(Errc::kInvalidArgument,
-                                    "Unknown field '" + key + "'; known fields: from_box, name"));
+    if (key != "name" && key != "from_box" && key != "from_image") {
+      co_return errorResponse(Error(
+          Errc::kInvalidArgument, "Unknown field '" + key + "'; known fields: from_box, "
+                                  "from_image, name"));
     }
   }
   if (!(*body)["name"].is_string() ||
-      (body->contains("from_box") && !(*body)["from_box"].is_string())) {
-    co_return errorResponse(
-        Error(Errc::kInvalidArgument, "'name' (and 'from_box' if given) must be strings"));
+      (body->contains("from_box") && !(*body)["from_box"].is_string()) ||
+      (body->contains("from_image") && !(*body)["from_image"].is_string())) {
+    co_return errorResponse(Error(Errc::kInvalidArgument,
+                                  "'name' (and 'from_box' or 'from_image' if given) must be "
+                                  "strings"));
   }
   std::string name = (*body)["name"];
   std::string from_box = body->value("from_box", "");
-  Result<json> made = json();
-  if (from_box.empty() &&
-      ctx.request[http::field::accept].find("application/x-ndjson") != std::string_view::npos) {
-    co_return co_await streamBuild(templates, ctx, std::move(name));
+  std::string from_image = body->value("from_image", "");
+  if (!from_box.empty() && !from_image.empty()) {
+    co_return errorResponse(Error(Errc::kInvalidArgument,
+                                  "Give 'from_box' or 'from_image', not both: a template comes "
+                                  "from one source"));
   }
-  if (from_box.empty()) {
-    made = co_await templates.build(name);
+  Result<json> made = json();
+  TemplateMaker make;
+  if (!from_image.empty()) {
+    make = [&templates, name, from_image](box::TemplateService::Progress progress) {
+      return templates.createFromImage(name, from_image, std::move(progress));
+    };
+  } else if (from_box.empty()) {
+    make = [&templates, name](box::TemplateService::Progress progress) {
+      return templates.build(name, std::move(progress));
+    };
+  }
+  if (make &&
+      ctx.request[http::field::accept].find("application/x-ndjson") != std::string_view::npos) {
+    co_return co_await streamBuild(ctx, std::move(make));
+  }
+  if (make) {
+    made = co_await make({});
   } else {
     made = co_await templates.createFromBox(name, from_box);
   }
   if (!made) co_return errorResponse(made.error());
   co_return jsonResponse(http::status::created, *made);
+}
+
+// GET /v1/registries, PUT /v1/registries/{registry} {username, password}, DELETE: the
+// credentials hutchd pulls images with (admin only; passwords never come back).
+awaitable<Reply> listRegistries(box::TemplateService& templates, RequestContext& /*ctx*/) {
+  auto logins = templates.registryLogins();
+  if (!logins) co_return errorResponse(logins.error());
+  json items = json::array();
+  for (const auto& l : *logins) items.push_back({{"registry", l.registry}, {"username", l.username}});
+  co_return jsonResponse(http::status::ok, json{{"registries", items}});
+}
+
+awaitable<Reply> loginRegistry(box::TemplateService& templates, RequestContext& ctx) {
+  auto body = parseObject(ctx.request.body());
+  if (!body) co_return errorResponse(body.error());
+  for (const auto& [key, _] : body->items()) {
+    if (key != "username" && key != "password") {
+      co_return errorResponse(Error(Errc::kInvalidArgument,
+                                    "Unknown field '" + key + "'; known fields: password, username"));
+    }
+  }
+  if (!body->value("username", json()).is_string() || !body->value("password", json()).is_string()) {
+    co_return errorResponse(
+        Error(Errc::kInvalidArgument, "'username' and 'password' are required strings"));
+  }
+  auto login = templates.registryLogin(param(ctx, "registry"), (*body)["username"].get<std::string>(),
+                                       (*body)["password"].get<std::string>());
+  if (!login) co_return errorResponse(login.error());
+  co_return jsonResponse(http::status::ok,
+                         json{{"registry", login->registry}, {"username", login->username}});
+}
+
+awaitable<Reply> logoutRegistry(box::TemplateService& templates, RequestContext& ctx) {
+  auto removed = templates.registryLogout(param(ctx, "registry"));
+  if (!removed) co_return errorResponse(removed.error());
+  co_return jsonResponse(http::status::ok, json{{"removed", *removed}});
 }
 
 awaitable<Reply> removeTemplate(box::TemplateService& templates, RequestContext& ctx) {
@@ -416,6 +475,11 @@ void registerRoutes(ApiRouter& router, box::BoxService& service, box::TemplateSe
   router.add(verb::get, "/v1/templates", bindService(listTemplates, templates));
   router.add(verb::post, "/v1/templates", Route(bindService(createTemplate, templates), admin));
   router.add(verb::post, "/v1/images/prune", Route(bindService(pruneImages, templates), admin));
+  router.add(verb::get, "/v1/registries", Route(bindService(listRegistries, templates), admin));
+  router.add(verb::put, "/v1/registries/{registry}",
+             Route(bindService(loginRegistry, templates), admin));
+  router.add(verb::delete_, "/v1/registries/{registry}",
+             Route(bindService(logoutRegistry, templates), admin));
   router.add(verb::delete_, "/v1/templates/{template}",
              Route(bindService(removeTemplate, templates), admin));
 }

@@ -511,22 +511,27 @@ awaitable<void> HttpServer::serve(std::shared_ptr<Connection> c, bool tcp) {
 
     // TCP: authenticated before anything else, so that nothing (not even which paths exist)
     // is answered to a caller without a key.
+    // A key that authenticates always passes: the failures counted against an address are other
+    // clients' too (one host, a NAT, a gateway in front), and must not lock out the good ones.
+    // Past the limit, only failed attempts from that address are answered 429 instead of 401,
+    // and the connection is closed.
     if (tcp) {
       auto now = FailureLimiter::Clock::now();
-      if (auto wait = limiter_.refused(c->peer, now)) {
-        Response res =
-            render(Error(Errc::kResourceExhausted,
-                         fmt::format("Too many failed authentications from {}; try again in {} s",
-                                     c->peer, *wait)));
-        res.set(http::field::retry_after, std::to_string(*wait));
-        co_await respond(std::move(res), false);
-        co_return;
-      }
       auto principal = plane != nullptr && plane->authenticate
                            ? plane->authenticate(header, query, resolved)
                            : keys_->authenticate(offeredKey(header));
       if (!principal) {
         if (principal.error().code() == Errc::kUnauthenticated) {
+          if (auto wait = limiter_.refused(c->peer, now)) {
+            Response res = render(Error(
+                Errc::kResourceExhausted,
+                fmt::format("Too many failed authentications from {}; check the API key this "
+                            "client sends (a valid key is still accepted), or try again in {} s",
+                            c->peer, *wait)));
+            res.set(http::field::retry_after, std::to_string(*wait));
+            co_await respond(std::move(res), false);
+            co_return;
+          }
           limiter_.recordFailure(c->peer, now);
           spdlog::info("api: refused {} {} from {}: {}", std::string(header.method_string()), path,
                        c->peer, principal.error().message());

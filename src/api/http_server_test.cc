@@ -288,12 +288,18 @@ TEST_F(HttpServerTest, TheScoperHidesOtherOwnersBoxesAsIfTheyDidNotExist) {
   EXPECT_EQ(overHttp(get("/v1/boxes/theirs", admin_)).status, 200);
 }
 
-TEST_F(HttpServerTest, FailedAttemptsAreRateLimitedPerAddress) {
+TEST_F(HttpServerTest, FailedAttemptsAreRateLimitedPerAddressButAValidKeyAlwaysPasses) {
+  // Two clients on one address (both 127.0.0.1): one sends a wrong key over and over.
   for (int i = 0; i < 10; ++i) EXPECT_EQ(overHttp(get("/v1/hello", "e2b_wrong")).status, 401);
-  Answer limited = overHttp(get("/v1/hello", user_));
-  EXPECT_EQ(limited.status, 429) << "even a good key, until the minute has passed";
+  Answer limited = overHttp(get("/v1/hello", "e2b_wrong"));
+  EXPECT_EQ(limited.status, 429) << "the bad client is slowed down";
   EXPECT_NE(limited.body.find("resource_exhausted"), std::string::npos);
   EXPECT_FALSE(limited.headers[http::field::retry_after].empty());
+  EXPECT_EQ(overHttp(get("/v1/hello")).status, 429) << "no key at all counts as a bad one";
+  // The other client's valid key passes, over HTTP and HTTPS, while the bad one is still limited.
+  EXPECT_EQ(overHttp(get("/v1/hello", user_)).status, 200);
+  EXPECT_EQ(overHttps(get("/v1/hello", admin_)).status, 200);
+  EXPECT_EQ(overHttp(get("/v1/hello", "e2b_wrong")).status, 429);
   EXPECT_EQ(overUnix(get("/v1/hello")).status, 200) << "the unix socket is not limited";
 }
 

@@ -220,9 +220,10 @@ asio::awaitable<Result<std::shared_ptr<guest::AgentClient>>> BoxService::warmUp(
   proto::ExecRequest request;
   request.argv = {"true"};
   request.user = config_.default_user;
+  // An image need have neither `true` nor that user (a distroless image has no program but its
+  // own): then only the identity path was warmed.
   auto session = co_await agent->exec(request);
-  if (!session) co_return fail(session.error());
-  for (;;) {
+  for (; session;) {
     HUTCH_CO_TRY(auto event, co_await (*session)->next());
     if (event.kind == guest::ExecEvent::Kind::kExit) break;
   }

@@ -91,11 +91,11 @@ asio::awaitable<Result<Snapshot>> BoxService::saveBox(const std::string& key, st
   snap.source = savedSourceJson(box);
   snap.dir = config_.snapshots_dir / snap.id;
   snap.created_at = unixNow();
-  std::error_code ec;
-  fs::create_directories(snap.dir, ec);
-  runtime->busy = true;
+  WriteClaim claim(*this, snap.dir);  // until the record is in the store
+  HUTCH_CO_TRY_VOID(makeDirectories(snap.dir));
+  std::optional<Busy> busy(std::in_place, *runtime);
   auto captured = co_await capture(box, *runtime, snap.dir);
-  runtime->busy = false;
+  busy.reset();
   if (!captured) {
     removeQuietly(snap.dir);
     co_return fail(captured.error().withContext(fmt::format("Cannot snapshot {}", box.name)));

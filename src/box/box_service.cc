@@ -256,7 +256,7 @@ asio::awaitable<Result<Box>> BoxService::createBox(BoxSpec spec) {
   box.accel = std::string(vmm::accelName(config_.accel.accel));
   box.image_dir = tmpl.dir.string();
   box.owner = spec.owner;
-  box.env = spec.env;
+  box.env = imageEnvironment(tmpl.manifest, spec.env);
   box.metadata = spec.metadata;
   box.expires_at = spec.expires_at;
   box.on_expiry = spec.expires_at != 0 ? spec.on_expiry : Expiry::kNone;

@@ -86,6 +86,10 @@ class BoxObserver {
   virtual size_t openConnections(const std::string& box_id) const = 0;
 };
 
+// The environment of a new box of a template whose manifest is `manifest`: an image template's
+// ENV (docs/templates.md), with `requested` over it. Names the box cannot carry are left out.
+BoxEnv imageEnvironment(const nlohmann::json& manifest, const BoxEnv& requested);
+
 class BoxService {
  public:
   BoxService(asio::any_io_executor loop, asio::thread_pool& pool, storage::BoxStore& store,
@@ -137,6 +141,14 @@ class BoxService {
   // What a running box's VMM uses of the host (its cgroup): memory, CPU time, tasks.
   Result<vmm::ResourceUsage> usage(const std::string& key);
   const std::string& defaultUser() const { return config_.default_user; }
+  // What an exec or a file operation in box `key` gets when the request leaves it out: for a
+  // box of an image template, the image's USER (root when it names none) and WORKDIR; for
+  // others --default-user and no working directory (the agent takes the user's home).
+  struct ExecDefaults {
+    std::string user;
+    std::string cwd;
+  };
+  ExecDefaults execDefaults(const std::string& key);
   // Every VM gets a NIC in a walled network namespace and every running box is served by
   // hutch-egress (network_service.h). Without one (hutchd --no-network) boxes have no NIC.
   // Set before anything runs; it must outlive the service.
@@ -281,6 +293,24 @@ class BoxService {
 
    private:
     Runtime& runtime_;
+  };
+  // Claims a snapshot directory while it is written: from its creation until its record is in
+  // the store (or it is removed). While any claim is held, collectGarbage() sweeps nothing: a
+  // directory or disk layer not yet recorded is not garbage, whatever else happens meanwhile
+  // (another snapshot removed, the box itself removed and its runtime gone).
+  class WriteClaim {
+   public:
+    WriteClaim(BoxService& service, std::filesystem::path dir)
+        : service_(service), dir_(std::move(dir)) {
+      service_.writing_.insert(dir_);
+    }
+    ~WriteClaim() { service_.writing_.erase(service_.writing_.find(dir_)); }
+    WriteClaim(const WriteClaim&) = delete;
+    WriteClaim& operator=(const WriteClaim&) = delete;
+
+   private:
+    BoxService& service_;
+    std::filesystem::path dir_;
   };
   // kFailedPrecondition while `runtime` is busy, saying so and what to do: "try again", "stop
   // it", ... `when it is done`.
@@ -517,6 +547,10 @@ class BoxService {
   // Boxes whose VM ended while the database refused to record it (recordFailure), and why.
   std::map<std::string, std::string> unrecorded_failures_;
   std::map<std::string, std::shared_ptr<Flight>> flights_;  // by template snapshot key
+  std::multiset<std::filesystem::path> writing_;  // snapshot directories claimed (WriteClaim)
+  // Image templates' defaults (manifest.json "defaults"), by build directory: builds never
+  // change once made.
+  std::map<std::string, nlohmann::json> image_defaults_;
   // uid indices (jail::boxIds) of VMs with no box record: template VMs and the warm pool's.
   std::set<uint32_t> held_uid_indices_;
   std::map<std::string, std::vector<Pooled>> warm_;  // the warm pool, by snapshot key

@@ -466,6 +466,8 @@ asio::awaitable<Result<std::vector<Box>>> BoxService::forkBox(const std::string&
   snap.box_id = parent.id;
   snap.dir = config_.snapshots_dir / snap.id;
   snap.created_at = unixNow();
+  // Recorded only while the children start; removed after.
+  std::optional<WriteClaim> claim(std::in_place, *this, snap.dir);
   std::error_code ec;
   fs::create_directories(snap.dir, ec);
   auto frozen = co_await freezeDisk(parent, *runtime, snap.dir);
@@ -534,6 +536,7 @@ asio::awaitable<Result<std::vector<Box>>> BoxService::forkBox(const std::string&
   (void)store_.removeSnapshot(snap.id);
   removeQuietly(snap.dir);
   busy.reset();
+  claim.reset();
   collectGarbage();
   co_return result;
 }
@@ -572,21 +575,28 @@ asio::awaitable<Result<Snapshot>> BoxService::checkpointBox(const std::string& k
   }
   snap.dir = config_.snapshots_dir / snap.id;
   snap.created_at = unixNow();
-  std::error_code ec;
-  fs::create_directories(snap.dir, ec);
-  runtime->busy = true;
+  WriteClaim claim(*this, snap.dir);  // until the record is in the store
+  HUTCH_CO_TRY_VOID(makeDirectories(snap.dir));
+  std::optional<Busy> busy(std::in_place, *runtime);
   auto captured = co_await capture(box, *runtime, snap.dir);
-  runtime->busy = false;
+  busy.reset();
   if (!captured) {
     removeQuietly(snap.dir);
     co_return fail(captured.error().withContext(fmt::format("Cannot checkpoint {}", box.name)));
   }
   snap.layer = captured->layer;
   snap.size_bytes = allocatedBytes(snap.dir) + allocatedBytes(snap.layer);
-  HUTCH_CO_TRY(SnapshotManifest manifest, manifestFor(box, SnapshotKind::kCheckpoint, *captured));
-  HUTCH_CO_TRY_VOID(co_await writeManifestOffLoop(snap.dir, manifest));
-  fault::point("checkpoint.saved", runtime->vm ? runtime->vm->pid() : 0);
-  HUTCH_CO_TRY_VOID(store_.insertSnapshot(snap));
+  auto manifest = manifestFor(box, SnapshotKind::kCheckpoint, *captured);
+  Result<> kept = manifest ? ok() : fail(manifest.error());
+  if (kept) kept = co_await writeManifestOffLoop(snap.dir, *manifest);
+  if (kept) {
+    fault::point("checkpoint.saved", runtime->vm ? runtime->vm->pid() : 0);
+    kept = store_.insertSnapshot(snap);
+  }
+  if (!kept) {
+    removeQuietly(snap.dir);
+    co_return fail(kept.error());
+  }
   spdlog::info("box={} checkpoint {} in {} ms ({} MiB)", box.id, snap.name,
                captured->stats.took.count(), snap.size_bytes >> 20);
   co_return snap;
@@ -658,7 +668,9 @@ asio::awaitable<Result<Box>> BoxService::rollbackBox(const std::string& key,
 // ---- space ----
 
 void BoxService::collectGarbage() {
-  if (!flights_.empty()) return;  // a template snapshot is being made: its files have no record
+  // A template snapshot being made, or any snapshot directory claimed while it is written: their
+  // files have no record yet. Swept by a later collection.
+  if (!flights_.empty() || !writing_.empty()) return;
   for (const auto& [id, runtime] : runtimes_) {
     if (runtime->busy) return;  // a capture is under way
   }

@@ -75,6 +75,7 @@ asio::awaitable<Result<Box>> BoxService::suspendBox(const std::string& key, std:
   snap.source = std::string(by);
   snap.dir = config_.snapshots_dir / snap.id;
   snap.created_at = unixNow();
+  WriteClaim claim(*this, snap.dir);  // until the record is in the store
   if (auto made = makeDirectories(snap.dir); !made) co_return fail(made.error());
   std::error_code ec;
   // A template made from the suspended box's disk, or a cold boot after a resume that failed,

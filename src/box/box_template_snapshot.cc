@@ -168,6 +168,7 @@ asio::awaitable<Result<Snapshot>> BoxService::makeTemplateSnapshot(const storage
   snap.dir = config_.snapshots_dir / snap.id;
   snap.layer = snap.dir / "layer.qcow2";
   snap.created_at = unixNow();
+  WriteClaim claim(*this, snap.dir);  // until the record is in the store (beside flights_)
   if (auto made = makeDirectories(snap.dir); !made) co_return fail(made.error());
   std::error_code ec;
   spdlog::info("Making template snapshot {} of {} ({} vCPU, {} MiB) by a cold boot", snap.id,

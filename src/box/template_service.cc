@@ -60,15 +60,22 @@ Result<nlohmann::json> TemplateService::describe(const storage::Template& t) {
   HUTCH_TRY(std::vector<std::string> users, usersOf(t));
   std::error_code ec;
   auto size = std::filesystem::file_size(t.rootfs, ec);
-  return nlohmann::json{{"name", t.name},
-                        {"dir", t.dir.string()},
-                        {"image_key", t.image_key},
-                        {"kernel_version", t.manifest.value("kernel_version", "")},
-                        {"created", t.manifest.value("created", "")},
-                        {"source", t.manifest.value("source_box", "").empty() ? "recipe" : "box"},
-                        {"source_box", t.manifest.value("source_box", "")},
-                        {"disk_bytes", ec ? 0 : size},
-                        {"used_by", users}};
+  std::string source = "recipe";
+  if (!t.manifest.value("source_box", "").empty()) source = "box";
+  if (t.manifest.contains("image")) source = "image";
+  nlohmann::json j{{"name", t.name},
+                   {"dir", t.dir.string()},
+                   {"image_key", t.image_key},
+                   {"kernel_version", t.manifest.value("kernel_version", "")},
+                   {"created", t.manifest.value("created", "")},
+                   {"source", source},
+                   {"source_box", t.manifest.value("source_box", "")},
+                   {"disk_bytes", ec ? 0 : size},
+                   {"used_by", users}};
+  // A template from an image: which one (by digest), and the defaults its config gave.
+  if (t.manifest.contains("image")) j["image"] = t.manifest["image"];
+  if (t.manifest.contains("defaults")) j["defaults"] = t.manifest["defaults"];
+  return j;
 }
 
 Result<std::vector<nlohmann::json>> TemplateService::list() {
@@ -83,6 +90,7 @@ Result<std::vector<nlohmann::json>> TemplateService::list() {
 
 boost::asio::awaitable<Result<nlohmann::json>> TemplateService::build(std::string name,
                                                                       Progress progress) {
+  Making making(making_);
   HUTCH_CO_TRY_VOID(validateName(name));
   std::filesystem::path recipe = config_.recipes_dir / name;
   if (!std::filesystem::exists(recipe / "packages")) {
@@ -212,7 +220,8 @@ void TemplateService::removeLeftovers() {
   auto made_from_box = [](const std::filesystem::path& dir) {
     std::ifstream in(dir / "manifest.json");
     auto manifest = nlohmann::json::parse(in, nullptr, false);
-    return manifest.is_object() && manifest.value("image_key", "").starts_with("box-");
+    const std::string key = manifest.is_object() ? manifest.value("image_key", "") : "";
+    return key.starts_with("box-") || key.starts_with("image-");
   };
   std::error_code ec;
   std::vector<std::filesystem::path> unused;
@@ -299,13 +308,21 @@ Result<std::map<std::string, std::string>> TemplateService::imagesInUse() {
 boost::asio::awaitable<Result<nlohmann::json>> TemplateService::prune(
     storage::PruneOptions options) {
   HUTCH_CO_TRY(auto in_use, imagesInUse());
-  auto plan = [this, in_use, options]() -> Result<std::vector<storage::PruneDecision>> {
+  // A build the builder finished is in the cache before its template names it: while a
+  // template is being made, nothing is removed (a later prune does it).
+  const bool making = making_ > 0;
+  auto plan = [this, in_use, options, making]() -> Result<std::vector<storage::PruneDecision>> {
     HUTCH_TRY(auto images, cache_.scan(in_use));
     auto decisions =
         storage::planPrune(images, in_use, options, std::filesystem::file_time_type::clock::now());
     if (options.dry_run) return decisions;
     for (storage::PruneDecision& d : decisions) {
       if (!d.remove) continue;
+      if (making) {
+        d.remove = false;
+        d.reason = "a template is being made; prune again when it is done";
+        continue;
+      }
       if (auto removed = cache_.remove(d.dir); !removed) {
         d.remove = false;
         d.reason = removed.error().message();

@@ -207,13 +207,39 @@ int main(int argc, char** argv) {
   auto* template_build = template_cmd->add_subcommand("build", "Build a template from its recipe");
   template_build->add_option("name", template_name, "Recipe name (images/NAME)")->required();
   std::string template_from;
-  auto* template_create =
-      template_cmd->add_subcommand("create", "Freeze a stopped box's disk as a new template");
-  template_create->add_option("--from", template_from, "The stopped box")->required();
+  std::string template_image;
+  auto* template_create = template_cmd->add_subcommand(
+      "create", "A new template from a stopped box's disk or from an OCI image");
+  auto* from_box_opt = template_create->add_option("--from", template_from, "The stopped box");
+  auto* from_image_opt = template_create->add_option(
+      "--from-image", template_image,
+      "An image in a registry (python:3.12, registry.example:5000/team/app:1, ...@sha256:...)");
+  from_box_opt->excludes(from_image_opt);
+  template_create->callback([&template_from, &template_image] {
+    if (template_from.empty() && template_image.empty()) {
+      throw CLI::RequiredError("--from BOX or --from-image REF");
+    }
+  });
   template_create->add_option("name", template_name, "New template name")->required();
   std::vector<std::string> template_rm_names;
   auto* template_rm = template_cmd->add_subcommand("rm", "Remove templates no box uses");
   template_rm->add_option("name", template_rm_names, "Template names")->required();
+
+  auto* registry_cmd =
+      app.add_subcommand("registry", "Credentials hutchd pulls images with (kept on the host)");
+  registry_cmd->require_subcommand(1);
+  std::string registry_host;
+  std::string registry_user;
+  auto* registry_login =
+      registry_cmd->add_subcommand("login", "Keep a registry's credentials (password on stdin)");
+  registry_login->add_option("-u,--username", registry_user, "The user name")->required();
+  bool password_stdin = true;  // the only way: a password is never a flag's value
+  registry_login->add_flag("--password-stdin", password_stdin,
+                           "Read the password or token from stdin (the default)");
+  registry_login->add_option("registry", registry_host, "HOST[:PORT], or docker.io")->required();
+  auto* registry_logout = registry_cmd->add_subcommand("logout", "Forget a registry's credentials");
+  registry_logout->add_option("registry", registry_host, "HOST[:PORT]")->required();
+  auto* registry_ls = registry_cmd->add_subcommand("ls", "Registries hutchd has credentials for");
 
   auto* doctor_cmd = app.add_subcommand("doctor", "Check this host: acceleration, QEMU, hutchd");
 
@@ -468,11 +494,15 @@ int main(int argc, char** argv) {
   }
   if (rm_cmd->parsed()) return cmdRemove(client, out, rm_boxes, force);
   if (template_ls->parsed()) return cmdTemplateList(client, out);
-  if (template_build->parsed()) return cmdTemplateCreate(client, out, template_name, "");
+  if (template_build->parsed()) return cmdTemplateCreate(client, out, template_name, {});
   if (template_create->parsed()) {
-    return cmdTemplateCreate(client, out, template_name, template_from);
+    return cmdTemplateCreate(client, out, template_name,
+                             {.box = template_from, .image = template_image});
   }
   if (template_rm->parsed()) return cmdTemplateRemove(client, out, template_rm_names);
+  if (registry_login->parsed()) return cmdRegistryLogin(client, out, registry_host, registry_user);
+  if (registry_logout->parsed()) return cmdRegistryLogout(client, out, registry_host);
+  if (registry_ls->parsed()) return cmdRegistryList(client, out);
   if (doctor_cmd->parsed()) return cmdDoctor(client, out);
   if (cp_cmd->parsed()) return cmdCp(client, out, cp);
   if (fork_cmd->parsed()) return cmdFork(client, out, fork_box, fork);

@@ -92,6 +92,19 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--image-cache", image_cache, "Image build cache (env HUTCH_CACHE_DIR)")
       ->capture_default_str();
+  std::string registry_certs = "/etc/hutch/certs.d";
+  app.add_option("--registry-certs", registry_certs,
+                 "CAs of registries hutchd pulls images from, as Docker's certs.d: "
+                 "DIR/HOST[:PORT]/*.crt")
+      ->capture_default_str();
+  std::vector<std::string> insecure_registries;
+  app.add_option("--insecure-registry", insecure_registries,
+                 "A registry (HOST[:PORT]) that may be reached over plain HTTP or unverified TLS "
+                 "(loopback registries without a CA in --registry-certs always may); repeatable");
+  std::string kernel_template = "base";
+  app.add_option("--image-kernel-template", kernel_template,
+                 "The template whose kernel and initramfs boxes of OCI images boot")
+      ->capture_default_str();
   uint64_t image_cache_max_gib = 64;
   app.add_option("--image-cache-max-gib", image_cache_max_gib,
                  "Past this size the image cache loses its least recently used builds that no "
@@ -546,7 +559,16 @@ int run(int argc, char** argv) {
   }
   hutch::box::TemplateService template_service(
       pool, *store, templates,
-      {std::filesystem::canonical(state / "images"), recipes, builder, agent, image_cache});
+      {.images_dir = std::filesystem::canonical(state / "images"),
+       .recipes_dir = recipes,
+       .builder = builder,
+       .agent = agent,
+       .cache_dir = image_cache,
+       .image = {.oci_dir = state / "oci",
+                 .certs_dir = registry_certs,
+                 .authfile = state / "registries.json",
+                 .insecure_registries = insecure_registries,
+                 .kernel_template = kernel_template}});
   template_service.removeLeftovers();
   hutch::box::PortForwards ports(loop.get_executor(), *store, service);
   service.setObserver(&ports);

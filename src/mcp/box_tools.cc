@@ -43,8 +43,8 @@ std::string forTools(std::string message) {
   return message;
 }
 
-std::string userOr(const box::BoxService& service, const std::string& user) {
-  return user.empty() ? service.defaultUser() : user;
+std::string userOr(box::BoxService& service, const std::string& box, const std::string& user) {
+  return user.empty() ? service.execDefaults(box).user : user;
 }
 
 }  // namespace
@@ -146,7 +146,7 @@ awaitable<Result<ToolResult>> BoxTools::readFile(const json& args, const api::Pr
   HUTCH_CO_TRY(std::string id, resolve(caller, a.box));
   const observe::Actor actor = caller.actor();
   HUTCH_CO_TRY(auto agent, co_await service_.agentFor(id, actor));
-  proto::FileReadRequest request{.path = a.path, .user = userOr(service_, a.user)};
+  proto::FileReadRequest request{.path = a.path, .user = userOr(service_, id, a.user)};
   HUTCH_CO_TRY(auto reader, co_await agent->openRead(std::move(request)));
   std::string content;
   bool truncated = false;
@@ -184,7 +184,7 @@ awaitable<Result<ToolResult>> BoxTools::writeFile(const json& args, const api::P
   const observe::Actor actor = caller.actor();
   HUTCH_CO_TRY(auto agent, co_await service_.agentFor(id, actor));
   proto::FileWriteRequest request{
-      .path = a.path, .user = userOr(service_, a.user), .mode = a.mode, .parents = true};
+      .path = a.path, .user = userOr(service_, id, a.user), .mode = a.mode, .parents = true};
   HUTCH_CO_TRY(auto writer, co_await agent->openWrite(std::move(request)));
   if (auto written = co_await writer->write(a.content); !written) {
     writer->abort();
@@ -200,7 +200,7 @@ awaitable<Result<ToolResult>> BoxTools::listFiles(const json& args, const api::P
   const observe::Actor actor = caller.actor();
   HUTCH_CO_TRY(auto agent, co_await service_.agentFor(id, actor));
   proto::FileListRequest request{.path = a.path,
-                                 .user = userOr(service_, a.user),
+                                 .user = userOr(service_, id, a.user),
                                  .depth = a.depth,
                                  .max_entries = kMaxListEntries};
   HUTCH_CO_TRY(proto::FileList list, co_await agent->listDir(std::move(request)));

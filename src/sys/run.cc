@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -52,6 +53,63 @@ Result<std::string> runCapture(std::vector<std::string> argv,
     if (n > 0 && on_output) on_output(std::string_view(buf, static_cast<size_t>(n)));
   }
   return outcome(tool, waitFor(pid), std::move(output));
+}
+
+Result<std::string> runStdout(std::vector<std::string> argv, size_t limit) {
+  int out_pipe[2];
+  int err_pipe[2];
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0) return fail(sysError("Cannot create a pipe", errno));
+  UniqueFd out_read(out_pipe[0]);
+  UniqueFd out_write(out_pipe[1]);
+  if (::pipe2(err_pipe, O_CLOEXEC) != 0) return fail(sysError("Cannot create a pipe", errno));
+  UniqueFd err_read(err_pipe[0]);
+  UniqueFd err_write(err_pipe[1]);
+  std::string tool = argv.front();
+  HUTCH_TRY(pid_t pid, spawn({.argv = std::move(argv),
+                              .fds = {{out_write.get(), 1}, {err_write.get(), 2}}}));
+  out_write.reset();
+  err_write.reset();
+  constexpr size_t kKeptErrors = size_t{64} << 10;
+  std::string out;
+  std::string err;
+  bool too_much = false;
+  pollfd fds[2] = {{out_read.get(), POLLIN, 0}, {err_read.get(), POLLIN, 0}};
+  while (!too_much && (fds[0].fd >= 0 || fds[1].fd >= 0)) {
+    if (::poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
+      char buf[65536];
+      ssize_t n = ::read(fds[i].fd, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        fds[i].fd = -1;
+        continue;
+      }
+      std::string& into = i == 0 ? out : err;
+      into.append(buf, static_cast<size_t>(n));
+      if (i == 1 && err.size() > kKeptErrors) err.erase(0, err.size() - kKeptErrors);
+      if (i == 0 && out.size() > limit) {
+        // Stopped, and not read further: a child it left holding the pipe gets SIGPIPE.
+        too_much = true;
+        ::kill(pid, SIGKILL);
+        break;
+      }
+    }
+  }
+  out_read.reset();
+  err_read.reset();
+  ExitStatus how = waitFor(pid);
+  if (too_much) {
+    return fail(Errc::kResourceExhausted,
+                tool + " wrote more than " + std::to_string(limit) + " bytes; it was stopped");
+  }
+  if (how != ExitStatus::exited(0)) {
+    return fail(Errc::kInternal, tool + " " + how.describe() + ": " + err);
+  }
+  return out;
 }
 
 Result<std::string> runLogged(std::vector<std::string> argv, const std::filesystem::path& log,

@@ -18,6 +18,12 @@ namespace hutch::sys {
 Result<std::string> runCapture(std::vector<std::string> argv,
                                const std::function<void(std::string_view)>& on_output = {});
 
+// Runs argv with stdin /dev/null and returns what it wrote to stdout if it exits 0. More than
+// `limit` bytes of stdout is kResourceExhausted (the tool is killed): for output that a remote
+// party controls (a registry's manifest). Otherwise kInternal with the tool's name, status and
+// the end of its stderr (64 KiB are kept).
+Result<std::string> runStdout(std::vector<std::string> argv, size_t limit);
+
 // Runs argv in a session of its own, its stdin /dev/null and its stdout and stderr written to
 // `log` (created or truncated), so that nothing ties it to this process: if hutchd dies, it
 // runs to its end. (The image builder, fed a pipe, died of SIGPIPE with hutchd, half-way

@@ -59,5 +59,22 @@ TEST_F(RunLoggedTest, TheLastMebibyteIsKeptSoTheLastLineIsNeverLost) {
   EXPECT_EQ(std::filesystem::file_size(dir_ / "build.log"), 3000000u + 7u);
 }
 
+TEST(RunStdoutTest, StdoutAloneIsTheAnswerAndStderrIsForErrors) {
+  auto out = runStdout({"sh", "-c", "echo '{\"a\":1}'; echo 'a warning' >&2"}, 1024);
+  ASSERT_TRUE(out) << out.error().describe();
+  EXPECT_EQ(*out, "{\"a\":1}\n");
+  auto failed = runStdout({"sh", "-c", "echo partial; echo 'manifest unknown' >&2; exit 1"}, 1024);
+  ASSERT_FALSE(failed);
+  EXPECT_EQ(failed.error().code(), Errc::kInternal);
+  EXPECT_NE(failed.error().describe().find("manifest unknown"), std::string::npos);
+  EXPECT_EQ(failed.error().describe().find("partial"), std::string::npos);
+}
+
+TEST(RunStdoutTest, MoreThanTheLimitStopsTheTool) {
+  auto out = runStdout({"sh", "-c", "yes hostile"}, 4096);
+  ASSERT_FALSE(out);
+  EXPECT_EQ(out.error().code(), Errc::kResourceExhausted);
+}
+
 }  // namespace
 }  // namespace hutch::sys

@@ -98,6 +98,14 @@ def test_failed_keys_are_rate_limited(daemon, tcp):
         assert statuses[:10] == [401] * 10 and statuses[10:] == [429, 429], statuses
         r = c.get("/v1/info")
         assert int(r.headers["retry-after"]) > 0
+    # A valid key from the same address still passes (one bad client must not lock out the
+    # others behind one address), while the bad one stays limited.
+    with tcp_client(daemon.http_url, VALIDATOR, key=daemon.admin_key,
+                    local_address="127.0.0.4") as good:
+        assert good.get("/v1/info").status_code == 200
+    with tcp_client(daemon.http_url, VALIDATOR, key="e2b_" + "1" * 40,
+                    local_address="127.0.0.4") as c:
+        assert c.get("/v1/info").status_code == 429
     # Another address is not limited.
     assert tcp.get("/v1/info").status_code == 200
 

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <thread>
 
 #include "harness.h"
@@ -178,6 +179,31 @@ TEST_F(E2bTest, ControlPlaneErrorsAreE2bsAndNeedAKey) {
   EXPECT_EQ(ranges.status, 400) << ranges.raw;
   auto ls = json::parse(daemon_->hutch({"--json", "ls"}).out, nullptr, false);
   EXPECT_TRUE(ls.is_array() && ls.empty()) << "refused creates made nothing: " << ls.dump();
+}
+
+TEST_F(E2bTest, SnapshotsSavedWhileOthersAreRemovedKeepTheirFiles) {
+  // Issue 38.1: removing a snapshot sweeps snapshot directories that have no record, and a save
+  // in flight has its directory before its record. tests/e2e/snapshot_race.py saves two
+  // sandboxes in a loop while a third thread removes every snapshot made; each saved one must
+  // keep its files and the last must restore. HUTCH_SNAPSHOT_RACE_SECONDS runs it longer.
+  auto a = control("POST", "/sandboxes", R"({"templateID":"base","timeout":900})");
+  auto b = control("POST", "/sandboxes", R"({"templateID":"base","timeout":900})");
+  ASSERT_EQ(a.status, 201) << a.raw;
+  ASSERT_EQ(b.status, 201) << b.raw;
+  const char* seconds = std::getenv("HUTCH_SNAPSHOT_RACE_SECONDS");
+  auto r =
+      shell("python3 " + quoted(std::string(HUTCH_E2E_SOURCE_DIR) + "/snapshot_race.py") + " " +
+            e2e::quoted(*url_) + " " + e2e::quoted(*key_) + " " + quoted(daemon_->stateDir().string()) + " " +
+            quoted(a.body["sandboxID"]) + " " + quoted(b.body["sandboxID"]) + " --seconds " +
+            (seconds != nullptr ? seconds : "40"));
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto summary = json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(summary.is_object()) << r.out << r.err;
+  EXPECT_GT(summary.value("saved", 0), 10) << r.out;
+  EXPECT_EQ(summary["lost"], json::array()) << r.out;
+  EXPECT_EQ(summary["restore_status"], 201) << r.out;
+  EXPECT_EQ(control("DELETE", "/sandboxes/" + a.body["sandboxID"].get<std::string>()).status, 204);
+  EXPECT_EQ(control("DELETE", "/sandboxes/" + b.body["sandboxID"].get<std::string>()).status, 204);
 }
 
 }  // namespace

@@ -273,8 +273,9 @@ TEST_F(RemoteTest, RemovingAKeyEndsItsRunningSessionsAtOnce) {
   EXPECT_EQ(daemon_->hutch({"rm", "-f", "doomed-box"}).exit_code, 0);
 }
 
-TEST_F(RemoteTest, FailedAttemptsFromAnAddressAreRateLimited) {
+TEST_F(RemoteTest, FailedAttemptsFromAnAddressAreRateLimitedButAValidKeyAlwaysPasses) {
   // A daemon of its own: the limit is per address, and 127.0.0.1 is shared with the other tests.
+  // Two clients on that one address: a misconfigured one, and the hutch CLI with a good key.
   Daemon d({"--listen", "127.0.0.1:0"});
   Endpoints e = endpointsOf(d);
   std::string base = "curl -sS -o /dev/null -w '%{http_code}' --cacert " + quoted(e.ca.string()) +
@@ -284,6 +285,10 @@ TEST_F(RemoteTest, FailedAttemptsFromAnAddressAreRateLimited) {
   auto headers = shell("curl -sS -D - -o /dev/null --cacert " + quoted(e.ca.string()) + " " +
                        quoted(e.https + "/v1/boxes"));
   EXPECT_NE(headers.out.find("Retry-After:"), std::string::npos) << headers.out;
+  RemoteCli good{{"--host", e.https, "--fingerprint", e.fingerprint}, makeKey(d, {"good"})};
+  auto ls = d.hutchAs(good, {"ls"});
+  EXPECT_EQ(ls.exit_code, 0) << "a valid key from the same address still passes: " << ls.err;
+  EXPECT_EQ(shell(base).out, "429") << "while the bad one stays limited";
   EXPECT_EQ(d.hutch({"ls"}).exit_code, 0) << "the unix socket is not limited";
 }
 

@@ -86,6 +86,13 @@ UserInfo UserDb::complete(const PasswdEntry& entry) const {
 }
 
 Result<UserInfo> UserDb::lookup(std::string_view user) const {
+  if (size_t colon = user.find(':'); colon != std::string_view::npos) {
+    HUTCH_TRY(UserInfo info, lookup(user.substr(0, colon)));
+    HUTCH_TRY(gid_t gid, lookupGroup(user.substr(colon + 1)));
+    info.gid = gid;
+    info.groups = {gid};
+    return info;
+  }
   if (user.empty()) {
     for (const auto& entry : users_) {
       if (entry.uid == 0) return complete(entry);
@@ -101,6 +108,7 @@ Result<UserInfo> UserDb::lookup(std::string_view user) const {
   for (const auto& entry : users_) {
     if (entry.name == user) return complete(entry);
   }
+  if (user == "root") return lookup("");
   return fail(Errc::kNotFound,
               "User \"" + std::string(user) + "\" does not exist in the box's /etc/passwd");
 }

@@ -29,8 +29,10 @@ class UserDb {
                      const std::string& group_path = "/etc/group");
   static UserDb parse(std::string_view passwd, std::string_view group);
 
-  // user: a name, a numeric uid, or empty for root. A numeric uid without an entry resolves to
-  // that uid with gid 0 and home "/" (as Docker does); an unknown name is kNotFound.
+  // user: a name, a numeric uid, or empty for root; or USER:GROUP (either by name or number), as
+  // an image's USER may say. A numeric uid without an entry resolves to that uid with gid 0 and
+  // home "/" (as Docker does), and so does "root" in a box with no passwd entry for it (an image
+  // need have no /etc/passwd); another unknown name is kNotFound.
   Result<UserInfo> lookup(std::string_view user) const;
 
   // For describing files: the name of uid / gid, or the number as text without an entry.

@@ -53,6 +53,26 @@ TEST(UserDbTest, NumericUidsWithAndWithoutEntries) {
   EXPECT_EQ(db.lookup("nohome")->home, "/");
 }
 
+TEST(UserDbTest, AnImagesUserFormsResolveWithoutAPasswdFile) {
+  // USER root, 1000, 1000:1000, app:staff: what an OCI image's config may say.
+  auto bare = UserDb::parse("", "");
+  auto root = bare.lookup("root");
+  ASSERT_TRUE(root) << "an image need have no /etc/passwd";
+  EXPECT_EQ(root->uid, 0u);
+  auto pair = bare.lookup("1000:1001");
+  ASSERT_TRUE(pair);
+  EXPECT_EQ(pair->uid, 1000u);
+  EXPECT_EQ(pair->gid, 1001u);
+  EXPECT_EQ(pair->groups, (std::vector<gid_t>{1001}));
+  auto db = UserDb::parse(kPasswd, kGroup);
+  auto named = db.lookup("alice:29");
+  ASSERT_TRUE(named);
+  EXPECT_EQ(named->uid, 1000u);
+  EXPECT_EQ(named->gid, 29u);
+  EXPECT_FALSE(db.lookup("alice:nosuchgroup"));
+  EXPECT_FALSE(bare.lookup("mallory:0"));
+}
+
 TEST(UserDbTest, UnknownNameIsNotFound) {
   auto r = UserDb::parse(kPasswd, kGroup).lookup("mallory");
   ASSERT_FALSE(r);

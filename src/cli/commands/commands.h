@@ -74,9 +74,18 @@ int cmdTimeout(const ApiClient& client, const Output& out, const std::string& bo
 int cmdRemove(const ApiClient& client, const Output& out, const std::vector<std::string>& boxes,
               bool force);
 int cmdTemplateList(const ApiClient& client, const Output& out);
-// Builds recipe `name` when from_box is empty, else freezes that stopped box's disk.
+// Where a new template comes from: its recipe (neither set), a stopped box's disk, or an image.
+struct TemplateSource {
+  std::string box;
+  std::string image;
+};
 int cmdTemplateCreate(const ApiClient& client, const Output& out, const std::string& name,
-                      const std::string& from_box);
+                      const TemplateSource& from);
+// hutch registry login -u USER HOST (the password on stdin) | logout HOST | ls.
+int cmdRegistryLogin(const ApiClient& client, const Output& out, const std::string& registry,
+                     const std::string& username);
+int cmdRegistryLogout(const ApiClient& client, const Output& out, const std::string& registry);
+int cmdRegistryList(const ApiClient& client, const Output& out);
 // Removes the guest image builds nothing uses (POST /v1/images/prune); `keep` a duration.
 int cmdImagePrune(const ApiClient& client, const Output& out, bool dry_run,
                   const std::string& keep);

@@ -1,7 +1,12 @@
-// hutch template ls | build NAME | create --from BOX NAME | rm NAME; hutch image prune
+// hutch template ls | build NAME | create --from BOX|--from-image REF NAME | rm NAME;
+// hutch image prune
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <filesystem>
+#include <iostream>
+#include <string>
 
 #include "api/json_model.h"
 #include "cli/commands/commands.h"
@@ -32,14 +37,18 @@ int cmdTemplateList(const ApiClient& client, const Output& out) {
 }
 
 int cmdTemplateCreate(const ApiClient& client, const Output& out, const std::string& name,
-                      const std::string& from_box) {
+                      const TemplateSource& from) {
+  const std::string& from_box = from.box;
   nlohmann::json body{{"name", name}};
   if (!from_box.empty()) body["from_box"] = from_box;
+  if (!from.image.empty()) body["from_image"] = from.image;
   Result<nlohmann::json> made = nlohmann::json();
   if (from_box.empty()) {
-    if (!out.json) {
+    if (!out.json && from.image.empty()) {
       fmt::print(stderr, "Building template {} (the first build of a recipe takes minutes)\n",
                  name);
+    } else if (!out.json) {
+      fmt::print(stderr, "Making template {} from image {}\n", name, from.image);
     }
     // The build's output as it comes, then the template (or the error).
     std::optional<Error> failed;
@@ -97,6 +106,69 @@ int cmdImagePrune(const ApiClient& client, const Output& out, bool dry_run,
   printTable({"BUILD", "DISK", "", "WHY"}, rows);
   fmt::print("{} {} MiB\n", dry_run ? "Would free" : "Freed",
              (*pruned).value("freed_bytes", uint64_t{0}) >> 20);
+  return 0;
+}
+
+namespace {
+
+// A registry is a host and port, a path segment of the API: a URL or a path is refused here.
+Result<> checkRegistryName(const std::string& registry) {
+  if (registry.empty() || registry.find('/') != std::string::npos) {
+    return fail(Errc::kInvalidArgument,
+                "Give the registry as HOST[:PORT] (registry.example:5000, docker.io), not '" +
+                    registry + "'");
+  }
+  return ok();
+}
+
+}  // namespace
+
+int cmdRegistryLogin(const ApiClient& client, const Output& out, const std::string& registry,
+                     const std::string& username) {
+  if (auto valid = checkRegistryName(registry); !valid) return reportError(out, valid.error());
+  if (::isatty(STDIN_FILENO)) {
+    fmt::print(stderr, "Password or token for {} at {} (then Enter): ", username, registry);
+  }
+  std::string password;
+  std::getline(std::cin, password);
+  while (!password.empty() && (password.back() == '\n' || password.back() == '\r')) {
+    password.pop_back();
+  }
+  auto kept = client.call(verb::put, "/v1/registries/" + registry,
+                          nlohmann::json{{"username", username}, {"password", password}});
+  if (!kept) return reportError(out, kept.error());
+  if (out.json) {
+    printJson(*kept);
+  } else {
+    fmt::print("Login kept for {}\n", (*kept).value("registry", registry));
+  }
+  return 0;
+}
+
+int cmdRegistryLogout(const ApiClient& client, const Output& out, const std::string& registry) {
+  if (auto valid = checkRegistryName(registry); !valid) return reportError(out, valid.error());
+  auto removed = client.call(verb::delete_, "/v1/registries/" + registry);
+  if (!removed) return reportError(out, removed.error());
+  if (out.json) {
+    printJson(*removed);
+  } else {
+    fmt::print("{}\n", (*removed).value("removed", registry));
+  }
+  return 0;
+}
+
+int cmdRegistryList(const ApiClient& client, const Output& out) {
+  auto listed = client.call(verb::get, "/v1/registries");
+  if (!listed) return reportError(out, listed.error());
+  if (out.json) {
+    printJson((*listed)["registries"]);
+    return 0;
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& r : (*listed)["registries"]) {
+    rows.push_back({r.value("registry", ""), r.value("username", "")});
+  }
+  printTable({"REGISTRY", "USERNAME"}, rows);
   return 0;
 }
 

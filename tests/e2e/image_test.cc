@@ -1,0 +1,268 @@
+// Templates from OCI images end to end (issue 32): a real registry on loopback (Debian's
+// docker-registry, TLS with its own CA, basic auth: tests/registry/registry.sh), filled with
+// images the tests build themselves (tests/registry/images.sh) and pushed with skopeo; hutchd
+// pulls them with its credentials kept on the host, boxes boot them, and what the image's config
+// says (ENV, WORKDIR, USER) is what an exec gets.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <filesystem>
+#include <map>
+#include <sstream>
+
+#include "harness.h"
+
+namespace hutch::e2e {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+const std::string kSource = HUTCH_E2E_SOURCE_DIR;
+
+class ImageTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    char tmpl[] = "/tmp/hutch-registry-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = new fs::path(tmpl);
+    const std::string scripts = kSource + "/../registry";
+    auto built = shell("bash " + quoted(scripts + "/images.sh") + " " + quoted((*dir_ / "images").string()));
+    ASSERT_EQ(built.exit_code, 0) << built.out << built.err;
+    images_ = new std::map<std::string, std::string>;
+    std::istringstream lines(built.out);
+    for (std::string name, path; lines >> name >> path;) (*images_)[name] = path;
+    auto started = shell("bash " + quoted(scripts + "/registry.sh") + " start " +
+                         quoted((*dir_ / "registry").string()));
+    ASSERT_EQ(started.exit_code, 0) << started.out << started.err;
+    env_ = new std::map<std::string, std::string>;
+    std::istringstream words(started.out);
+    for (std::string word; words >> word;) {
+      auto eq = word.find('=');
+      if (eq != std::string::npos) (*env_)[word.substr(0, eq)] = word.substr(eq + 1);
+    }
+    ASSERT_FALSE(registry().empty()) << started.out;
+    // (image, repository:tag, extra arguments of registry.sh push)
+    const std::vector<std::array<std::string, 3>> pushes = {
+        {"debian", "test/debian:latest", ""},
+        {"busybox", "test/busybox:latest", ""},
+        {"busybox", "test/busybox:v2s2", " -- --format v2s2"},  // a Docker schema 2 manifest
+        {"zstd", "test/busybox:zstd", ""},
+        {"static", "test/static:latest", ""},
+        {"layers", "test/layers:latest", ""},
+        {"multiarch", "test/multiarch:latest", " --all"},
+        {"arm64only", "test/arm64only:latest", " --all"}};
+    for (const auto& [name, repo, extra] : pushes) {
+      ASSERT_TRUE(images_->contains(name)) << name << ": " << built.out;
+      auto pushed = shell("bash " + quoted(scripts + "/registry.sh") + " push " +
+                          quoted((*dir_ / "registry").string()) + " " +
+                          quoted((*images_)[name] + ":latest") + " " + quoted(repo) + extra);
+      ASSERT_EQ(pushed.exit_code, 0) << name << ": " << pushed.out << pushed.err;
+    }
+    daemon_ = new Daemon({"--registry-certs", (*dir_ / "registry" / "certs.d").string()});
+  }
+  static void TearDownTestSuite() {
+    delete daemon_;
+    daemon_ = nullptr;
+    if (dir_ != nullptr) {
+      shell("bash " + quoted(kSource + "/../registry/registry.sh") + " stop " +
+            quoted((*dir_ / "registry").string()));
+      fs::remove_all(*dir_);
+    }
+    delete env_;
+    delete images_;
+    delete dir_;
+  }
+  static std::string registry() { return env_->count("REGISTRY") ? (*env_)["REGISTRY"] : ""; }
+  static std::string ref(const std::string& name) { return registry() + "/test/" + name + ":latest"; }
+  static CommandResult login() {
+    return daemon_->hutch({"registry", "login", "-u", (*env_)["REGISTRY_USER"], registry()},
+                          (*env_)["REGISTRY_PASSWORD"] + "\n", true);
+  }
+  // hutch template create NAME --from-image REF, logged in.
+  static CommandResult create(const std::string& name, const std::string& image) {
+    login();
+    return daemon_->hutch({"template", "create", "--from-image", image, name});
+  }
+  static json templateNamed(const std::string& name) {
+    auto listed = json::parse(daemon_->hutch({"--json", "template", "ls"}).out, nullptr, false);
+    for (const auto& t : listed) {
+      if (t.value("name", "") == name) return t;
+    }
+    return json();
+  }
+  // Image directories hutchd made and not yet removed, and any half-made one.
+  static std::vector<std::string> imageDirs() {
+    std::vector<std::string> out;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(daemon_->stateDir() / "images", ec)) {
+      if (e.path().filename().string().find("-image-") != std::string::npos) {
+        out.push_back(e.path().filename().string());
+      }
+    }
+    return out;
+  }
+
+  static fs::path* dir_;
+  static std::map<std::string, std::string>* images_;
+  static std::map<std::string, std::string>* env_;
+  static Daemon* daemon_;
+};
+fs::path* ImageTest::dir_ = nullptr;
+std::map<std::string, std::string>* ImageTest::images_ = nullptr;
+std::map<std::string, std::string>* ImageTest::env_ = nullptr;
+Daemon* ImageTest::daemon_ = nullptr;
+
+TEST_F(ImageTest, ABusyboxImageBootsWithItsUserWorkdirAndEnvironment) {
+  auto made = create("bb", ref("busybox"));
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  json t = templateNamed("bb");
+  EXPECT_EQ(t["source"], "image") << t.dump();
+  EXPECT_EQ(t["image"]["ref"], ref("busybox")) << t.dump();
+  EXPECT_TRUE(t["image"]["digest"].get<std::string>().starts_with("sha256:")) << t.dump();
+  EXPECT_EQ(t["defaults"]["user"], "app") << t.dump();
+  EXPECT_EQ(t["defaults"]["workdir"], "/home/app") << t.dump();
+  EXPECT_EQ(t["defaults"]["exposed_ports"], json::array({"8080/tcp"})) << t.dump();
+  ASSERT_EQ(daemon_->hutch({"run", "--name", "bb1", "--template", "bb"}).exit_code, 0);
+  // As `docker run` would: the image's USER and WORKDIR, its environment.
+  auto who = daemon_->hutch({"exec", "bb1", "--", "sh", "-c", "id -u; pwd; echo \"$PATH\""});
+  ASSERT_EQ(who.exit_code, 0) << who.err;
+  std::istringstream lines(who.out);
+  std::string uid, cwd, path;
+  std::getline(lines, uid);
+  std::getline(lines, cwd);
+  std::getline(lines, path);
+  EXPECT_EQ(uid, "1000") << who.out;
+  EXPECT_EQ(cwd, "/home/app") << who.out;
+  EXPECT_NE(path.find("/bin"), std::string::npos) << who.out;
+  // Another user when asked; the busybox under it is the image's own.
+  auto root = daemon_->hutch({"exec", "-u", "root", "bb1", "--", "id", "-u"});
+  EXPECT_EQ(root.out, "0\n") << root.err;
+  auto file = daemon_->hutch({"exec", "bb1", "--", "readlink", "/bin/sh"});
+  EXPECT_NE(file.out.find("busybox"), std::string::npos) << file.out << file.err;
+  EXPECT_EQ(daemon_->hutch({"rm", "-f", "bb1"}).exit_code, 0);
+  EXPECT_EQ(daemon_->hutch({"template", "rm", "bb"}).exit_code, 0);
+}
+
+TEST_F(ImageTest, ADebianImageAndAShellLessImageBoth) {
+  auto deb = create("deb", ref("debian"));
+  ASSERT_EQ(deb.exit_code, 0) << deb.err;
+  auto os = daemon_->hutch({"run", "--name", "deb1", "--template", "deb", "--", "sh", "-c",
+                            "cat /etc/debian_version; echo $LANG; id -un; pwd"});
+  ASSERT_EQ(os.exit_code, 0) << os.err;
+  EXPECT_NE(os.out.find("12."), std::string::npos) << os.out;
+  EXPECT_NE(os.out.find("C.UTF-8\nroot\n/root\n"), std::string::npos) << os.out;
+  EXPECT_EQ(daemon_->hutch({"rm", "-f", "deb1"}).exit_code, 0);
+
+  // One static binary, no shell, no /etc/passwd, a numeric USER.
+  auto bare = create("bare", ref("static"));
+  ASSERT_EQ(bare.exit_code, 0) << bare.err;
+  ASSERT_EQ(daemon_->hutch({"run", "--name", "bare1", "--template", "bare"}).exit_code, 0);
+  auto hello = daemon_->hutch({"exec", "bare1", "--", "/hello", "one", "two"});
+  EXPECT_EQ(hello.exit_code, 0) << hello.err;
+  EXPECT_NE(hello.out.find("hello from a static binary"), std::string::npos) << hello.out;
+  EXPECT_NE(hello.out.find("argv[1]=one"), std::string::npos) << hello.out;
+  EXPECT_NE(hello.out.find("uid=65532 gid=65532"), std::string::npos) << hello.out;
+  EXPECT_NE(hello.out.find("HELLO_ENV=from-image"), std::string::npos) << hello.out;
+  // No /bin/sh in it: a shell string is a clear error, not a hang.
+  auto shell_string = daemon_->hutch({"exec", "bare1", "--", "sh", "-c", "echo hi"});
+  EXPECT_NE(shell_string.exit_code, 0);
+  EXPECT_NE(shell_string.err.find("sh"), std::string::npos) << shell_string.err;
+  EXPECT_EQ(daemon_->hutch({"rm", "-f", "bare1"}).exit_code, 0);
+}
+
+TEST_F(ImageTest, AnIndexGivesItsAmd64ImageAndAnArm64OnlyImageIsRefusedWithNothingLeft) {
+  auto multi = create("multi", ref("multiarch"));
+  ASSERT_EQ(multi.exit_code, 0) << multi.err;
+  EXPECT_NE(multi.err.find("linux/amd64"), std::string::npos) << multi.err;
+  auto arm = create("arm", ref("arm64only"));
+  EXPECT_NE(arm.exit_code, 0);
+  EXPECT_NE(arm.err.find("arm64"), std::string::npos) << arm.err;
+  EXPECT_TRUE(templateNamed("arm").is_null());
+  auto missing = create("nope", registry() + "/test/does-not-exist:1");
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_TRUE(templateNamed("nope").is_null());
+  for (const std::string& d : imageDirs()) {
+    EXPECT_EQ(d.find(".tmp"), std::string::npos) << "a half-made image was left: " << d;
+    EXPECT_EQ(d.find("arm-"), std::string::npos) << d;
+  }
+  EXPECT_EQ(daemon_->hutch({"template", "rm", "multi"}).exit_code, 0);
+}
+
+TEST_F(ImageTest, CredentialsAreTheHostsAndAWrongOneIsSaidSo) {
+  auto listed = json::parse(daemon_->hutch({"--json", "registry", "ls"}).out, nullptr, false);
+  login();
+  listed = json::parse(daemon_->hutch({"--json", "registry", "ls"}).out, nullptr, false);
+  ASSERT_TRUE(listed.is_array()) << listed.dump();
+  ASSERT_EQ(listed.size(), 1u) << listed.dump();
+  EXPECT_EQ(listed[0]["registry"], registry());
+  EXPECT_FALSE(listed[0].contains("password"));
+  ASSERT_EQ(daemon_->hutch({"registry", "logout", registry()}).exit_code, 0);
+  auto anonymous = daemon_->hutch({"template", "create", "--from-image", ref("busybox"), "anon"});
+  EXPECT_NE(anonymous.exit_code, 0);
+  EXPECT_TRUE(anonymous.err.find("authentication required") != std::string::npos ||
+              anonymous.err.find("unauthorized") != std::string::npos)
+      << anonymous.err;
+  auto wrong = daemon_->hutch({"registry", "login", "-u", "hutch-test", registry()}, "wrong\n", true);
+  ASSERT_EQ(wrong.exit_code, 0) << wrong.err;
+  auto refused = daemon_->hutch({"template", "create", "--from-image", ref("busybox"), "anon"});
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_TRUE(templateNamed("anon").is_null());
+  auto bad = daemon_->hutch({"registry", "login", "-u", "x", "https://nope"}, "p\n", true);
+  EXPECT_EQ(bad.exit_code, 64) << bad.err;
+  login();
+}
+
+TEST_F(ImageTest, LayersAreAppliedWithWhiteoutsLinksAndXattrsAndBlobsAreSharedByDigest) {
+  auto base = create("bb-shared", ref("busybox"));
+  ASSERT_EQ(base.exit_code, 0) << base.err;
+  size_t blobs_before = 0;
+  std::error_code ec;
+  for ([[maybe_unused]] const auto& e :
+       fs::directory_iterator(daemon_->stateDir() / "oci/blobs/sha256", ec)) {
+    ++blobs_before;
+  }
+  auto layers = create("layers", ref("layers"));
+  ASSERT_EQ(layers.exit_code, 0) << layers.err;
+  // The busybox layer is not fetched again: only the new layers, their manifest and config.
+  size_t blobs_after = 0;
+  for ([[maybe_unused]] const auto& e :
+       fs::directory_iterator(daemon_->stateDir() / "oci/blobs/sha256", ec)) {
+    ++blobs_after;
+  }
+  EXPECT_EQ(blobs_after - blobs_before, 3u + 2u) << "three new layers, a manifest and a config";
+  ASSERT_EQ(daemon_->hutch({"run", "--name", "l1", "--template", "layers"}).exit_code, 0);
+  // tests/registry/README.md, "layers": what a correct unpack holds, seen from inside the box.
+  auto check = daemon_->hutch(
+      {"exec", "-u", "root", "l1", "--", "sh", "-c",
+       "cd /data; test -d keep && echo keep; test -e drop || echo dropped; ls -A /opq; "
+       "cat version.txt; stat -c '%a %u:%g' version.txt setuid setgid-dir sticky owned.txt; "
+       "test \"$(stat -c %i file.txt)\" = \"$(stat -c %i hardlink.txt)\" && echo linked; "
+       "readlink abs-symlink; readlink dangling; test -d file-to-dir && cat file-to-dir/inside.txt; "
+       "cat dir-to-file; find / -xdev -name '.wh.*' | wc -l"});
+  EXPECT_EQ(check.out,
+            "keep\ndropped\nc.txt\nv2\n600 1000:1000\n4755 0:0\n2775 0:1000\n1777 0:0\n"
+            "640 1000:1000\nlinked\n/data/file.txt\n/nonexistent/target\ninside\nnow a file\n0\n")
+      << check.out << check.err;
+  EXPECT_EQ(daemon_->hutch({"rm", "-f", "l1"}).exit_code, 0);
+  // xattrs and file capabilities, read from the template's disk on the host.
+  json t = templateNamed("layers");
+  fs::path rootfs = fs::path(t.value("dir", "")) / "rootfs.img";
+  auto xattrs = shell("{ debugfs -R 'ea_list /data/xattr.txt' " + quoted(rootfs.string()) +
+                      " 2>/dev/null; debugfs -R 'ea_list /data/cap-bin' " +
+                      quoted(rootfs.string()) + " 2>/dev/null; }");
+  EXPECT_NE(xattrs.out.find("user.hutch"), std::string::npos) << xattrs.out;
+  EXPECT_NE(xattrs.out.find("hello-xattr"), std::string::npos) << xattrs.out;
+  EXPECT_NE(xattrs.out.find("security.capability"), std::string::npos) << xattrs.out;
+  // The same content as a zstd layer, and as a Docker schema 2 manifest.
+  auto zstd = create("bb-zstd", registry() + "/test/busybox:zstd");
+  EXPECT_EQ(zstd.exit_code, 0) << zstd.err;
+  auto v2s2 = create("bb-v2s2", registry() + "/test/busybox:v2s2");
+  EXPECT_EQ(v2s2.exit_code, 0) << v2s2.err;
+  for (const char* name : {"bb-shared", "layers", "bb-zstd", "bb-v2s2"}) {
+    EXPECT_EQ(daemon_->hutch({"template", "rm", name}).exit_code, 0) << name;
+  }
+}
+
+}  // namespace
+}  // namespace hutch::e2e
