@@ -305,9 +305,9 @@ awaitable<Reply> createTemplate(box::TemplateService& templates, RequestContext&
   if (!body) co_return errorResponse(body.error());
   for (const auto& [key, _] : body->items()) {
     if (key != "name" && key != "from_box" && key != "from_image") {
-      co_return errorResponse(Error(
-          Errc::kInvalidArgument, "Unknown field '" + key + "'; known fields: from_box, "
-                                  "from_image, name"));
+      co_return errorResponse(Error(Errc::kInvalidArgument, "Unknown field '" + key +
+                                                                "'; known fields: from_box, "
+                                                                "from_image, name"));
     }
   }
   if (!(*body)["name"].is_string() ||
@@ -355,7 +355,8 @@ awaitable<Reply> listRegistries(box::TemplateService& templates, RequestContext&
   auto logins = templates.registryLogins();
   if (!logins) co_return errorResponse(logins.error());
   json items = json::array();
-  for (const auto& l : *logins) items.push_back({{"registry", l.registry}, {"username", l.username}});
+  for (const auto& l : *logins)
+    items.push_back({{"registry", l.registry}, {"username", l.username}});
   co_return jsonResponse(http::status::ok, json{{"registries", items}});
 }
 
@@ -364,16 +365,18 @@ awaitable<Reply> loginRegistry(box::TemplateService& templates, RequestContext& 
   if (!body) co_return errorResponse(body.error());
   for (const auto& [key, _] : body->items()) {
     if (key != "username" && key != "password") {
-      co_return errorResponse(Error(Errc::kInvalidArgument,
-                                    "Unknown field '" + key + "'; known fields: password, username"));
+      co_return errorResponse(Error(
+          Errc::kInvalidArgument, "Unknown field '" + key + "'; known fields: password, username"));
     }
   }
-  if (!body->value("username", json()).is_string() || !body->value("password", json()).is_string()) {
+  if (!body->value("username", json()).is_string() ||
+      !body->value("password", json()).is_string()) {
     co_return errorResponse(
         Error(Errc::kInvalidArgument, "'username' and 'password' are required strings"));
   }
-  auto login = templates.registryLogin(param(ctx, "registry"), (*body)["username"].get<std::string>(),
-                                       (*body)["password"].get<std::string>());
+  auto login =
+      templates.registryLogin(param(ctx, "registry"), (*body)["username"].get<std::string>(),
+                              (*body)["password"].get<std::string>());
   if (!login) co_return errorResponse(login.error());
   co_return jsonResponse(http::status::ok,
                          json{{"registry", login->registry}, {"username", login->username}});

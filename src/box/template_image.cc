@@ -67,14 +67,10 @@ Result<UniqueFd> lockFile(const fs::path& path) {
 
 // The template's defaults from the image config, as manifest.json keeps them.
 json defaultsJson(const image::ImageConfig& c) {
-  return json{{"env", c.env},
-              {"workdir", c.working_dir},
-              {"user", c.user},
-              {"entrypoint", c.entrypoint},
-              {"cmd", c.cmd},
-              {"exposed_ports", c.exposed_ports},
-              {"labels", c.labels},
-              {"stop_signal", c.stop_signal}};
+  return json{{"env", c.env},       {"workdir", c.working_dir},
+              {"user", c.user},     {"entrypoint", c.entrypoint},
+              {"cmd", c.cmd},       {"exposed_ports", c.exposed_ports},
+              {"labels", c.labels}, {"stop_signal", c.stop_signal}};
 }
 
 }  // namespace
@@ -125,8 +121,8 @@ boost::asio::awaitable<Result<json>> TemplateService::createFromImage(std::strin
   }
   const std::string release = kernel->manifest.value("kernel_version", "");
   HUTCH_CO_TRY(fs::path modules, kernelModules(release));
-  const std::string key = fmt::format(
-      "{}", std::chrono::system_clock::to_time_t(std::chrono::system_clock::now()));
+  const std::string key =
+      fmt::format("{}", std::chrono::system_clock::to_time_t(std::chrono::system_clock::now()));
   fs::path dir = config_.images_dir / fmt::format("{}-image-{}", name, key);
   auto work = [this, name, key, ref, dir, modules, kernel = *kernel, release,
                progress]() -> Result<json> {
@@ -150,8 +146,8 @@ boost::asio::awaitable<Result<json>> TemplateService::createFromImage(std::strin
         std::error_code ec;
         fs::rename(tmp, dir, ec);
         if (ec) {
-          made = fail(Errc::kInternal,
-                      "Cannot move " + tmp.string() + " into place: " + ec.message());
+          made =
+              fail(Errc::kInternal, "Cannot move " + tmp.string() + " into place: " + ec.message());
         }
       }
     }
@@ -163,8 +159,8 @@ boost::asio::awaitable<Result<json>> TemplateService::createFromImage(std::strin
   };
   auto made = co_await event::offload(pool_, std::move(work));
   if (!made) {
-    co_return fail(made.error().withContext(
-        fmt::format("Cannot make template {} from {}", name, ref.str())));
+    co_return fail(
+        made.error().withContext(fmt::format("Cannot make template {} from {}", name, ref.str())));
   }
   HUTCH_CO_TRY_VOID(templates_.link(name, dir));
   spdlog::info("template {}: made from image {} ({}) in {}", name, ref.str(),
@@ -236,9 +232,9 @@ Result<json> TemplateService::importImage(const image::Reference& ref, const fs:
   // have none: /etc/containers/policy.json comes with another package).
   const fs::path policy = oci / "policy.json";
   if (!fs::exists(policy, ec)) {
-    HUTCH_TRY_VOID(sys::writeFileAtomic(
-        policy, R"({"default": [{"type": "insecureAcceptAnything"}]})"
-                "\n"));
+    HUTCH_TRY_VOID(sys::writeFileAtomic(policy,
+                                        R"({"default": [{"type": "insecureAcceptAnything"}]})"
+                                        "\n"));
   }
   image::SkopeoGlobal global{.policy = policy, .tmpdir = oci / "tmp"};
   image::RegistryAccess access = accessFor(ref);
@@ -271,19 +267,19 @@ Result<json> TemplateService::importImage(const image::Reference& ref, const fs:
     pinned.tag.clear();
     pinned.digest = digest;
     HUTCH_TRY(raw, sys::runStdout(image::SkopeoInspect{.skopeo = ic.skopeo,
-                                                      .global = global,
-                                                      .access = access,
-                                                      .image = pinned.transport()}
-                                     .render(),
-                                 limits.max_document_bytes));
+                                                       .global = global,
+                                                       .access = access,
+                                                       .image = pinned.transport()}
+                                      .render(),
+                                  limits.max_document_bytes));
     HUTCH_TRY_VOID(image::verifyDigest(digest, raw));
     HUTCH_TRY(doc, image::parseDocument(raw, "", limits));
   }
   const auto* checked = std::get_if<image::Manifest>(&doc);
   if (checked == nullptr) {
-    return fail(Errc::kInvalidArgument,
-                fmt::format("{} names an index inside an index; name one image by its digest",
-                            ref.str()));
+    return fail(
+        Errc::kInvalidArgument,
+        fmt::format("{} names an index inside an index; name one image by its digest", ref.str()));
   }
   const std::string hex(image::digestHex(digest));
   pinned.tag.clear();
@@ -334,8 +330,8 @@ Result<json> TemplateService::importImage(const image::Reference& ref, const fs:
   const image::ImageConfig& config = resolved.config;
   if (config.os != "linux" || config.architecture != "amd64") {
     return fail(Errc::kInvalidArgument,
-                fmt::format("{} is an image for {}/{}; boxes run linux/amd64 images",
-                            ref.str(), config.os, config.architecture));
+                fmt::format("{} is an image for {}/{}; boxes run linux/amd64 images", ref.str(),
+                            config.os, config.architecture));
   }
 
   // 3. The tree: each layer in order, confined to it.
@@ -354,7 +350,8 @@ Result<json> TemplateService::importImage(const image::Reference& ref, const fs:
     HUTCH_TRY(UniqueFd blob, image::openBlob(resolved.blob_root, layer.descriptor.digest));
     HUTCH_TRY(image::LayerStats stats,
               image::applyLayer(root, blob.get(), layer.descriptor, ic.apply_limits, usage));
-    if (i < config.diff_ids.size() && !stats.diff_id.empty() && stats.diff_id != config.diff_ids[i]) {
+    if (i < config.diff_ids.size() && !stats.diff_id.empty() &&
+        stats.diff_id != config.diff_ids[i]) {
       return fail(Errc::kInvalidArgument,
                   fmt::format("Layer {} unpacks to {}, but the image config says {}",
                               layer.descriptor.digest, stats.diff_id, config.diff_ids[i]));
@@ -379,8 +376,8 @@ Result<json> TemplateService::importImage(const image::Reference& ref, const fs:
   // 5. The root disk.
   HUTCH_TRY(image::TreeSize size, image::measureTree(tmp / "tree"));
   image::Ext4Layout ext4 = image::ext4LayoutFor(size);
-  say(fmt::format("Writing the root disk: {} in {} files, a {} image", mib(size.bytes),
-                  size.files, mib(ext4.image_bytes)));
+  say(fmt::format("Writing the root disk: {} in {} files, a {} image", mib(size.bytes), size.files,
+                  mib(ext4.image_bytes)));
   const fs::path rootfs = tmp / "rootfs.img";
   {
     UniqueFd file(::open(rootfs.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));

@@ -236,6 +236,11 @@ int run(int argc, char** argv) {
                  "E2B template NAME=TEMPLATE: sandboxes of E2B template NAME are made from hutch "
                  "template TEMPLATE (repeatable; unmapped names are hutch templates)")
       ->allow_extra_args(false);
+  std::string e2b_network_policy = "allow-all";
+  app.add_option("--e2b-network-policy", e2b_network_policy,
+                 "Egress policy of E2B sandboxes that ask for none, or only for internet access "
+                 "(E2B's default: on): none, allow-all, debian-mirrors, npm, pypi or a JSON file")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   hutch::e2b::FacadeOptions e2b_options;
@@ -248,6 +253,19 @@ int run(int argc, char** argv) {
     }
     e2b_options.templates[mapping.substr(0, eq)] = mapping.substr(eq + 1);
   }
+  if (std::filesystem::exists(e2b_network_policy)) {
+    auto text = hutch::sys::readFile(e2b_network_policy);
+    if (!text) {
+      spdlog::error("--e2b-network-policy: {}", text.error().describe());
+      return 66;
+    }
+    e2b_network_policy = *text;
+  }
+  if (auto checked = hutch::egress::parsePolicyText(e2b_network_policy); !checked) {
+    spdlog::error("--e2b-network-policy: {}", checked.error().describe());
+    return 64;
+  }
+  e2b_options.network_policy = e2b_network_policy;
 
   spdlog::set_default_logger(spdlog::stderr_color_mt("hutchd"));
   spdlog::set_level(spdlog::level::from_str(log_level));

@@ -7,9 +7,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 
 #include "api/handlers.h"
+#include "e2b/control_model.h"
 #include "e2b/facade_internal.h"
 
 namespace hutch::e2b {
@@ -29,42 +31,31 @@ uint64_t diskMib(const box::Box& b) {
   return ec ? 0 : size >> 20;
 }
 
-// network.allowOut / denyOut as hutch's egress policy (docs/e2b.md): domains only; denying
-// 0.0.0.0/0 means "nothing but allowOut".
-Result<std::string> policyFor(const NewSandbox& spec) {
-  if (!spec.allow_internet_access && spec.allow_out.empty()) return std::string("none");
-  if (spec.allow_out.empty() && spec.deny_out.empty()) return std::string();
-  json allow = json::array();
-  json deny = json::array();
-  bool deny_all = !spec.allow_internet_access;
-  auto isNetwork = [](const std::string& s) {
-    return s.find('/') != std::string::npos ||
-           s.find_first_not_of("0123456789.:") == std::string::npos;
-  };
-  for (const auto& d : spec.deny_out) {
-    if (d == "0.0.0.0/0" || d == "::/0") {
-      deny_all = true;
-    } else if (isNetwork(d)) {
-      return fail(Errc::kInvalidArgument,
-                  fmt::format("denyOut '{}': hutch's egress rules name domains; of address "
-                              "ranges only 0.0.0.0/0 (everything) is understood",
-                              d));
-    } else {
-      deny.push_back({{"domain", d}});
-    }
+// The box's egress policy for a sandbox's network request (egressPolicy). A hutchd without
+// networking (--no-network) gives boxes none: a request that asks for nothing gets nothing.
+Result<std::string> policyText(box::BoxService& service, const FacadeOptions& options,
+                               const NetworkRequest& network) {
+  if (service.network() == nullptr && network.allow_out.empty() && network.deny_out.empty() &&
+      network.allow_internet_access.value_or(true)) {
+    return std::string();
   }
-  for (const auto& a : spec.allow_out) {
-    if (isNetwork(a)) {
-      return fail(Errc::kInvalidArgument,
-                  fmt::format("allowOut '{}': hutch's egress rules name domains, not addresses "
-                              "(see docs/network.md)",
-                              a));
-    }
-    allow.push_back({{"domain", a}});
-  }
-  if (!deny_all) allow.push_back({{"domain", "*"}});
-  return json{{"allow", allow}, {"deny", deny}}.dump();
+  return egressPolicy(network, options.network_policy);
 }
+
+int64_t unixNanos() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// What the façade keeps with a box it makes: the E2B template id, when it was made (to the
+// nanosecond, for Sandbox.list's order), and autoPause.
+void keepSandboxMetadata(box::BoxMetadata& metadata, const NewSandbox& spec) {
+  metadata[std::string(kTemplateMetadataKey)] = spec.template_id;
+  metadata[std::string(kCreatedMetadataKey)] = std::to_string(unixNanos());
+  if (spec.auto_pause) metadata[std::string(kAutoPauseMetadataKey)] = "true";
+}
+
 // A sandbox from a snapshot: the saved box's processes and files, with this request's
 // metadata, environment variables and timeout (its network is the snapshot's).
 awaitable<Reply> createFromSnapshot(box::BoxService& service, const FacadeOptions& options,
@@ -73,7 +64,7 @@ awaitable<Reply> createFromSnapshot(box::BoxService& service, const FacadeOption
   box::BoxSpec box_spec;
   box_spec.env = spec.env;
   box_spec.metadata = spec.metadata;
-  box_spec.metadata[std::string(kTemplateMetadataKey)] = spec.template_id;
+  keepSandboxMetadata(box_spec.metadata, spec);
   box_spec.owner = ctx.principal.owner();
   if (spec.timeout_s > 0) {
     box_spec.expires_at = box::unixNow() + spec.timeout_s;
@@ -97,15 +88,15 @@ awaitable<Reply> createSandbox(box::BoxService& service, const FacadeOptions& op
   box::BoxSpec box_spec;
   box_spec.config.template_name = mapTemplate(options.templates, spec->template_id);
   box_spec.env = spec->env;
-  box_spec.metadata = spec->metadata;
-  box_spec.metadata[std::string(kTemplateMetadataKey)] = spec->template_id;
   box_spec.owner = ctx.principal.owner();
   if (spec->timeout_s > 0) {
     box_spec.expires_at = box::unixNow() + spec->timeout_s;
     box_spec.on_expiry = spec->auto_pause ? box::Expiry::kSuspend : box::Expiry::kRemove;
   }
-  auto policy = policyFor(*spec);
+  auto policy = policyText(service, options, spec->network);
   if (!policy) co_return controlError(policy.error());
+  box_spec.metadata = spec->metadata;
+  keepSandboxMetadata(box_spec.metadata, *spec);
   box_spec.network_policy = *policy;
   auto created = co_await service.create(std::move(box_spec));
   if (!created) co_return controlError(created.error());
@@ -130,55 +121,20 @@ std::map<std::string, std::string> metadataFilter(const api::PathParams& query) 
 }
 }  // namespace
 
+// GET /sandboxes, /v2/sandboxes: the caller's sandboxes, newest first unless order=asc, in
+// pages of `limit` (listPage).
 awaitable<Reply> listSandboxes(box::BoxService& service, RequestContext& ctx) {
+  auto query = parseListQuery(ctx.query, metadataFilter(ctx.query));
+  if (!query) co_return controlError(query.error());
   auto boxes = service.list(api::ownerFilter(ctx.principal));
   if (!boxes) co_return controlError(boxes.error());
-  auto filter = metadataFilter(ctx.query);
-  std::vector<std::string> states;
-  if (auto s = ctx.query.find("state"); s != ctx.query.end() && !s->second.empty()) {
-    std::string list = s->second;
-    size_t start = 0;
-    while (start <= list.size()) {
-      size_t comma = list.find(',', start);
-      if (comma == std::string::npos) comma = list.size();
-      if (comma > start) states.push_back(list.substr(start, comma - start));
-      start = comma + 1;
-    }
-  }
-  size_t limit = 1000;
-  if (auto l = ctx.query.find("limit"); l != ctx.query.end() && !l->second.empty()) {
-    try {
-      limit = std::clamp<size_t>(std::stoul(l->second), 1, 1000);
-    } catch (const std::exception&) {
-      co_return controlError(Error(Errc::kInvalidArgument, "limit must be a number 1-1000"));
-    }
-  }
-  std::string after;
-  if (auto t = ctx.query.find("nextToken"); t != ctx.query.end()) after = t->second;
-  std::sort(boxes->begin(), boxes->end(),
-            [](const box::Box& a, const box::Box& b) { return a.id < b.id; });
+  ListPage page = listPage(std::move(*boxes), *query);
   json items = json::array();
-  std::string next;
-  for (const auto& b : *boxes) {
-    if (!after.empty() && b.id <= after) continue;
-    bool match = true;
-    for (const auto& [k, v] : filter) {
-      auto m = b.metadata.find(k);
-      if (m == b.metadata.end() || m->second != v) match = false;
-    }
-    if (!states.empty() &&
-        std::find(states.begin(), states.end(), sandboxState(b)) == states.end()) {
-      match = false;
-    }
-    if (!match) continue;
-    if (items.size() == limit) {
-      next = items.back()["sandboxID"].get<std::string>();
-      break;
-    }
+  for (const auto& b : page.items) {
     items.push_back(sandboxDetailJson(b, templateIdOf(b), diskMib(b)));
   }
   Response res = jsonReply(http::status::ok, items);
-  if (!next.empty()) res.set("X-Next-Token", next);
+  if (!page.next_token.empty()) res.set("X-Next-Token", page.next_token);
   co_return res;
 }
 
@@ -193,8 +149,8 @@ awaitable<Reply> setSandboxTimeout(box::BoxService& service, RequestContext& ctx
   if (!timeout) co_return controlError(timeout.error());
   auto b = service.get(boxOf(ctx));
   if (!b) co_return controlError(b.error());
-  box::Expiry action = b->on_expiry == box::Expiry::kNone ? box::Expiry::kRemove : b->on_expiry;
-  auto set = service.setLifetime(b->id, **timeout == 0 ? 0 : box::unixNow() + **timeout, action);
+  // 0 ends the lifetime now: hutchd's next check (within a second) kills or pauses it.
+  auto set = service.setLifetime(b->id, timeoutExpiry(box::unixNow(), **timeout), expiryAction(*b));
   if (!set) co_return controlError(set.error());
   co_return noContent();
 }
@@ -206,17 +162,21 @@ awaitable<Reply> connectSandbox(box::BoxService& service, const FacadeOptions& o
   auto b = service.get(boxOf(ctx));
   if (!b) co_return controlError(b.error());
   http::status status = http::status::ok;
-  if (b->state == box::BoxState::kStopped || b->state == box::BoxState::kFailed ||
-      b->state == box::BoxState::kSuspended) {
+  const bool resume = b->state == box::BoxState::kStopped || b->state == box::BoxState::kFailed ||
+                      b->state == box::BoxState::kSuspended;
+  if (resume) {
     auto started = co_await service.start(b->id);
     if (!started) co_return controlError(started.error());
     b = std::move(started);
     status = http::status::created;
   }
+  // E2B's connect only ever extends a running sandbox's lifetime.
   if (*timeout) {
-    box::Expiry action = b->on_expiry == box::Expiry::kNone ? box::Expiry::kRemove : b->on_expiry;
-    auto set = service.setLifetime(b->id, box::unixNow() + **timeout, action);
-    if (!set) co_return controlError(set.error());
+    const int64_t expires = connectExpiry(b->expires_at, box::unixNow(), **timeout, resume);
+    if (expires != b->expires_at) {
+      auto set = service.setLifetime(b->id, expires, expiryAction(*b));
+      if (!set) co_return controlError(set.error());
+    }
   }
   co_return jsonReply(status,
                       sandboxJson(*b, templateIdOf(*b), accessToken(options.secret, b->id)));
@@ -235,21 +195,66 @@ awaitable<Reply> pauseSandbox(box::BoxService& service, RequestContext& ctx) {
   co_return noContent();
 }
 
+// GET /sandboxes/{id}/metrics?start=&end= (unix seconds): hutch has one sample, the VM's
+// usage now (its cgroup), stamped within the window (metricTime); none for a window that
+// misses the sandbox's life. CPU is the average since the VM started; the page cache of the
+// guest is not seen from the host (memCache 0), nor what its disk holds (diskUsed 0).
 awaitable<Reply> sandboxMetrics(box::BoxService& service, RequestContext& ctx) {
+  std::optional<int64_t> window[2];
+  const char* names[2] = {"start", "end"};
+  for (int i = 0; i < 2; ++i) {
+    auto it = ctx.query.find(names[i]);
+    if (it == ctx.query.end() || it->second.empty()) continue;
+    try {
+      size_t used = 0;
+      window[i] = std::stoll(it->second, &used);
+      if (used != it->second.size()) throw std::invalid_argument(it->second);
+    } catch (const std::exception&) {
+      co_return controlError(Error(Errc::kInvalidArgument,
+                                   fmt::format("{} must be a unix time in seconds", names[i])));
+    }
+  }
   auto b = service.get(boxOf(ctx));
   if (!b) co_return controlError(b.error());
   json samples = json::array();
-  if (auto usage = service.usage(b->id); usage) {
-    samples.push_back({{"timestamp", rfc3339(box::unixNow())},
-                       {"timestampUnix", box::unixNow()},
+  const int64_t now = box::unixNow();
+  auto when = metricTime(now, b->created_at, window[0], window[1]);
+  auto usage = service.usage(b->id);
+  if (when && usage) {
+    const double cpus = std::max(1u, b->config.cpus);
+    const double seconds = static_cast<double>(std::max<int64_t>(1, now - b->updated_at));
+    const double pct = static_cast<double>(usage->cpu_ns) / 1e9 / seconds / cpus * 100.0;
+    samples.push_back({{"timestamp", rfc3339(*when)},
+                       {"timestampUnix", *when},
                        {"cpuCount", b->config.cpus},
-                       {"cpuUsedPct", 0.0},
+                       {"cpuUsedPct", std::clamp(pct, 0.0, 100.0)},
                        {"memUsed", usage->memory_bytes},
                        {"memTotal", b->config.memory_mib << 20},
+                       {"memCache", 0},
                        {"diskUsed", 0},
                        {"diskTotal", diskMib(*b) << 20}});
   }
   co_return jsonReply(http::status::ok, samples);
+}
+
+// PUT /sandboxes/{id}/network: the sandbox's egress rules replaced (hutch's live policy change:
+// the next connection and DNS question follow it).
+awaitable<Reply> updateSandboxNetwork(box::BoxService& service, const FacadeOptions& options,
+                                      RequestContext& ctx) {
+  auto network = parseNetworkUpdate(ctx.request.body());
+  if (!network) co_return controlError(network.error());
+  auto b = service.get(boxOf(ctx));
+  if (!b) co_return controlError(b.error());
+  if (service.network() == nullptr) {
+    co_return controlError(Error(Errc::kUnsupported,
+                                 "This hutchd runs without networking (--no-network): sandboxes "
+                                 "have no network to update"));
+  }
+  auto policy = egressPolicy(*network, options.network_policy);
+  if (!policy) co_return controlError(policy.error());
+  auto set = service.setPolicy(b->id, *policy, ctx.principal.actor());
+  if (!set) co_return controlError(set.error());
+  co_return noContent();
 }
 
 awaitable<Reply> forkSandbox(box::BoxService& service, const FacadeOptions& options,

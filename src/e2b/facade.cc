@@ -206,6 +206,8 @@ Facade::Facade(asio::any_io_executor executor, box::BoxService& service, FacadeO
                route([&s](RequestContext& ctx) { return pauseSandbox(s, ctx); }));
   control_.add(verb::get, "/sandboxes/{box}/metrics",
                route([&s](RequestContext& ctx) { return sandboxMetrics(s, ctx); }));
+  control_.add(verb::put, "/sandboxes/{box}/network",
+               route([&s, &o](RequestContext& ctx) { return updateSandboxNetwork(s, o, ctx); }));
   control_.add(verb::post, "/sandboxes/{box}/fork",
                route([&s, &o](RequestContext& ctx) { return forkSandbox(s, o, ctx); }));
   control_.add(verb::post, "/sandboxes/{box}/snapshots",
@@ -292,52 +294,54 @@ api::Plane Facade::envdPlane() {
     auto tokenMatches = [&](const box::Box& b) {
       return sameToken(token, accessToken(secret, b.id));
     };
-    // A signed /files URL: the signature stands for the token (E2B's signature.ts).
-    auto signatureMatches = [&](const box::Box& b) {
-      auto sig = query.find("signature");
-      auto path = query.find("path");
-      if (sig == query.end() || path == query.end()) return false;
-      std::optional<int64_t> expiration;
-      if (auto exp = query.find("signature_expiration");
-          exp != query.end() && !exp->second.empty()) {
-        try {
-          expiration = std::stoll(exp->second);
-        } catch (const std::exception&) {
-          return false;
-        }
-        if (*expiration < box::unixNow()) return false;
-      }
-      std::string user;
-      if (auto u = query.find("username"); u != query.end()) user = u->second;
-      const char* op = header.method() == http::verb::get ? "read" : "write";
-      const std::string t = accessToken(secret, b.id);
-      return sameToken(sig->second, fileSignature(path->second, op, user, t, expiration)) ||
-             (user.empty() &&
-              sameToken(sig->second, fileSignature(path->second, op, kDefaultUser, t, expiration)));
+    // A signed /files URL stands for the token (E2B's signature.ts), on /files only: it signs
+    // a path and an operation there, nothing else.
+    const std::string_view target(header.target().data(), header.target().size());
+    const bool files = target.substr(0, target.find('?')) == "/files";
+    const char* op = header.method() == http::verb::get ? "read" : "write";
+    auto signature = [&](const box::Box& b) {
+      if (!files) return SignatureCheck::kMissing;
+      return checkFileSignature(query, op, accessToken(secret, b.id), box::unixNow());
+    };
+    // envd's own words for a signature that fails (E2B's SDKs compare them).
+    auto badSignature = [](SignatureCheck check) {
+      return Error(Errc::kUnauthenticated, std::string(signatureProblem(check)));
     };
     if (!id.empty()) {
       auto b = service.get(id);
       if (!b) {
         return fail(Errc::kUnavailable, fmt::format("The sandbox {} was not found", id));
       }
-      if (!tokenMatches(*b) && !signatureMatches(*b)) {
+      if (!token.empty()) {
+        if (!tokenMatches(*b)) {
+          return fail(Errc::kUnauthenticated, "Wrong X-Access-Token for this sandbox");
+        }
+      } else if (SignatureCheck check = signature(*b); check != SignatureCheck::kValid) {
+        if (check != SignatureCheck::kMissing) return fail(badSignature(check));
         return fail(Errc::kUnauthenticated,
-                    token.empty() ? "Missing X-Access-Token (the envdAccessToken of the sandbox)"
-                                  : "Wrong X-Access-Token for this sandbox");
+                    "Missing X-Access-Token (the envdAccessToken of the sandbox)");
       }
       found = std::move(*b);
     } else {
       // No routing header (E2B SDKs before 2.14.1 on /files, signed URLs): the sandbox whose
       // token or signature this is.
+      std::optional<SignatureCheck> problem;
       auto boxes = service.list();
       if (boxes) {
         for (auto& b : *boxes) {
-          if ((!token.empty() && tokenMatches(b)) || (token.empty() && signatureMatches(b))) {
-            found = std::move(b);
-            break;
+          if (!token.empty()) {
+            if (!tokenMatches(b)) continue;
+          } else if (SignatureCheck check = signature(b); check != SignatureCheck::kValid) {
+            // Right but expired names its box: say so rather than "no sandbox".
+            if (check == SignatureCheck::kExpired) problem = check;
+            if (check == SignatureCheck::kInvalid && !problem) problem = check;
+            continue;
           }
+          found = std::move(b);
+          break;
         }
       }
+      if (!found && problem) return fail(badSignature(*problem));
       if (!found) {
         return fail(Errc::kUnauthenticated,
                     "No sandbox for this request: send E2b-Sandbox-Id and X-Access-Token");

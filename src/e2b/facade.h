@@ -27,6 +27,9 @@ namespace hutch::e2b {
 struct FacadeOptions {
   std::string secret;                            // the access tokens' key (loadSecret)
   std::map<std::string, std::string> templates;  // E2B template id -> hutch template
+  // The egress policy (a preset or JSON) of sandboxes that ask for nothing or only for internet
+  // access (hutchd --e2b-network-policy): E2B's default is internet access on.
+  std::string network_policy = "allow-all";
 };
 
 // The secret in `path` (32 random bytes, made with mode 0600 on first use).

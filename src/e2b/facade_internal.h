@@ -98,6 +98,7 @@ asio::awaitable<Reply> setSandboxTimeout(Service& s, Ctx& ctx);
 asio::awaitable<Reply> connectSandbox(Service& s, const FacadeOptions& o, Ctx& ctx);
 asio::awaitable<Reply> pauseSandbox(Service& s, Ctx& ctx);
 asio::awaitable<Reply> sandboxMetrics(Service& s, Ctx& ctx);
+asio::awaitable<Reply> updateSandboxNetwork(Service& s, const FacadeOptions& o, Ctx& ctx);
 asio::awaitable<Reply> forkSandbox(Service& s, const FacadeOptions& o, Ctx& ctx);
 asio::awaitable<Reply> createSnapshot(Service& s, Ctx& ctx);
 asio::awaitable<Reply> listSnapshots(Service& s, Ctx& ctx);

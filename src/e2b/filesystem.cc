@@ -9,13 +9,16 @@
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <cctype>
 #include <deque>
 
 #include "api/encoding.h"
 #include "api/handlers.h"
 #include "e2b/facade_internal.h"
+#include "e2b/gunzip.h"
 #include "e2b/multipart.h"
 #include "guest/agent_client.h"
+#include "guest/file_reader.h"
 #include "guest/file_watch.h"
 #include "guest/file_writer.h"
 
@@ -135,7 +138,8 @@ awaitable<Reply> fsRemove(box::BoxService& service, RequestContext& ctx) {
   const std::string& path = call->path;
   proto::FileRemoveRequest request{.path = path, .user = call->user, .recursive = true};
   auto removed = co_await call->agent->remove(std::move(request));
-  if (!removed) co_return rpcError(removed.error());
+  // envd's Remove is os.RemoveAll: a path that is not there is removed already.
+  if (!removed && removed.error().code() != Errc::kNotFound) co_return rpcError(removed.error());
   co_return jsonReply(http::status::ok, json::object());
 }
 namespace {
@@ -341,6 +345,22 @@ awaitable<Reply> filesGet(box::BoxService& service, RequestContext& ctx) {
 }
 namespace {
 
+// The box's /etc/passwd entry of `user` (read as root), or nullopt.
+awaitable<std::optional<PasswdEntry>> boxUser(box::BoxAgent& agent, const std::string& user) {
+  constexpr size_t kMaxPasswd = size_t{4} << 20;
+  proto::FileReadRequest request{.path = "/etc/passwd", .user = "root"};
+  auto reader = co_await agent.openRead(std::move(request));
+  if (!reader) co_return std::nullopt;
+  std::string text;
+  while (text.size() < kMaxPasswd) {
+    auto chunk = co_await (*reader)->next();
+    if (!chunk) co_return std::nullopt;
+    if (!*chunk) break;
+    text += **chunk;
+  }
+  co_return passwdEntry(text, user);
+}
+
 // Writes one uploaded file: the parts of its content as they arrive.
 class Upload {
  public:
@@ -349,6 +369,13 @@ class Upload {
   awaitable<Result<>> start(const std::string& path) {
     proto::FileWriteRequest request{.path = path, .user = user_, .parents = true};
     auto opened = co_await agent_->openWrite(std::move(request));
+    if (!opened && opened.error().code() == Errc::kPermissionDenied) {
+      // envd (root) makes the missing directories of an upload and gives them to the user,
+      // wherever they are: the same here, and nothing more (a directory that is there keeps
+      // its permissions, and so does a file).
+      auto made = co_await writeIntoNewDirectories(path);
+      if (made) opened = std::move(*made);
+    }
     if (!opened) co_return fail(opened.error());
     writer_ = *opened;
     co_return ok();
@@ -368,9 +395,66 @@ class Upload {
   bool isOpen() const { return writer_ != nullptr; }
 
  private:
+  // The write as root, owned by the user, when the file's directory does not exist: the agent
+  // makes the missing directories and gives them to the file's owner. nullopt when that is
+  // not the case (the user's own refusal stands).
+  awaitable<std::optional<Result<std::shared_ptr<guest::FileWriter>>>> writeIntoNewDirectories(
+      const std::string& path) {
+    if (user_ == "root") co_return std::nullopt;
+    auto entry = co_await boxUser(*agent_, user_);
+    if (!entry) co_return std::nullopt;
+    const std::string absolute = resolveForUser(path, entry->home);
+    const std::string dir = cleanPath(absolute + "/..");
+    proto::FileStatRequest probe{.path = dir, .user = "root", .follow = true};
+    auto there = co_await agent_->stat(std::move(probe));
+    if (there || there.error().code() != Errc::kNotFound) co_return std::nullopt;
+    proto::FileWriteRequest request{.path = absolute,
+                                    .user = "root",
+                                    .owner = entry->name,
+                                    .group = std::to_string(entry->gid),
+                                    .parents = true};
+    co_return co_await agent_->openWrite(std::move(request));
+  }
+
   std::shared_ptr<box::BoxAgent> agent_;
   std::string user_;
   std::shared_ptr<guest::FileWriter> writer_;
+};
+
+// An upload's body as it arrives, inflated when it came with Content-Encoding: gzip (envd
+// stores the file itself, not its gzip).
+class UploadBody {
+ public:
+  explicit UploadBody(RequestContext& ctx) : ctx_(ctx) {}
+  Result<> start() {
+    std::string encoding(ctx_.request[http::field::content_encoding]);
+    for (auto& c : encoding) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (encoding == "gzip" || encoding == "x-gzip") {
+      gunzip_ = std::make_unique<Gunzip>();
+    } else if (!encoding.empty() && encoding != "identity") {
+      return fail(
+          Errc::kInvalidArgument,
+          fmt::format("Content-Encoding '{}' is not understood; send gzip or none", encoding));
+    }
+    return ok();
+  }
+  // The next bytes; empty at the end of the body.
+  awaitable<Result<std::string>> read() {
+    while (true) {
+      auto chunk = co_await ctx_.body->read();
+      if (!chunk || !gunzip_) co_return chunk;
+      if (chunk->empty()) {
+        HUTCH_CO_TRY_VOID(gunzip_->finish());
+        co_return std::string();
+      }
+      auto inflated = gunzip_->feed(*chunk);
+      if (!inflated || !inflated->empty()) co_return inflated;
+    }
+  }
+
+ private:
+  RequestContext& ctx_;
+  std::unique_ptr<Gunzip> gunzip_;
 };
 
 json writtenJson(const proto::FileInfo& info) {
@@ -390,6 +474,8 @@ awaitable<Reply> filesPost(box::BoxService& service, RequestContext& ctx) {
   const std::string content_type(ctx.request[http::field::content_type]);
   json written = json::array();
   Upload upload(*agent, *user);
+  UploadBody body(ctx);
+  if (auto started = body.start(); !started) co_return envdError(started.error());
   auto failWith = [&](const Error& error) {
     upload.abort();
     return envdError(error.withContext("The upload stopped; files before it were written"));
@@ -405,7 +491,7 @@ awaitable<Reply> filesPost(box::BoxService& service, RequestContext& ctx) {
       co_return envdError(opened.error());
     }
     while (true) {
-      auto chunk = co_await ctx.body->read();
+      auto chunk = co_await body.read();
       if (!chunk) co_return failWith(chunk.error());
       if (chunk->empty()) break;
       auto w = co_await upload.write(*chunk);
@@ -430,7 +516,7 @@ awaitable<Reply> filesPost(box::BoxService& service, RequestContext& ctx) {
         co_return failWith(
             Error(Errc::kInvalidArgument, "The multipart body ended before its closing boundary"));
       }
-      auto chunk = co_await ctx.body->read();
+      auto chunk = co_await body.read();
       if (!chunk) co_return failWith(chunk.error());
       if (chunk->empty()) body_done = true;
       parts.feed(*chunk);
@@ -458,7 +544,7 @@ awaitable<Reply> filesPost(box::BoxService& service, RequestContext& ctx) {
     } else {
       // The closing boundary; an epilogue after it is read and dropped.
       while (!body_done) {
-        auto chunk = co_await ctx.body->read();
+        auto chunk = co_await body.read();
         if (!chunk || chunk->empty()) break;
       }
       co_return jsonReply(http::status::ok, written);

@@ -7,6 +7,7 @@
 #include <openssl/sha.h>
 
 #include <cctype>
+#include <charconv>
 #include <csignal>
 #include <cstring>
 #include <ctime>
@@ -203,14 +204,33 @@ Result<NewSandbox> parseNewSandbox(std::string_view body) {
     out.auto_pause = it->get<bool>();
   }
   if (auto it = j.find("allow_internet_access"); it != j.end() && it->is_boolean()) {
-    out.allow_internet_access = it->get<bool>();
+    out.network.allow_internet_access = it->get<bool>();
   }
   if (auto it = j.find("network"); it != j.end() && !it->is_null()) {
     if (!it->is_object()) {
       return fail(Errc::kInvalidArgument, "The sandbox request: 'network' must be an object");
     }
-    HUTCH_TRY(out.allow_out, stringList(*it, "allowOut", "The sandbox request's network"));
-    HUTCH_TRY(out.deny_out, stringList(*it, "denyOut", "The sandbox request's network"));
+    HUTCH_TRY(out.network.allow_out, stringList(*it, "allowOut", "The sandbox request's network"));
+    HUTCH_TRY(out.network.deny_out, stringList(*it, "denyOut", "The sandbox request's network"));
+  }
+  return out;
+}
+
+Result<NetworkRequest> parseNetworkUpdate(std::string_view body) {
+  constexpr std::string_view kWhat = "The network update";
+  json j = body.empty() ? json::object() : json::parse(body, nullptr, false);
+  if (!j.is_object()) {
+    return fail(Errc::kInvalidArgument, "The network update must be a JSON object");
+  }
+  NetworkRequest out;
+  HUTCH_TRY(out.allow_out, stringList(j, "allowOut", kWhat));
+  HUTCH_TRY(out.deny_out, stringList(j, "denyOut", kWhat));
+  if (auto it = j.find("allow_internet_access"); it != j.end() && !it->is_null()) {
+    if (!it->is_boolean()) {
+      return fail(Errc::kInvalidArgument,
+                  "The network update: 'allow_internet_access' must be a boolean");
+    }
+    out.allow_internet_access = it->get<bool>();
   }
   return out;
 }
@@ -273,7 +293,7 @@ namespace {
 json userMetadata(const box::Box& b) {
   json m = json::object();
   for (const auto& [k, v] : b.metadata) {
-    if (k != kTemplateMetadataKey) m[k] = v;
+    if (!std::string_view(k).starts_with(kInternalMetadataPrefix)) m[k] = v;
   }
   return m;
 }
@@ -330,6 +350,43 @@ std::string fileSignature(std::string_view path, std::string_view operation, std
   return "v1_" + b64;
 }
 
+SignatureCheck checkFileSignature(const std::map<std::string, std::string, std::less<>>& query,
+                                  std::string_view operation, std::string_view token, int64_t now) {
+  auto sig = query.find("signature");
+  if (sig == query.end() || sig->second.empty()) return SignatureCheck::kMissing;
+  auto path = query.find("path");
+  if (path == query.end()) return SignatureCheck::kInvalid;
+  std::optional<int64_t> expiration;
+  if (auto exp = query.find("signature_expiration"); exp != query.end() && !exp->second.empty()) {
+    int64_t value = 0;
+    const char* first = exp->second.data();
+    const char* last = first + exp->second.size();
+    auto [end, ec] = std::from_chars(first, last, value);
+    if (ec != std::errc() || end != last) return SignatureCheck::kInvalid;
+    expiration = value;
+  }
+  std::string user;
+  if (auto u = query.find("username"); u != query.end()) user = u->second;
+  // The SDKs sign "" for the default user; some sign its name.
+  const bool valid =
+      sameToken(sig->second, fileSignature(path->second, operation, user, token, expiration)) ||
+      (user.empty() && sameToken(sig->second, fileSignature(path->second, operation, kDefaultUser,
+                                                            token, expiration)));
+  if (!valid) return SignatureCheck::kInvalid;
+  if (expiration && *expiration < now) return SignatureCheck::kExpired;
+  return SignatureCheck::kValid;
+}
+
+std::string_view signatureProblem(SignatureCheck check) {
+  switch (check) {
+    case SignatureCheck::kValid: return "";
+    case SignatureCheck::kMissing: return "missing signature query parameter";
+    case SignatureCheck::kInvalid: return "invalid signature";
+    case SignatureCheck::kExpired: return "signature is already expired";
+  }
+  return "invalid signature";
+}
+
 Result<std::string> userFromAuthorization(std::string_view header) {
   if (header.empty()) return std::string(kDefaultUser);
   constexpr std::string_view kBasic = "Basic ";
@@ -367,13 +424,83 @@ json entryJson(const proto::FileInfo& info) {
          {"type", kTypes[type]},
          {"path", info.path},
          {"size", std::to_string(info.size)},
-         {"mode", info.mode | (info.type == proto::FileType::kDir ? 020000000000u : 0u)},
+         {"mode", info.mode & 0777u},
          {"permissions", info.permissions},
          {"owner", info.owner},
          {"group", info.group},
          {"modifiedTime", rfc3339Nanos(info.mtime_ns)}};
-  if (info.type == proto::FileType::kSymlink) j["symlinkTarget"] = info.symlink_target;
+  if (info.type == proto::FileType::kSymlink) {
+    j["symlinkTarget"] = symlinkTargetPath(info.path, info.symlink_target);
+  }
   return j;
+}
+
+std::string cleanPath(std::string_view path) {
+  std::vector<std::string_view> parts;
+  std::string_view rest = path;
+  while (!rest.empty()) {
+    const size_t slash = rest.find('/');
+    const std::string_view part = rest.substr(0, slash);
+    rest = slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
+    if (part.empty() || part == ".") continue;
+    if (part == "..") {
+      if (!parts.empty()) parts.pop_back();
+      continue;
+    }
+    parts.push_back(part);
+  }
+  std::string clean;
+  for (const auto& part : parts) {
+    clean.push_back('/');
+    clean.append(part);
+  }
+  return clean.empty() ? "/" : clean;
+}
+
+std::string symlinkTargetPath(std::string_view link, std::string_view target) {
+  if (target.starts_with('/')) return cleanPath(target);
+  const size_t slash = link.rfind('/');
+  std::string joined(slash == std::string_view::npos ? std::string_view() : link.substr(0, slash));
+  joined.push_back('/');
+  joined.append(target);
+  return cleanPath(joined);
+}
+
+std::string resolveForUser(std::string_view path, std::string_view home) {
+  if (path.starts_with('/')) return std::string(path);
+  if (path == "~") return cleanPath(home);
+  if (path.starts_with("~/")) path.remove_prefix(2);
+  std::string joined(home);
+  joined.push_back('/');
+  joined.append(path);
+  return cleanPath(joined);
+}
+
+std::optional<PasswdEntry> passwdEntry(std::string_view passwd, std::string_view user) {
+  while (!passwd.empty()) {
+    const size_t nl = passwd.find('\n');
+    std::string_view line = passwd.substr(0, nl);
+    passwd = nl == std::string_view::npos ? std::string_view() : passwd.substr(nl + 1);
+    // name:password:uid:gid:gecos:home:shell
+    std::vector<std::string_view> fields;
+    while (true) {
+      const size_t colon = line.find(':');
+      fields.push_back(line.substr(0, colon));
+      if (colon == std::string_view::npos) break;
+      line.remove_prefix(colon + 1);
+    }
+    if (fields.size() < 7) continue;
+    PasswdEntry entry;
+    entry.name = std::string(fields[0]);
+    auto number = [](std::string_view text, uint32_t& out) {
+      auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+      return ec == std::errc() && end == text.data() + text.size() && !text.empty();
+    };
+    if (!number(fields[2], entry.uid) || !number(fields[3], entry.gid)) continue;
+    entry.home = std::string(fields[5]);
+    if (entry.name == user || std::to_string(entry.uid) == user) return entry;
+  }
+  return std::nullopt;
 }
 
 json toJson(const ProcessConfig& config) {

@@ -49,19 +49,27 @@ json connectError(const Error& error);
 // E2B's error body: {"code": <HTTP status>, "message": "..."}.
 json apiError(const Error& error, int status);
 
+// What a sandbox asks of the network: network.allowOut and network.denyOut, and
+// allow_internet_access, of create (NewSandbox) and of PUT /sandboxes/{id}/network.
+struct NetworkRequest {
+  std::vector<std::string> allow_out;  // the egress allow-list
+  std::vector<std::string> deny_out;
+  std::optional<bool> allow_internet_access;  // absent: E2B's default, on
+};
+
 struct NewSandbox {
   std::string template_id = "base";
   int64_t timeout_s = 15;  // E2B's default lifetime
   box::BoxMetadata metadata;
   box::BoxEnv env;
-  bool auto_pause = false;             // at the end of the lifetime: stop (kept) instead of remove
-  std::vector<std::string> allow_out;  // network.allowOut: the egress allow-list
-  std::vector<std::string> deny_out;   // network.denyOut
-  bool allow_internet_access = true;
+  bool auto_pause = false;  // at the end of the lifetime: stop (kept) instead of remove
+  NetworkRequest network;
 };
 // Parses POST /sandboxes (and /v2/sandboxes). Unknown fields are ignored (E2B's SDKs send
 // fields hutch has no use for, like "secure"); wrong types are kInvalidArgument.
 Result<NewSandbox> parseNewSandbox(std::string_view body);
+// Parses PUT /sandboxes/{id}/network (SandboxNetworkUpdateConfig).
+Result<NetworkRequest> parseNetworkUpdate(std::string_view body);
 // {"timeout": seconds} of /sandboxes/{id}/timeout and /connect; nullopt when absent.
 Result<std::optional<int64_t>> parseTimeoutBody(std::string_view body, bool required);
 
@@ -81,7 +89,15 @@ json sandboxJson(const box::Box& b, const std::string& template_id, const std::s
 json sandboxDetailJson(const box::Box& b, const std::string& template_id, uint64_t disk_mib);
 // The E2B template id a box was made from: the metadata hutch keeps for it, else its template.
 std::string templateIdOf(const box::Box& b);
+// Metadata the façade keeps with a box for itself (never shown to E2B's clients, whose
+// metadata is everything else): keys starting with kInternalMetadataPrefix.
+inline constexpr std::string_view kInternalMetadataPrefix = "hutch.e2b.";
 inline constexpr std::string_view kTemplateMetadataKey = "hutch.e2b.template";
+// When the sandbox was created, in unix nanoseconds (Box::created_at has seconds): the order
+// of Sandbox.list.
+inline constexpr std::string_view kCreatedMetadataKey = "hutch.e2b.created";
+// "true" for a sandbox created with autoPause: its lifetime ends in a pause, every time.
+inline constexpr std::string_view kAutoPauseMetadataKey = "hutch.e2b.autoPause";
 
 // ---- envd ----
 
@@ -93,6 +109,15 @@ bool sameToken(std::string_view a, std::string_view b);
 // '=' (E2B's SDK, sandbox/signature.ts).
 std::string fileSignature(std::string_view path, std::string_view operation, std::string_view user,
                           std::string_view token, std::optional<int64_t> expiration);
+// A signed URL's query (path, signature, signature_expiration, username) against a sandbox's
+// token, for `operation` ("read" or "write") at unix time `now`. An expired signature is
+// kExpired only when it is otherwise right, as envd checks.
+enum class SignatureCheck { kValid, kMissing, kInvalid, kExpired };
+SignatureCheck checkFileSignature(const std::map<std::string, std::string, std::less<>>& query,
+                                  std::string_view operation, std::string_view token, int64_t now);
+// What envd answers (401) for a signature that is not kValid: its words, which E2B's SDKs
+// and their users compare ("signature is already expired").
+std::string_view signatureProblem(SignatureCheck check);
 
 // The user of "Authorization: Basic base64(user:)"; the default user when there is none.
 Result<std::string> userFromAuthorization(std::string_view header);
@@ -102,8 +127,30 @@ Result<std::string> userFromAuthorization(std::string_view header);
 // shown them, as envd, which writes in place, has none.
 bool isWriteTemporary(std::string_view path);
 
-// EntryInfo in proto3 JSON.
+// EntryInfo in proto3 JSON, as envd fills it: `mode` is the permission bits only (Go's
+// FileMode.Perm(): 0755 for a directory, no ModeDir bit), a symlink's `symlinkTarget` the
+// absolute path it names (symlinkTargetPath).
 json entryJson(const proto::FileInfo& info);
+
+// `path` made clean (no "." or ".." components, no "//", no trailing slash), absolute paths
+// only; as Go's filepath.Clean.
+std::string cleanPath(std::string_view path);
+// The absolute path a symlink at `link` (absolute) whose text is `target` names: a relative
+// target is taken from the link's directory. envd resolves it further through other symlinks;
+// hutch does not (the link's own text, made absolute).
+std::string symlinkTargetPath(std::string_view link, std::string_view target);
+// A path as envd resolves it for a user (permissions.ExpandAndResolve): "~" and "~/x" are in
+// `home`, a relative path is taken from `home`, an absolute one is kept as it is.
+std::string resolveForUser(std::string_view path, std::string_view home);
+
+// A user of the box's /etc/passwd (its text), by name or uid; nullopt when there is none.
+struct PasswdEntry {
+  std::string name;
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  std::string home;
+};
+std::optional<PasswdEntry> passwdEntry(std::string_view passwd, std::string_view user);
 
 // A process's request (process.ProcessConfig).
 struct ProcessConfig {

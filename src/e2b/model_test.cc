@@ -52,8 +52,10 @@ TEST(ControlPlaneTest, NewSandboxBodiesAsTheSdksSendThem) {
   EXPECT_EQ(v2->timeout_s, 15);  // E2B's default
   EXPECT_EQ(v2->env.at("A"), "1");
   EXPECT_TRUE(v2->auto_pause);
-  EXPECT_EQ(v2->allow_out, std::vector<std::string>{"x.example.com"});
-  EXPECT_EQ(v2->deny_out, std::vector<std::string>{"0.0.0.0/0"});
+  EXPECT_EQ(v2->network.allow_out, std::vector<std::string>{"x.example.com"});
+  EXPECT_EQ(v2->network.deny_out, std::vector<std::string>{"0.0.0.0/0"});
+  EXPECT_FALSE(v2->network.allow_internet_access);  // not said: E2B's default
+  EXPECT_EQ(v1->network.allow_internet_access, true);
   EXPECT_EQ(parseNewSandbox("").value().template_id, "base");
 }
 
@@ -90,7 +92,10 @@ TEST(ControlPlaneTest, SandboxJsonHasWhatThePythonModelsRequire) {
   b.state = box::BoxState::kStopped;
   b.config.cpus = 2;
   b.config.memory_mib = 1024;
-  b.metadata = {{"agent", "x"}, {std::string(kTemplateMetadataKey), "base"}};
+  b.metadata = {{"agent", "x"},
+                {std::string(kTemplateMetadataKey), "base"},
+                {std::string(kCreatedMetadataKey), "1764650000123456789"},
+                {std::string(kAutoPauseMetadataKey), "true"}};
   auto s = sandboxJson(b, "base", "tok");
   for (const char* key : {"sandboxID", "templateID", "clientID", "envdVersion"}) {
     EXPECT_TRUE(s.contains(key)) << key;
@@ -103,7 +108,7 @@ TEST(ControlPlaneTest, SandboxJsonHasWhatThePythonModelsRequire) {
   }
   EXPECT_EQ(d["state"], "paused");
   EXPECT_EQ(d["endAt"], "2025-12-02T04:38:20Z");
-  EXPECT_EQ(d["metadata"], (json{{"agent", "x"}}));  // hutch's own key is not shown
+  EXPECT_EQ(d["metadata"], (json{{"agent", "x"}}));  // hutch's own keys are not shown
 }
 
 TEST(TimeTest, Rfc3339) {
@@ -133,6 +138,40 @@ TEST(TokenTest, FileSignaturesFollowTheSdk) {
   EXPECT_NE(sig, fileSignature("/home/user/x", "read", "user", "tok", 100));
 }
 
+TEST(TokenTest, SignedUrlsAreCheckedAsEnvdDoes) {
+  using Query = std::map<std::string, std::string, std::less<>>;
+  const int64_t now = 1000000;
+  auto signedQuery = [](std::string_view op, std::string user, std::optional<int64_t> exp) {
+    Query q{{"path", "hello.txt"}, {"signature", fileSignature("hello.txt", op, user, "tok", exp)}};
+    if (!user.empty()) q["username"] = user;
+    if (exp) q["signature_expiration"] = std::to_string(*exp);
+    return q;
+  };
+  EXPECT_EQ(checkFileSignature(signedQuery("read", "", std::nullopt), "read", "tok", now),
+            SignatureCheck::kValid);
+  EXPECT_EQ(checkFileSignature(signedQuery("read", "root", now + 10), "read", "tok", now),
+            SignatureCheck::kValid);
+  // The SDKs sign "user" or "" for the default user.
+  Query named = signedQuery("read", "user", std::nullopt);
+  named.erase("username");
+  EXPECT_EQ(checkFileSignature(named, "read", "tok", now), SignatureCheck::kValid);
+  // Right but past its time: expired; anything wrong first is invalid.
+  EXPECT_EQ(checkFileSignature(signedQuery("read", "", now - 10), "read", "tok", now),
+            SignatureCheck::kExpired);
+  EXPECT_EQ(checkFileSignature(signedQuery("read", "", now - 10), "read", "other", now),
+            SignatureCheck::kInvalid);
+  EXPECT_EQ(checkFileSignature(signedQuery("read", "", std::nullopt), "write", "tok", now),
+            SignatureCheck::kInvalid);
+  Query moved = signedQuery("read", "", now + 10);
+  moved["signature_expiration"] = std::to_string(now + 1000);
+  EXPECT_EQ(checkFileSignature(moved, "read", "tok", now), SignatureCheck::kInvalid);
+  moved["signature_expiration"] = "soon";
+  EXPECT_EQ(checkFileSignature(moved, "read", "tok", now), SignatureCheck::kInvalid);
+  EXPECT_EQ(checkFileSignature(Query{{"path", "x"}}, "read", "tok", now), SignatureCheck::kMissing);
+  EXPECT_EQ(signatureProblem(SignatureCheck::kExpired), "signature is already expired");
+  EXPECT_EQ(signatureProblem(SignatureCheck::kInvalid), "invalid signature");
+}
+
 TEST(EnvdTest, UsersComeFromBasicAuthorization) {
   EXPECT_EQ(userFromAuthorization("").value(), "user");
   EXPECT_EQ(userFromAuthorization("Basic cm9vdDo=").value(), "root");  // "root:"
@@ -156,11 +195,56 @@ TEST(EnvdTest, EntriesInProto3Json) {
   EXPECT_EQ(j["size"], "13");  // int64 as a string
   EXPECT_EQ(j["mode"], 0644);
   EXPECT_EQ(j["modifiedTime"], "1970-01-01T00:00:01Z");
+  EXPECT_FALSE(j.contains("symlinkTarget"));
+  // A directory's mode is its permission bits (envd: 493), not Go's ModeDir bit with them.
   info.type = proto::FileType::kDir;
+  info.mode = 0755;
   EXPECT_EQ(entryJson(info)["type"], "FILE_TYPE_DIRECTORY");
+  EXPECT_EQ(entryJson(info)["mode"], 493);
+  info.mode = 01777;  // the sticky bit, as Go's Perm() drops it
+  EXPECT_EQ(entryJson(info)["mode"], 0777);
+  // A symlink's target is the absolute path its text names.
   info.type = proto::FileType::kSymlink;
+  info.path = "/home/user/link";
   info.symlink_target = "/x";
   EXPECT_EQ(entryJson(info)["symlinkTarget"], "/x");
+  info.symlink_target = "test_file.txt";
+  EXPECT_EQ(entryJson(info)["symlinkTarget"], "/home/user/test_file.txt");
+  info.symlink_target = "../other/./f";
+  EXPECT_EQ(entryJson(info)["symlinkTarget"], "/home/other/f");
+}
+
+TEST(EnvdTest, PathsAsEnvdResolvesThem) {
+  EXPECT_EQ(cleanPath("/a//b/./c/../d/"), "/a/b/d");
+  EXPECT_EQ(cleanPath("/.."), "/");
+  EXPECT_EQ(cleanPath(""), "/");
+  EXPECT_EQ(symlinkTargetPath("/l", "a"), "/a");
+  EXPECT_EQ(symlinkTargetPath("/d/l", "/abs/../x"), "/x");
+  // A working directory: from the user's home unless absolute; "~" is the home.
+  EXPECT_EQ(resolveForUser("work", "/home/user"), "/home/user/work");
+  EXPECT_EQ(resolveForUser("./a/../b", "/home/user"), "/home/user/b");
+  EXPECT_EQ(resolveForUser("~", "/home/user"), "/home/user");
+  EXPECT_EQ(resolveForUser("~/x", "/home/user"), "/home/user/x");
+  EXPECT_EQ(resolveForUser("/tmp", "/home/user"), "/tmp");
+  EXPECT_EQ(resolveForUser("..", "/home/user"), "/home");
+}
+
+TEST(EnvdTest, PasswdEntriesByNameOrUid) {
+  const std::string passwd =
+      "root:x:0:0:root:/root:/bin/bash\n"
+      "# a comment\n"
+      "broken:x:zz:1:::/bin/sh\n"
+      "user:x:1001:1002:E2B user,,,:/home/user:/bin/bash\n";
+  auto user = passwdEntry(passwd, "user");
+  ASSERT_TRUE(user);
+  EXPECT_EQ(user->uid, 1001u);
+  EXPECT_EQ(user->gid, 1002u);
+  EXPECT_EQ(user->home, "/home/user");
+  EXPECT_EQ(passwdEntry(passwd, "1001")->name, "user");
+  EXPECT_EQ(passwdEntry(passwd, "root")->home, "/root");
+  EXPECT_FALSE(passwdEntry(passwd, "broken"));
+  EXPECT_FALSE(passwdEntry(passwd, "nobody"));
+  EXPECT_FALSE(passwdEntry("", "user"));
 }
 
 TEST(EnvdTest, HutchsWriteTemporariesAreRecognised) {

@@ -218,6 +218,21 @@ awaitable<Reply> processStart(box::BoxService& service, std::shared_ptr<State> s
   if (auto b = service.get(box); b) api::addBoxEnvironment(*b, request);
   for (const auto& [k, v] : start->process.envs) request.env.push_back(k + "=" + v);
   request.cwd = start->process.cwd.value_or("");
+  if (!request.cwd.empty() && !request.cwd.starts_with('/')) {
+    // envd takes a relative cwd (and "~") from the user's home: the agent's stat of "." as the
+    // user names it.
+    proto::FileStatRequest home_request{.path = ".", .user = *user, .follow = true};
+    auto home = co_await (*agent)->stat(std::move(home_request));
+    if (!home) {
+      // As a command that cannot start: the stream ends with the error.
+      const Error error = home.error().withContext(fmt::format(
+          "The working directory '{}' is taken from the home of {}", request.cwd, *user));
+      EnvelopeStream failed(ctx);
+      if (co_await failed.start()) co_await failed.finish(error);
+      co_return std::nullopt;
+    }
+    request.cwd = resolveForUser(request.cwd, home->path);
+  }
   request.user = *user;
   request.tty = start->tty;
   request.rows = start->rows;

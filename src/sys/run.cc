@@ -65,8 +65,8 @@ Result<std::string> runStdout(std::vector<std::string> argv, size_t limit) {
   UniqueFd err_read(err_pipe[0]);
   UniqueFd err_write(err_pipe[1]);
   std::string tool = argv.front();
-  HUTCH_TRY(pid_t pid, spawn({.argv = std::move(argv),
-                              .fds = {{out_write.get(), 1}, {err_write.get(), 2}}}));
+  HUTCH_TRY(pid_t pid,
+            spawn({.argv = std::move(argv), .fds = {{out_write.get(), 1}, {err_write.get(), 2}}}));
   out_write.reset();
   err_write.reset();
   constexpr size_t kKeptErrors = size_t{64} << 10;

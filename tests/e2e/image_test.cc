@@ -27,7 +27,8 @@ class ImageTest : public ::testing::Test {
     ASSERT_NE(::mkdtemp(tmpl), nullptr);
     dir_ = new fs::path(tmpl);
     const std::string scripts = kSource + "/../registry";
-    auto built = shell("bash " + quoted(scripts + "/images.sh") + " " + quoted((*dir_ / "images").string()));
+    auto built =
+        shell("bash " + quoted(scripts + "/images.sh") + " " + quoted((*dir_ / "images").string()));
     ASSERT_EQ(built.exit_code, 0) << built.out << built.err;
     images_ = new std::map<std::string, std::string>;
     std::istringstream lines(built.out);
@@ -74,7 +75,9 @@ class ImageTest : public ::testing::Test {
     delete dir_;
   }
   static std::string registry() { return env_->count("REGISTRY") ? (*env_)["REGISTRY"] : ""; }
-  static std::string ref(const std::string& name) { return registry() + "/test/" + name + ":latest"; }
+  static std::string ref(const std::string& name) {
+    return registry() + "/test/" + name + ":latest";
+  }
   static CommandResult login() {
     return daemon_->hutch({"registry", "login", "-u", (*env_)["REGISTRY_USER"], registry()},
                           (*env_)["REGISTRY_PASSWORD"] + "\n", true);
@@ -203,7 +206,8 @@ TEST_F(ImageTest, CredentialsAreTheHostsAndAWrongOneIsSaidSo) {
   EXPECT_TRUE(anonymous.err.find("authentication required") != std::string::npos ||
               anonymous.err.find("unauthorized") != std::string::npos)
       << anonymous.err;
-  auto wrong = daemon_->hutch({"registry", "login", "-u", "hutch-test", registry()}, "wrong\n", true);
+  auto wrong =
+      daemon_->hutch({"registry", "login", "-u", "hutch-test", registry()}, "wrong\n", true);
   ASSERT_EQ(wrong.exit_code, 0) << wrong.err;
   auto refused = daemon_->hutch({"template", "create", "--from-image", ref("busybox"), "anon"});
   EXPECT_NE(refused.exit_code, 0);
@@ -238,7 +242,8 @@ TEST_F(ImageTest, LayersAreAppliedWithWhiteoutsLinksAndXattrsAndBlobsAreSharedBy
        "cd /data; test -d keep && echo keep; test -e drop || echo dropped; ls -A /opq; "
        "cat version.txt; stat -c '%a %u:%g' version.txt setuid setgid-dir sticky owned.txt; "
        "test \"$(stat -c %i file.txt)\" = \"$(stat -c %i hardlink.txt)\" && echo linked; "
-       "readlink abs-symlink; readlink dangling; test -d file-to-dir && cat file-to-dir/inside.txt; "
+       "readlink abs-symlink; readlink dangling; test -d file-to-dir && cat "
+       "file-to-dir/inside.txt; "
        "cat dir-to-file; find / -xdev -name '.wh.*' | wc -l"});
   EXPECT_EQ(check.out,
             "keep\ndropped\nc.txt\nv2\n600 1000:1000\n4755 0:0\n2775 0:1000\n1777 0:0\n"

@@ -444,12 +444,32 @@ Result<OpenedFile> openForReading(const FileContext& ctx, const std::string& pat
 }
 
 Result<> beginWrite(const FileContext& ctx, PendingWrite& write, const std::string& path,
-                    bool parents) {
+                    bool parents, const WriteAttributes& attributes) {
   HUTCH_TRY(write.path, followSymlinks(ctx, path));
   if (write.path == "/") return fail(Errc::kInvalidArgument, "The path / is a directory");
   const std::string dir = parentOf(write.path);
   write.name = baseName(write.path);
-  if (parents) HUTCH_TRY_VOID(makeDirectory(ctx, dir, 0755, /*parents=*/true));
+  if (parents) {
+    // The directories missing now, outermost first: those the write makes.
+    std::vector<std::string> missing;
+    const bool give = attributes.uid.has_value() || attributes.gid.has_value();
+    for (std::string d = dir; give && d != "/"; d = parentOf(d)) {
+      struct stat st {};
+      if (::lstat(d.c_str(), &st) == 0 || errno != ENOENT) break;
+      missing.insert(missing.begin(), d);
+    }
+    HUTCH_TRY_VOID(makeDirectory(ctx, dir, 0755, /*parents=*/true));
+    for (const auto& made : missing) {
+      const uid_t uid = attributes.uid.value_or(static_cast<uid_t>(-1));
+      const gid_t gid = attributes.gid.value_or(static_cast<gid_t>(-1));
+      if (::lchown(made.c_str(), uid, gid) != 0) {
+        if (errno != EPERM) return fail(fileError(errno, made, ctx.user));
+        return fail(permissionDenied(made, ctx.user,
+                                     "only root can give the directories it makes to another "
+                                     "user; write it as root"));
+      }
+    }
+  }
   write.dir = UniqueFd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!write.dir) {
     if (errno == ENOENT) {

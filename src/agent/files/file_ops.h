@@ -61,17 +61,19 @@ struct PendingWrite {
   bool done = false;  // renamed over the target, or removed
 };
 
-// Follows a symlink at path, makes missing parents (when parents), checks that the user may
-// replace an existing target and creates the temporary file (0600, the user's).
-Result<> beginWrite(const FileContext& ctx, PendingWrite& write, const std::string& path,
-                    bool parents);
-Result<> writeChunk(const FileContext& ctx, PendingWrite& write, std::string_view data);
-
 struct WriteAttributes {
   std::optional<uint32_t> mode;
   std::optional<uid_t> uid;
   std::optional<gid_t> gid;
 };
+
+// Follows a symlink at path, makes missing parents (when parents: 0755, and given to the
+// attributes' owner and group when they name one, as the file will be: what envd and
+// `install -D -o` do), checks that the user may replace an existing target and creates the
+// temporary file (0600, the user's).
+Result<> beginWrite(const FileContext& ctx, PendingWrite& write, const std::string& path,
+                    bool parents, const WriteAttributes& attributes = {});
+Result<> writeChunk(const FileContext& ctx, PendingWrite& write, std::string_view data);
 // fsync, owner and mode (an existing target's unless given; a new file 0644 and the user's),
 // rename over the target. The FileInfo of the new file.
 Result<proto::FileInfo> commitWrite(const FileContext& ctx, PendingWrite& write,

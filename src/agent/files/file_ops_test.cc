@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <sched.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -163,6 +164,39 @@ TEST_F(FileOpsTest, AFullDiskIsResourceExhausted) {
   ASSERT_TRUE(WIFEXITED(status));
   if (WEXITSTATUS(status) == 77) GTEST_SKIP() << "Cannot mount a tmpfs here";
   EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+TEST_F(FileOpsTest, DirectoriesAWriteMakesBelongToTheFilesOwner) {
+  // As root (the agent in a box) they can go to anyone; otherwise to the caller itself.
+  const bool root = ::geteuid() == 0;
+  WriteAttributes attributes;
+  attributes.uid = root ? 4321 : ::getuid();
+  attributes.gid = root ? 8765 : ::getgid();
+  ::mkdir((dir_ + "/there").c_str(), 0700);
+  const std::string path = dir_ + "/there/new/deeper/f";
+  PendingWrite write;
+  auto begun = beginWrite(ctx_, write, path, true, attributes);
+  ASSERT_TRUE(begun) << begun.error().describe();
+  for (const char* made : {"/there/new", "/there/new/deeper"}) {
+    struct stat st {};
+    ASSERT_EQ(::stat((dir_ + made).c_str(), &st), 0) << made;
+    EXPECT_EQ(st.st_uid, *attributes.uid) << made;
+    EXPECT_EQ(st.st_gid, *attributes.gid) << made;
+    EXPECT_EQ(st.st_mode & 07777, 0755u) << made;
+  }
+  // What was there already keeps its owner and mode.
+  struct stat there {};
+  ASSERT_EQ(::stat((dir_ + "/there").c_str(), &there), 0);
+  EXPECT_EQ(there.st_uid, ::getuid());
+  EXPECT_EQ(there.st_mode & 07777, 0700u);
+  discardWrite(write);
+  // Without an owner named, nothing is given away.
+  PendingWrite plain;
+  ASSERT_TRUE(beginWrite(ctx_, plain, dir_ + "/other/f", true));
+  struct stat other {};
+  ASSERT_EQ(::stat((dir_ + "/other").c_str(), &other), 0);
+  EXPECT_EQ(other.st_uid, ::geteuid());
+  discardWrite(plain);
 }
 
 }  // namespace

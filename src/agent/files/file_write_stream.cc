@@ -37,10 +37,11 @@ void FileWriteStream::start(const std::string& path, bool parents) {
   auto state = state_;
   auto ctx = ctx_;
   std::weak_ptr<bool> alive = alive_;
+  const WriteAttributes attributes = attributes_;
   workers_.submit<std::string>(
       strand_, who_,
-      [state, ctx, path, parents]() -> Result<std::string> {
-        HUTCH_TRY_VOID(beginWrite(ctx, state->write, path, parents));
+      [state, ctx, path, parents, attributes]() -> Result<std::string> {
+        HUTCH_TRY_VOID(beginWrite(ctx, state->write, path, parents, attributes));
         return state->write.path;
       },
       [this, alive](Result<std::string> target) {

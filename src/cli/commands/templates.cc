@@ -1,7 +1,6 @@
 // hutch template ls | build NAME | create --from BOX|--from-image REF NAME | rm NAME;
 // hutch image prune
 #include <fmt/format.h>
-
 #include <unistd.h>
 
 #include <filesystem>
