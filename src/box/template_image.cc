@@ -73,6 +73,27 @@ json defaultsJson(const image::ImageConfig& c) {
               {"labels", c.labels}, {"stop_signal", c.stop_signal}};
 }
 
+// What skopeo's failure means for the caller: the registry has no such image (404), refused
+// hutchd's credentials (403), or could not be reached or answered wrongly (503). skopeo says
+// which in its message (the registry's own error codes: MANIFEST_UNKNOWN, NAME_UNKNOWN,
+// UNAUTHORIZED, DENIED).
+Error registryError(const image::Reference& ref, const Error& error) {
+  const std::string& text = error.message();
+  auto says = [&text](std::string_view what) { return text.find(what) != std::string::npos; };
+  if (error.code() == Errc::kResourceExhausted) return error;
+  if (says("manifest unknown") || says("name unknown") || says("not found")) {
+    return Error(Errc::kNotFound, fmt::format("The registry has no image {}: {}", ref.str(), text));
+  }
+  if (says("unauthorized") || says("authentication required") || says("denied")) {
+    return Error(Errc::kPermissionDenied,
+                 fmt::format("The registry {} refused to give {} to hutchd; log in with the "
+                             "credentials it needs (hutch registry login {}): {}",
+                             ref.registry, ref.str(), ref.registry, text));
+  }
+  return Error(Errc::kUnavailable,
+               fmt::format("Cannot get {} from its registry: {}", ref.str(), text));
+}
+
 }  // namespace
 
 image::RegistryAccess TemplateService::accessFor(const image::Reference& ref) const {
@@ -104,6 +125,14 @@ boost::asio::awaitable<Result<json>> TemplateService::createFromImage(std::strin
                                name));
   }
   HUTCH_CO_TRY(image::Reference ref, image::parseReference(reference));
+  const auto& allowed = config_.image.allowed_registries;
+  if (!allowed.empty() &&
+      std::find(allowed.begin(), allowed.end(), ref.registry) == allowed.end()) {
+    co_return fail(Errc::kPermissionDenied,
+                   fmt::format("This hutchd pulls images only from {} (--allowed-registry), not "
+                               "from {}",
+                               fmt::join(allowed, ", "), ref.registry));
+  }
   if (!fs::exists(config_.agent)) {
     co_return fail(Errc::kFailedPrecondition,
                    fmt::format("The guest agent {} is missing; build hutch first or start hutchd "
@@ -244,12 +273,16 @@ Result<json> TemplateService::importImage(const image::Reference& ref, const fs:
   // an index is narrowed to linux/amd64 here, and the copy then names that manifest by digest,
   // so what is unpacked is what was checked, whatever the tag points to meanwhile.
   say(fmt::format("Resolving {}", ref.str()));
-  HUTCH_TRY(std::string raw, sys::runStdout(image::SkopeoInspect{.skopeo = ic.skopeo,
-                                                                 .global = global,
-                                                                 .access = access,
-                                                                 .image = ref.transport()}
-                                                .render(),
-                                            limits.max_document_bytes));
+  auto inspect = [&](const image::Reference& r) -> Result<std::string> {
+    auto out = sys::runStdout(
+        image::SkopeoInspect{
+            .skopeo = ic.skopeo, .global = global, .access = access, .image = r.transport()}
+            .render(),
+        limits.max_document_bytes);
+    if (!out) return fail(registryError(r, out.error()));
+    return out;
+  };
+  HUTCH_TRY(std::string raw, inspect(ref));
   HUTCH_TRY(image::MediaDocument doc, image::parseDocument(raw, "", limits));
   std::string digest = image::sha256Digest(raw);
   if (!ref.digest.empty() && digest != ref.digest) {
@@ -266,12 +299,7 @@ Result<json> TemplateService::importImage(const image::Reference& ref, const fs:
     digest = chosen.digest;
     pinned.tag.clear();
     pinned.digest = digest;
-    HUTCH_TRY(raw, sys::runStdout(image::SkopeoInspect{.skopeo = ic.skopeo,
-                                                       .global = global,
-                                                       .access = access,
-                                                       .image = pinned.transport()}
-                                      .render(),
-                                  limits.max_document_bytes));
+    HUTCH_TRY(raw, inspect(pinned));
     HUTCH_TRY_VOID(image::verifyDigest(digest, raw));
     HUTCH_TRY(doc, image::parseDocument(raw, "", limits));
   }
@@ -304,10 +332,7 @@ Result<json> TemplateService::importImage(const image::Reference& ref, const fs:
     }
   };
   auto copied = sys::runCapture(copy.render(), on_output);
-  if (!copied) {
-    return fail(Errc::kUnavailable,
-                fmt::format("Pulling {} failed: {}", pinned.str(), copied.error().message()));
-  }
+  if (!copied) return fail(registryError(pinned, copied.error()));
   HUTCH_TRY(image::ResolvedImage resolved,
             image::resolveLayout(layout, oci / "blobs", kRefName, limits));
   lock.reset();

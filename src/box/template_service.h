@@ -33,6 +33,7 @@ struct ImagePullConfig {
   std::filesystem::path certs_dir;  // CAs of registries: <dir>/<host[:port]>/*.crt (certs.d)
   std::filesystem::path authfile;   // registry credentials (a Docker config.json, 0600)
   std::vector<std::string> insecure_registries;  // host[:port] reachable without verified TLS
+  std::vector<std::string> allowed_registries;   // when not empty, the only ones pulled from
   std::string kernel_template = "base";          // whose kernel and initramfs such boxes boot
   std::filesystem::path skopeo = "skopeo";
   image::Limits limits;

@@ -101,6 +101,10 @@ int run(int argc, char** argv) {
   app.add_option("--insecure-registry", insecure_registries,
                  "A registry (HOST[:PORT]) that may be reached over plain HTTP or unverified TLS "
                  "(loopback registries without a CA in --registry-certs always may); repeatable");
+  std::vector<std::string> allowed_registries;
+  app.add_option("--allowed-registry", allowed_registries,
+                 "Pull images only from these registries (HOST[:PORT], docker.io for Docker "
+                 "Hub); repeatable. Without it, any registry the host can reach");
   std::string kernel_template = "base";
   app.add_option("--image-kernel-template", kernel_template,
                  "The template whose kernel and initramfs boxes of OCI images boot")
@@ -586,6 +590,7 @@ int run(int argc, char** argv) {
                  .certs_dir = registry_certs,
                  .authfile = state / "registries.json",
                  .insecure_registries = insecure_registries,
+                 .allowed_registries = allowed_registries,
                  .kernel_template = kernel_template}});
   template_service.removeLeftovers();
   hutch::box::PortForwards ports(loop.get_executor(), *store, service);

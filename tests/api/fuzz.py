@@ -27,6 +27,9 @@ What cannot be fuzzed blindly, and what is done instead (docs in tests/api/READM
 - GET /v1/events with follow (or Accept: text/event-stream) never ends, and its keep-alives keep
   the request timeout from ending it: fuzz_hooks.py drops follow and such an Accept (the page is
   fuzzed; test_observability.py tests the streams).
+- POST /v1/templates with from_image would pull whatever image a generated string names:
+  tests/api/run.sh starts the daemons with --allowed-registry 127.0.0.1:9, so any other
+  registry is refused (403) and nothing is fetched.
 - POST /v1/images/prune runs on the fuzz daemon's own image cache (tests/support/hutchd_daemon.py
   gives each daemon one), so it prunes nothing of the host's.
 Nothing else is excluded.

@@ -215,6 +215,17 @@ TEST_F(ImageTest, CredentialsAreTheHostsAndAWrongOneIsSaidSo) {
   auto bad = daemon_->hutch({"registry", "login", "-u", "x", "https://nope"}, "p\n", true);
   EXPECT_EQ(bad.exit_code, 64) << bad.err;
   login();
+  // A tag the registry does not have is not_found (66), not a server error.
+  auto missing = daemon_->hutch(
+      {"template", "create", "--from-image", registry() + "/test/busybox:no-such-tag", "nt"});
+  EXPECT_EQ(missing.exit_code, 66) << missing.err;
+}
+
+TEST(ImageAllowListTest, OnlyTheAllowedRegistriesArePulledFrom) {
+  Daemon d({"--allowed-registry", "registry.example:5000"});
+  auto refused = d.hutch({"template", "create", "--from-image", "127.0.0.1:9/team/app:1", "app"});
+  EXPECT_EQ(refused.exit_code, 77) << refused.err;  // permission_denied, before any fetch
+  EXPECT_NE(refused.err.find("--allowed-registry"), std::string::npos) << refused.err;
 }
 
 TEST_F(ImageTest, LayersAreAppliedWithWhiteoutsLinksAndXattrsAndBlobsAreSharedByDigest) {

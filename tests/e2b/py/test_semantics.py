@@ -78,7 +78,10 @@ def test_several_files_as_the_user_into_a_new_directory_under_root(sbx):
              WriteEntry(path="/home/user/sem-multi1.txt", data="one")]
     write_files = getattr(sbx.files, "write_files", None) or sbx.files.write
     infos = write_files(files)
-    assert [i.path for i in infos] == [f.path for f in files]
+    # WriteEntry is a dataclass in some SDK versions, a TypedDict in others.
+    def path_of(entry):
+        return entry["path"] if isinstance(entry, dict) else entry.path
+    assert [path_of(i) for i in infos] == [path_of(f) for f in files]
     assert sbx.files.read("/sem-py/0/multi0.txt") == "zero"
     owners = sbx.commands.run('stat -c "%U %a" /sem-py /sem-py/0 /sem-py/0/multi0.txt')
     assert owners.stdout == "user 755\nuser 755\nuser 644\n"
