@@ -43,13 +43,6 @@ namespace {
 
 constexpr std::string_view kRefName = "image";
 
-std::string utcNow() {
-  auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  return buf;
-}
-
 std::string mib(uint64_t bytes) {
   return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20));
 }
@@ -117,13 +110,7 @@ boost::asio::awaitable<Result<json>> TemplateService::createFromImage(std::strin
                                                                       std::string reference,
                                                                       Progress progress) {
   Making making(making_);
-  HUTCH_CO_TRY_VOID(validateName(name));
-  if (templates_.find(name)) {
-    co_return fail(Errc::kAlreadyExists,
-                   fmt::format("A template named '{}' already exists; remove it or choose "
-                               "another name",
-                               name));
-  }
+  HUTCH_CO_TRY_VOID(checkNewName(name));
   HUTCH_CO_TRY(image::Reference ref, image::parseReference(reference));
   const auto& allowed = config_.image.allowed_registries;
   if (!allowed.empty() &&
@@ -231,20 +218,6 @@ Result<fs::path> TemplateService::kernelModules(const std::string& release) cons
                           "again (hutch template build {})",
                           release.empty() ? "(unknown)" : release,
                           (config_.cache_dir / "kernel").string(), config_.image.kernel_template));
-}
-
-Result<> TemplateService::linkKernel(const storage::Template& kernel, const fs::path& dir) {
-  for (const auto& [from, to] :
-       {std::pair{kernel.kernel, dir / "vmlinux"}, std::pair{kernel.initrd, dir / "initrd.img"}}) {
-    std::error_code ec;
-    fs::create_hard_link(from, to, ec);
-    if (ec) fs::copy_file(from, to, ec);
-    if (ec) {
-      return fail(Errc::kInternal, fmt::format("Cannot copy {} to {}: {}", from.string(),
-                                               to.string(), ec.message()));
-    }
-  }
-  return ok();
 }
 
 Result<json> TemplateService::importImage(const image::Reference& ref, const fs::path& tmp,

@@ -15,14 +15,14 @@
 
 namespace hutch::box {
 
-namespace {
-
-std::string utcNow() {
+std::string TemplateService::utcNow() {
   auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
   return buf;
 }
+
+namespace {
 
 // Hard link when possible (same filesystem, no extra space), else copy.
 Result<> linkOrCopy(const std::filesystem::path& from, const std::filesystem::path& to) {
@@ -45,6 +45,23 @@ TemplateService::TemplateService(boost::asio::thread_pool& pool, storage::BoxSto
       templates_(templates),
       config_(std::move(config)),
       cache_(config_.cache_dir, templates_.dir().parent_path()) {}
+
+Result<> TemplateService::linkKernel(const storage::Template& kernel,
+                                     const std::filesystem::path& dir) {
+  HUTCH_TRY_VOID(linkOrCopy(kernel.kernel, dir / "vmlinux"));
+  return linkOrCopy(kernel.initrd, dir / "initrd.img");
+}
+
+Result<> TemplateService::checkNewName(const std::string& name) const {
+  HUTCH_TRY_VOID(validateName(name));
+  if (templates_.find(name)) {
+    return fail(Errc::kAlreadyExists,
+                fmt::format("A template named '{}' already exists; remove it or choose another "
+                            "name",
+                            name));
+  }
+  return ok();
+}
 
 Result<std::vector<std::string>> TemplateService::usersOf(const storage::Template& t) {
   HUTCH_TRY(std::vector<Box> all, boxes_.list());
@@ -131,13 +148,7 @@ boost::asio::awaitable<Result<nlohmann::json>> TemplateService::build(std::strin
 
 boost::asio::awaitable<Result<nlohmann::json>> TemplateService::createFromBox(std::string name,
                                                                               std::string box_key) {
-  HUTCH_CO_TRY_VOID(validateName(name));
-  if (templates_.find(name)) {
-    co_return fail(Errc::kAlreadyExists,
-                   fmt::format("A template named '{}' already exists; remove it or choose "
-                               "another name",
-                               name));
-  }
+  HUTCH_CO_TRY_VOID(checkNewName(name));
   HUTCH_CO_TRY(Box box, boxes_.find(box_key));
   // A suspended box's disk is consistent too: QEMU flushed it when it saved the state.
   if (box.state != BoxState::kStopped && box.state != BoxState::kSuspended) {

@@ -92,6 +92,10 @@ class TemplateService {
   Result<> dropTemplateSnapshots(const std::filesystem::path& image_dir);
   Result<nlohmann::json> describe(const storage::Template& t);
   Result<std::vector<std::string>> usersOf(const storage::Template& t);
+  // validateName, and kAlreadyExists when a template has that name.
+  Result<> checkNewName(const std::string& name) const;
+  // Now, as manifests record it ("2026-12-06T22:12:17Z").
+  static std::string utcNow();
   // template_image.cc: how to reach the registry of `ref`; the kernel's modules; the pull.
   image::RegistryAccess accessFor(const image::Reference& ref) const;
   Result<std::filesystem::path> kernelModules(const std::string& release) const;

@@ -14,6 +14,7 @@
 
 #include "api/encoding.h"
 #include "api/error_mapping.h"
+#include "base/path_text.h"
 
 namespace hutch::e2b {
 
@@ -436,25 +437,7 @@ json entryJson(const proto::FileInfo& info) {
 }
 
 std::string cleanPath(std::string_view path) {
-  std::vector<std::string_view> parts;
-  std::string_view rest = path;
-  while (!rest.empty()) {
-    const size_t slash = rest.find('/');
-    const std::string_view part = rest.substr(0, slash);
-    rest = slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
-    if (part.empty() || part == ".") continue;
-    if (part == "..") {
-      if (!parts.empty()) parts.pop_back();
-      continue;
-    }
-    parts.push_back(part);
-  }
-  std::string clean;
-  for (const auto& part : parts) {
-    clean.push_back('/');
-    clean.append(part);
-  }
-  return clean.empty() ? "/" : clean;
+  return base::lexicalAbsolute(path);
 }
 
 std::string symlinkTargetPath(std::string_view link, std::string_view target) {

@@ -15,6 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include "base/path_text.h"
+
 namespace hutch::image {
 
 namespace {
@@ -36,26 +38,10 @@ std::string archiveMessage(archive* a) {
 
 // The entry name cleaned; nullopt when it climbs above the root.
 std::optional<std::string> cleanName(std::string_view name) {
-  std::vector<std::string_view> parts;
-  size_t start = 0;
-  while (start <= name.size()) {
-    size_t end = name.find('/', start);
-    if (end == std::string_view::npos) end = name.size();
-    std::string_view part = name.substr(start, end - start);
-    if (part == "..") {
-      if (parts.empty()) return std::nullopt;
-      parts.pop_back();
-    } else if (!part.empty() && part != ".") {
-      parts.push_back(part);
-    }
-    start = end + 1;
-  }
-  std::string out;
-  for (std::string_view part : parts) {
-    if (!out.empty()) out += '/';
-    out += part;
-  }
-  return out;
+  bool climbed = false;
+  auto parts = base::lexicalParts(name, &climbed);
+  if (climbed) return std::nullopt;
+  return base::joinParts(parts, "");
 }
 
 // Both readers' state: the blob (compressed, hashed for the digest) feeds libarchive's

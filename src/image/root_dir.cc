@@ -11,6 +11,8 @@
 #include <cerrno>
 #include <vector>
 
+#include "base/path_text.h"
+
 namespace hutch::image {
 
 namespace {
@@ -114,25 +116,7 @@ Result<RootDir> RootDir::open(const std::filesystem::path& host_dir) {
 }
 
 std::string RootDir::cleanPath(std::string_view path) {
-  std::vector<std::string_view> parts;
-  size_t start = 0;
-  while (start <= path.size()) {
-    size_t end = path.find('/', start);
-    if (end == std::string_view::npos) end = path.size();
-    std::string_view part = path.substr(start, end - start);
-    if (part == "..") {
-      if (!parts.empty()) parts.pop_back();
-    } else if (!part.empty() && part != ".") {
-      parts.push_back(part);
-    }
-    start = end + 1;
-  }
-  std::string out;
-  for (std::string_view part : parts) {
-    if (!out.empty()) out += '/';
-    out += part;
-  }
-  return out;
+  return base::joinParts(base::lexicalParts(path), "");
 }
 
 Result<UniqueFd> RootDir::openDirPath(const std::string& clean) const {

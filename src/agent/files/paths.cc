@@ -2,6 +2,8 @@
 
 #include <vector>
 
+#include "base/path_text.h"
+
 namespace hutch::agent {
 
 std::string resolvePath(std::string_view path, std::string_view home) {
@@ -12,25 +14,7 @@ std::string resolvePath(std::string_view path, std::string_view home) {
     joined.push_back('/');
   }
   joined.append(path);
-  std::vector<std::string_view> parts;
-  std::string_view rest(joined);
-  while (!rest.empty()) {
-    const size_t slash = rest.find('/');
-    const std::string_view part = rest.substr(0, slash);
-    rest = slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
-    if (part.empty() || part == ".") continue;
-    if (part == "..") {
-      if (!parts.empty()) parts.pop_back();
-      continue;
-    }
-    parts.push_back(part);
-  }
-  std::string clean;
-  for (const auto& part : parts) {
-    clean.push_back('/');
-    clean.append(part);
-  }
-  return clean.empty() ? "/" : clean;
+  return base::lexicalAbsolute(joined);
 }
 
 std::string baseName(const std::string& path) {
