@@ -11,7 +11,7 @@ packages=(
   # libraries (headers)
   nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libspdlog-dev libfmt-dev
   libsqlite3-dev libexpected-dev libssl-dev libseccomp-dev libxxhash-dev libgtest-dev libgmock-dev
-  libarchive-dev libboost-dev
+  libarchive-dev libboost-dev zlib1g-dev
   # hutch diff reads a box's ext4 disk with libext2fs (src/diff)
   libext2fs-dev
   # metrics in the Prometheus text format (src/observe)
