@@ -353,18 +353,23 @@ Result<> RootDir::chown(std::string_view path, uid_t uid, gid_t gid) {
   return ok();
 }
 
+Result<RootDir::Entry> RootDir::openEntry(const Parent& p) {
+  Entry entry;
+  entry.fd.reset(p.leaf.empty()
+                     ? ::dup(p.fd.get())
+                     : ::openat(p.fd.get(), p.leaf.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+  if (!entry.fd) return fail(sysErr("open", p.shown, errno));
+  if (::fstat(entry.fd.get(), &entry.st) != 0) return fail(sysErr("stat", p.shown, errno));
+  return entry;
+}
+
 Result<> RootDir::chmod(std::string_view path, mode_t mode) {
   HUTCH_TRY(Parent p, openParent(path));
   // An O_PATH fd of the entry itself, then chmod through /proc (fchmod refuses O_PATH fds, and
   // fchmodat cannot leave a symlink unfollowed before Linux 6.6).
-  UniqueFd entry(p.leaf.empty()
-                     ? ::dup(p.fd.get())
-                     : ::openat(p.fd.get(), p.leaf.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
-  if (!entry) return fail(sysErr("open", p.shown, errno));
-  struct stat st {};
-  if (::fstat(entry.get(), &st) != 0) return fail(sysErr("stat", p.shown, errno));
-  if (S_ISLNK(st.st_mode)) return ok();
-  if (::chmod(procPath(entry.get()).c_str(), mode) != 0) {
+  HUTCH_TRY(Entry entry, openEntry(p));
+  if (S_ISLNK(entry.st.st_mode)) return ok();
+  if (::chmod(procPath(entry.fd.get()).c_str(), mode) != 0) {
     return fail(sysErr("chmod", p.shown, errno));
   }
   return ok();
@@ -372,17 +377,13 @@ Result<> RootDir::chmod(std::string_view path, mode_t mode) {
 
 Result<> RootDir::setXattr(std::string_view path, const std::string& name, std::string_view value) {
   HUTCH_TRY(Parent p, openParent(path));
-  UniqueFd entry(p.leaf.empty()
-                     ? ::dup(p.fd.get())
-                     : ::openat(p.fd.get(), p.leaf.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
-  if (!entry) return fail(sysErr("open", p.shown, errno));
-  struct stat st {};
-  if (::fstat(entry.get(), &st) != 0) return fail(sysErr("stat", p.shown, errno));
-  if (S_ISLNK(st.st_mode)) {
+  HUTCH_TRY(Entry entry, openEntry(p));
+  if (S_ISLNK(entry.st.st_mode)) {
     return fail(Errc::kUnsupported,
                 fmt::format("Cannot set the attribute {} on the symlink {}", name, p.shown));
   }
-  if (::setxattr(procPath(entry.get()).c_str(), name.c_str(), value.data(), value.size(), 0) != 0) {
+  if (::setxattr(procPath(entry.fd.get()).c_str(), name.c_str(), value.data(), value.size(), 0) !=
+      0) {
     return fail(sysErr(fmt::format("set the attribute {} of", name), p.shown, errno));
   }
   return ok();

@@ -112,6 +112,12 @@ class RootDir {
   Result<Parent> openParent(std::string_view path) const;
   // An O_PATH fd of a directory of the tree (symlinks resolved inside it).
   Result<UniqueFd> openDirPath(const std::string& clean) const;
+  // An O_PATH fd of the entry itself (a symlink is not followed) and its stat.
+  struct Entry {
+    UniqueFd fd;
+    struct stat st {};
+  };
+  static Result<Entry> openEntry(const Parent& p);
   // Unlinks a non-directory at parent/leaf (missing is fine).
   Result<> unlinkNonDir(const Parent& p) const;
   Result<> copyDir(int src_dir, const std::string& dst_clean);
