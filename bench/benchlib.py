@@ -1,11 +1,13 @@
-"""What the benches share: hutchd's API on its unix socket, error bookkeeping, percentiles and
+"""What the benches share: hutchd's API on its unix socket and its CLI, error bookkeeping, percentiles and
 /proc readings of a process and the host. Only the standard library."""
 import http.client
 import json
 import os
 import pathlib
+import subprocess
 import sys
 import threading
+import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests" / "support"))
 from hutchd_daemon import UnixConnection as UnixHTTP  # noqa: E402
@@ -17,6 +19,24 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 # new connection (as HTTP clients do), anything else fails.
 STALE_CONNECTION = (BrokenPipeError, ConnectionResetError, http.client.RemoteDisconnected)
 IDEMPOTENT = ("GET", "HEAD", "PUT", "DELETE", "OPTIONS")
+
+
+class Cli:
+    """The hutch CLI against one hutchd: run() gives (stdout, seconds) or raises; the stderr of
+    the last run (progress, build logs) stays in .stderr."""
+
+    def __init__(self, hutch, sock):
+        self.argv = [hutch, "--socket", sock]
+        self.stderr = ""
+
+    def run(self, *args):
+        t0 = time.perf_counter()
+        r = subprocess.run(self.argv + list(args), capture_output=True, text=True)
+        seconds = time.perf_counter() - t0
+        self.stderr = r.stderr
+        if r.returncode != 0:
+            raise RuntimeError(f"hutch {' '.join(args)}: exit {r.returncode}: {r.stderr.strip()}")
+        return r.stdout, seconds
 
 
 class Errors:

@@ -22,7 +22,6 @@ import json
 import os
 import pathlib
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,18 +30,10 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "support"))
 from hutchd_daemon import HutchDaemon  # noqa: E402
 
+sys.path.insert(0, str(REPO / "bench"))
+from benchlib import Cli  # noqa: E402
 
-class Cli:
-    def __init__(self, hutch, sock):
-        self.argv = [hutch, "--socket", sock]
 
-    def run(self, *args):
-        t0 = time.perf_counter()
-        r = subprocess.run(self.argv + list(args), capture_output=True, text=True)
-        seconds = time.perf_counter() - t0
-        if r.returncode != 0:
-            raise RuntimeError(f"hutch {' '.join(args)}: exit {r.returncode}: {r.stderr.strip()}")
-        return r.stdout, seconds
 
 
 def qemu_pid(cli, box):

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/post.hpp>
@@ -12,6 +13,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/http/write.hpp>
+#include <chrono>
 #include <csignal>
 #include <functional>
 
@@ -228,16 +230,15 @@ awaitable<Reply> listTemplates(box::TemplateService& templates, RequestContext& 
 
 // {"name": N, "from_box": B} freezes a stopped box; {"name": N} builds recipe N.
 // A recipe build whose output goes to the client as NDJSON progress lines while it runs.
+}  // namespace
+
+// Streamed template creations (handlers.h streamBuild), shared with build_handlers.cc.
 struct BuildProgress {
   explicit BuildProgress(const asio::any_io_executor& ex) : changed(ex) {}
   event::AsyncEvent changed;
   std::string pending;  // output not sent yet
   std::optional<Result<json>> done;
 };
-
-// What a streamed template creation runs: a recipe build or an image pull, reporting progress.
-using TemplateMaker =
-    std::function<awaitable<Result<json>>(box::TemplateService::Progress progress)>;
 
 awaitable<void> runBuild(TemplateMaker make, std::shared_ptr<BuildProgress> progress,
                          asio::any_io_executor ex) {
@@ -260,7 +261,11 @@ std::string ndjson(const json& j) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
-awaitable<Reply> streamBuild(RequestContext& ctx, TemplateMaker make) {
+// A blank line (NDJSON readers skip it) after this long without output: a client that went away
+// is noticed even while a pull makes no progress.
+constexpr auto kKeepAlive = std::chrono::seconds(5);
+
+awaitable<Reply> streamBuild(RequestContext& ctx, TemplateMaker make, sys::CancelFlag cancel) {
   asio::any_io_executor ex = ctx.connection->stream.get_executor();
   auto progress = std::make_shared<BuildProgress>(ex);
   asio::co_spawn(ex, runBuild(std::move(make), progress, ex), asio::detached);
@@ -275,10 +280,16 @@ awaitable<Reply> streamBuild(RequestContext& ctx, TemplateMaker make) {
       std::string text = ndjson(line);
       open = co_await out.write(text);
     }
-    if (progress->done) break;
-    co_await progress->changed.wait();
+    if (progress->done || !open) break;
+    const auto quiet_until = event::AsyncEvent::Clock::now() + kKeepAlive;
+    co_await progress->changed.waitUntil(quiet_until);
+    if (!progress->done && progress->pending.find('\n') == std::string::npos &&
+        event::AsyncEvent::Clock::now() >= quiet_until) {
+      open = co_await out.write("\n");
+    }
   }
-  // The build goes on if the client left; its result is the template either way.
+  if (!open && cancel) cancel->store(true);
+  // A recipe build goes on if the client left; its result is the template either way.
   while (open && !progress->done) co_await progress->changed.wait();
   if (!open) co_return std::nullopt;
   if (!progress->pending.empty()) {
@@ -299,6 +310,8 @@ awaitable<Reply> streamBuild(RequestContext& ctx, TemplateMaker make) {
   if (co_await out.finish()) ctx.keep_alive = true;
   co_return std::nullopt;
 }
+
+namespace {
 
 awaitable<Reply> createTemplate(box::TemplateService& templates, RequestContext& ctx) {
   auto body = parseObject(ctx.request.body());
@@ -327,9 +340,10 @@ awaitable<Reply> createTemplate(box::TemplateService& templates, RequestContext&
   }
   Result<json> made = json();
   TemplateMaker make;
+  auto cancel = std::make_shared<std::atomic<bool>>(false);
   if (!from_image.empty()) {
-    make = [&templates, name, from_image](box::TemplateService::Progress progress) {
-      return templates.createFromImage(name, from_image, std::move(progress));
+    make = [&templates, name, from_image, cancel](box::TemplateService::Progress progress) {
+      return templates.createFromImage(name, from_image, std::move(progress), cancel);
     };
   } else if (from_box.empty()) {
     make = [&templates, name](box::TemplateService::Progress progress) {
@@ -338,13 +352,62 @@ awaitable<Reply> createTemplate(box::TemplateService& templates, RequestContext&
   }
   if (make &&
       ctx.request[http::field::accept].find("application/x-ndjson") != std::string_view::npos) {
-    co_return co_await streamBuild(ctx, std::move(make));
+    co_return co_await streamBuild(ctx, std::move(make), cancel);
   }
   if (make) {
     made = co_await make({});
   } else {
     made = co_await templates.createFromBox(name, from_box);
   }
+  if (!made) co_return errorResponse(made.error());
+  co_return jsonResponse(http::status::created, *made);
+}
+
+// An error for a request whose body the client may still be sending (it did not wait for "100
+// Continue", or the body was being read): up to 16 MiB more of the body is read and dropped
+// first, so that the client, still writing, gets this answer rather than a reset connection.
+awaitable<Reply> refuseUpload(RequestContext& ctx, bool reading, const Error& error) {
+  const bool waits = beast::iequals(ctx.request[http::field::expect], "100-continue");
+  constexpr size_t kDrain = size_t{16} << 20;
+  for (size_t drained = 0; (reading || !waits) && !ctx.body->done() && drained < kDrain;) {
+    auto chunk = co_await ctx.body->read();
+    if (!chunk || chunk->empty()) break;
+    drained += chunk->size();
+  }
+  co_return errorResponse(error);
+}
+
+// POST /v1/templates/{template}/archive[?image=NAME]: template {template} of an image archive,
+// the body (a docker save or OCI archive tar, plain or compressed; docs/templates.md
+// "Archives"). Refusals of the name come before the body is read (with Expect: 100-continue,
+// before it is sent); then, as POST /v1/templates, NDJSON progress or 201 Template.
+awaitable<Reply> createTemplateFromArchive(box::TemplateService& templates, RequestContext& ctx) {
+  for (const auto& [key, _] : ctx.query) {
+    if (key != "image") {
+      co_return co_await refuseUpload(
+          ctx, false,
+          Error(Errc::kInvalidArgument,
+                "Unknown parameter '" + key + "'; known parameters: image"));
+    }
+  }
+  const std::string name = param(ctx, "template");
+  const std::string image = ctx.query.contains("image") ? ctx.query.at("image") : "";
+  BodyReader& body = *ctx.body;
+  bool reading = false;
+  auto received = co_await templates.receiveArchive(name, body.contentLength(), [&] {
+    reading = true;
+    return body.read();
+  });
+  if (!received) co_return co_await refuseUpload(ctx, reading, received.error());
+  auto cancel = std::make_shared<std::atomic<bool>>(false);
+  TemplateMaker make = [&templates, name, image, archive = *received,
+                        cancel](box::TemplateService::Progress progress) {
+    return templates.createFromArchive(name, archive, image, std::move(progress), cancel);
+  };
+  if (ctx.request[http::field::accept].find("application/x-ndjson") != std::string_view::npos) {
+    co_return co_await streamBuild(ctx, std::move(make), cancel);
+  }
+  auto made = co_await make({});
   if (!made) co_return errorResponse(made.error());
   co_return jsonResponse(http::status::created, *made);
 }
@@ -477,6 +540,9 @@ void registerRoutes(ApiRouter& router, box::BoxService& service, box::TemplateSe
   router.add(verb::get, "/v1/system/pool", Route(bindService(poolStatus, service), admin));
   router.add(verb::get, "/v1/templates", bindService(listTemplates, templates));
   router.add(verb::post, "/v1/templates", Route(bindService(createTemplate, templates), admin));
+  router.add(verb::post, "/v1/templates/{template}/archive",
+             Route(bindService(createTemplateFromArchive, templates),
+                   {.access = Access::kAdmin, .stream_body = true}));
   router.add(verb::post, "/v1/images/prune", Route(bindService(pruneImages, templates), admin));
   router.add(verb::get, "/v1/registries", Route(bindService(listRegistries, templates), admin));
   router.add(verb::put, "/v1/registries/{registry}",

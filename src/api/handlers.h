@@ -12,6 +12,7 @@
 #include "api/http_server.h"
 #include "box/box_service.h"
 #include "box/port_forwards.h"
+#include "box/template_builder.h"
 #include "box/template_service.h"
 #include "guest/file_reader.h"
 #include "net/secrets.h"
@@ -35,6 +36,9 @@ struct DaemonInfo {
 // Registers every route on `router`. The service and info must outlive the router.
 void registerRoutes(ApiRouter& router, box::BoxService& service, box::TemplateService& templates,
                     const DaemonInfo& info);
+
+// POST /v1/builds: Dockerfile builds (build_handlers.cc). The builder must outlive the router.
+void registerBuildRoutes(ApiRouter& router, box::TemplateBuilder& builder);
 
 // exec: upgraded, JSON, WebSocket (exec_handlers.cc).
 void registerExecRoutes(ApiRouter& router, box::BoxService& service);
@@ -104,6 +108,17 @@ asio::awaitable<std::optional<Response>> sendFile(std::shared_ptr<guest::FileRea
 // Resolves {box} to the id of a box the principal may see (a non-admin key: only its own; any
 // other box is "No such box", exactly as one that does not exist).
 ParamScoper boxScoper(box::BoxService& service);
+
+// What a streamed template creation runs (a recipe build, an image pull, a Dockerfile build),
+// reporting progress as text, a line at a time, from any thread.
+using TemplateMaker =
+    std::function<asio::awaitable<Result<nlohmann::json>>(box::TemplateService::Progress progress)>;
+// Answers with application/x-ndjson: {"progress": LINE} as `make` reports, then {"template":
+// ...} or the error object; a blank line after 5 s without one, which is how a client that left
+// is noticed. The making goes on if the client leaves, but `cancel` (when given) is set then:
+// an image pull or archive import stops.
+asio::awaitable<std::optional<Response>> streamBuild(RequestContext& ctx, TemplateMaker make,
+                                                     sys::CancelFlag cancel = nullptr);
 
 // The owner filter of a principal's queries.
 storage::OwnerFilter ownerFilter(const Principal& principal);

@@ -19,8 +19,7 @@ BoxService::ExecDefaults BoxService::execDefaults(const std::string& key) {
   if (it == image_defaults_.end()) {
     std::ifstream in(std::filesystem::path(box->image_dir) / "manifest.json");
     json manifest = json::parse(in, nullptr, false);
-    json found = manifest.is_object() && manifest.contains("image") &&
-                         manifest.value("defaults", json()).is_object()
+    json found = manifest.is_object() && manifest.value("defaults", json()).is_object()
                      ? manifest["defaults"]
                      : json();
     it = image_defaults_.emplace(box->image_dir, std::move(found)).first;
@@ -36,7 +35,7 @@ BoxService::ExecDefaults BoxService::execDefaults(const std::string& key) {
 
 BoxEnv imageEnvironment(const nlohmann::json& manifest, const BoxEnv& requested) {
   BoxEnv env;
-  if (manifest.is_object() && manifest.contains("image")) {
+  if (manifest.is_object() && manifest.value("defaults", json()).is_object()) {
     const json defaults = manifest.value("defaults", json::object());
     for (const json& entry : defaults.value("env", json::array())) {
       if (!entry.is_string()) continue;

@@ -397,7 +397,15 @@ class BoxService {
                                                      const BoxConfig& config, std::string& note);
   asio::awaitable<Result<Snapshot>> makeTemplateSnapshot(const storage::Template& tmpl,
                                                          const BoxConfig& config);
-  asio::awaitable<Result<>> runReadyCheck(guest::AgentClient& agent, const std::string& command);
+  // Runs `check` until it exits 0, every 500 ms, for at most --ready-timeout. With
+  // `absent_is_ready` a check that is not there (kNotFound: the image has no /etc/hutch/ready)
+  // passes at once.
+  asio::awaitable<Result<>> runReadyCheck(guest::AgentClient& agent, proto::ExecRequest check,
+                                          bool absent_is_ready);
+  // A template's start command (docs/templates.md "Start and ready commands"), started detached
+  // so that it runs in the snapshot, then its ready check (none given: 20 s, as E2B waits).
+  asio::awaitable<Result<>> startTemplateCommand(guest::AgentClient& agent,
+                                                 const storage::Template& tmpl);
   // Runs `sync` in the guest, so that what it wrote but still holds in its page cache is on its
   // disk before a capture: a checkpoint's or fork's frozen layer, a template snapshot's layer and
   // a suspended box's disk then hold every file the guest wrote (what reads only the disk, like

@@ -21,6 +21,7 @@
 namespace hutch::box {
 
 namespace fs = std::filesystem;
+using nlohmann::json;
 
 namespace {
 
@@ -68,7 +69,10 @@ asio::awaitable<Result<Snapshot>> BoxService::templateSnapshot(const storage::Te
 }
 
 asio::awaitable<Result<>> BoxService::runReadyCheck(guest::AgentClient& agent,
-                                                    const std::string& command) {
+                                                    proto::ExecRequest check,
+                                                    bool absent_is_ready) {
+  std::string command;
+  for (const std::string& arg : check.argv) command += (command.empty() ? "" : " ") + arg;
   const auto deadline = std::chrono::steady_clock::now() + config_.ready_timeout;
   const auto timed_out = [&](const std::string& how) {
     return fail(Errc::kTimeout,
@@ -111,9 +115,7 @@ asio::awaitable<Result<>> BoxService::runReadyCheck(guest::AgentClient& agent,
   };
   std::string last = "never ran";
   while (std::chrono::steady_clock::now() < deadline) {
-    proto::ExecRequest request;
-    request.argv = {command};
-    request.user = "root";
+    proto::ExecRequest request = check;
     // A guest that never answers the exec (a wedged agent or kernel) must not hold the template
     // past the deadline either: then the agent connection is closed, which fails the exec.
     auto started = std::make_shared<bool>(false);
@@ -127,7 +129,7 @@ asio::awaitable<Result<>> BoxService::runReadyCheck(guest::AgentClient& agent,
     *started = true;
     start_timer->cancel();
     // An image without the check is ready once its agent answers.
-    if (!session && session.error().code() == Errc::kNotFound) co_return ok();
+    if (!session && session.error().code() == Errc::kNotFound && absent_is_ready) co_return ok();
     if (!session && std::chrono::steady_clock::now() >= deadline) {
       co_return timed_out("it did not start: the guest agent did not answer");
     }
@@ -156,6 +158,47 @@ asio::awaitable<Result<>> BoxService::runReadyCheck(guest::AgentClient& agent,
     co_await pause.async_wait(asio::redirect_error(asio::use_awaitable, ec));
   }
   co_return timed_out("last: " + last);
+}
+
+asio::awaitable<Result<>> BoxService::startTemplateCommand(guest::AgentClient& agent,
+                                                           const storage::Template& tmpl) {
+  const json start = tmpl.manifest.value("start", json::object());
+  const json defaults = tmpl.manifest.value("defaults", json::object());
+  proto::ExecRequest base;
+  base.user = defaults.value("user", "");
+  if (base.user.empty()) base.user = "root";
+  base.cwd = defaults.value("workdir", "");
+  if (base.cwd.empty()) base.cwd = "/";
+  for (const json& e : defaults.value("env", json::array())) {
+    if (e.is_string()) base.env.push_back(e.get<std::string>());
+  }
+  const std::string cmd = start.value("cmd", "");
+  const std::string ready = start.value("ready", "");
+  if (!cmd.empty()) {
+    proto::ExecRequest run = base;
+    run.argv = {"/bin/sh", "-c", cmd};
+    run.detach = true;
+    auto session = co_await agent.exec(run);
+    if (!session) {
+      co_return fail(session.error().withContext(
+          fmt::format("Cannot start the template's start command '{}' (it runs with /bin/sh -c "
+                      "as {})",
+                      cmd, run.user)));
+    }
+    spdlog::info("Template {}: start command running (pid {}, log {})", tmpl.name,
+                 (*session)->pid(), (*session)->logPath());
+  }
+  if (ready.empty()) {
+    if (cmd.empty()) co_return ok();
+    // E2B's default when only a start command is given.
+    asio::steady_timer wait(loop_, std::chrono::seconds(20));
+    boost::system::error_code ec;
+    co_await wait.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    co_return ok();
+  }
+  proto::ExecRequest check = base;
+  check.argv = {"/bin/sh", "-c", ready};
+  co_return co_await runReadyCheck(agent, check, false);
 }
 
 asio::awaitable<Result<Snapshot>> BoxService::makeTemplateSnapshot(const storage::Template& tmpl,
@@ -258,7 +301,15 @@ asio::awaitable<Result<Snapshot>> BoxService::makeTemplateSnapshot(const storage
   fault::point("template.vm-booted", (*vm)->pid());
   // The image's own ready check (the docker template waits for dockerd to answer), so boxes
   // restored from the snapshot have what the image promises already running.
-  auto ready = co_await runReadyCheck(**agent, kReadyCheck);
+  Result<> ready = ok();
+  if (tmpl.manifest.is_object() && tmpl.manifest.value("start", json()).is_object()) {
+    ready = co_await startTemplateCommand(**agent, tmpl);
+  } else {
+    proto::ExecRequest check;
+    check.argv = {kReadyCheck};
+    check.user = "root";
+    ready = co_await runReadyCheck(**agent, check, true);
+  }
   // Named errors: GCC 12 destroys temporaries inside a co_await expression twice.
   if (!ready) {
     Error error = ready.error();

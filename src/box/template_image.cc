@@ -1,13 +1,17 @@
-// Templates from OCI images (issue 32): `hutch template create NAME --from-image REF`.
+// Templates from OCI images (issue 32): `hutch template create NAME --from-image REF`, and from
+// an image archive a client sends (`--from-archive FILE|DIR|-`).
 //
-// The image is pulled by skopeo into an OCI layout whose blobs live in one shared directory
-// (<state>/oci/blobs, each blob once by digest, so a second image on the same base fetches only
-// its new layers), its layers are applied in order to a new tree with hutch's confined writer
+// The image is pulled by skopeo (or copied from the archive) into an OCI layout whose blobs live
+// in one shared directory (<state>/oci/blobs, each blob once by digest, so a second image on the
+// same base fetches only its new layers), its layers are applied in order to a new tree with
+// hutch's confined writer
 // (image::RootDir: nothing an image says can make hutchd write outside the tree), the agent and
 // the kernel's modules are added, and mkfs.ext4 -d makes the tree the template's root disk. The
 // kernel and initramfs are those of the kernel template (base). The image's ENV, WORKDIR, USER,
 // ENTRYPOINT/CMD, EXPOSE and labels become the template's defaults (manifest.json "defaults").
-// Everything runs on the worker pool; progress lines go to `progress` as they come.
+// Everything runs on the worker pool; progress lines go to `progress` as they come. Each pull or
+// import works in a directory of its own under <state>/oci/tmp (skopeo's --tmpdir, the layout
+// it writes an archive's image to), removed when it ends, whatever the end.
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -17,6 +21,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 
 #include "base/unique_fd.h"
@@ -24,6 +29,7 @@
 #include "box/template_service.h"
 #include "event/offload.h"
 #include "image/digest.h"
+#include "image/image_archive.h"
 #include "image/layer_apply.h"
 #include "image/layout.h"
 #include "image/manifest.h"
@@ -31,6 +37,7 @@
 #include "image/root_dir.h"
 #include "image/rootfs_image.h"
 #include "image/skopeo_argv.h"
+#include "image/skopeo_error.h"
 #include "sys/files.h"
 #include "sys/run.h"
 
@@ -42,6 +49,10 @@ using nlohmann::json;
 namespace {
 
 constexpr std::string_view kRefName = "image";
+// How long after skopeo's own --command-timeout hutchd kills it, if it has not ended by then.
+constexpr auto kKillGrace = std::chrono::seconds(30);
+// An archive's bytes are written to its file in pieces of this size, each on the worker pool.
+constexpr size_t kArchiveWrite = size_t{4} << 20;
 
 std::string mib(uint64_t bytes) {
   return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20));
@@ -58,6 +69,23 @@ Result<UniqueFd> lockFile(const fs::path& path) {
   return fd;
 }
 
+// A new directory `<parent>/<prefix>XXXXXX`, removed with all it holds when the last copy goes.
+Result<std::shared_ptr<const fs::path>> scratchDir(const fs::path& parent,
+                                                   const std::string& prefix) {
+  std::error_code ec;
+  fs::create_directories(parent, ec);
+  if (ec) return fail(Errc::kInternal, "Cannot create " + parent.string() + ": " + ec.message());
+  std::string tmpl = (parent / (prefix + "XXXXXX")).string();
+  if (::mkdtemp(tmpl.data()) == nullptr) {
+    return fail(sysError("Cannot create a directory in " + parent.string(), errno));
+  }
+  return std::shared_ptr<const fs::path>(new fs::path(tmpl), [](const fs::path* dir) {
+    std::error_code ignored;
+    fs::remove_all(*dir, ignored);
+    delete dir;
+  });
+}
+
 // The template's defaults from the image config, as manifest.json keeps them.
 json defaultsJson(const image::ImageConfig& c) {
   return json{{"env", c.env},       {"workdir", c.working_dir},
@@ -66,25 +94,40 @@ json defaultsJson(const image::ImageConfig& c) {
               {"labels", c.labels}, {"stop_signal", c.stop_signal}};
 }
 
-// What skopeo's failure means for the caller: the registry has no such image (404), refused
-// hutchd's credentials (403), or could not be reached or answered wrongly (503). skopeo says
-// which in its message (the registry's own error codes: MANIFEST_UNKNOWN, NAME_UNKNOWN,
-// UNAUTHORIZED, DENIED).
-Error registryError(const image::Reference& ref, const Error& error) {
-  const std::string& text = error.message();
-  auto says = [&text](std::string_view what) { return text.find(what) != std::string::npos; };
-  if (error.code() == Errc::kResourceExhausted) return error;
-  if (says("manifest unknown") || says("name unknown") || says("not found")) {
-    return Error(Errc::kNotFound, fmt::format("The registry has no image {}: {}", ref.str(), text));
+// skopeo's output as lines for `say`.
+std::function<void(std::string_view)> linesTo(std::string& pending,
+                                              const std::function<void(const std::string&)>& say) {
+  return [&pending, &say](std::string_view piece) {
+    pending += piece;
+    for (size_t nl; (nl = pending.find('\n')) != std::string::npos; pending.erase(0, nl + 1)) {
+      if (nl > 0) say(pending.substr(0, nl));
+    }
+  };
+}
+
+Result<> checkCancel(const sys::CancelFlag& cancel) {
+  if (cancel && cancel->load()) {
+    return fail(Errc::kCancelled, "Stopped: whoever asked for it went away");
   }
-  if (says("unauthorized") || says("authentication required") || says("denied")) {
-    return Error(Errc::kPermissionDenied,
-                 fmt::format("The registry {} refused to give {} to hutchd; log in with the "
-                             "credentials it needs (hutch registry login {}): {}",
-                             ref.registry, ref.str(), ref.registry, text));
+  return ok();
+}
+
+// <oci>/{blobs,layouts,tmp} and hutch's skopeo policy (accept: hutch checks every digest itself;
+// skopeo's signature policy is not hutch's, and a host may have none:
+// /etc/containers/policy.json comes with another package).
+Result<fs::path> prepareOciDir(const fs::path& oci) {
+  std::error_code ec;
+  for (const fs::path& d : {oci / "blobs", oci / "layouts", oci / "tmp"}) {
+    fs::create_directories(d, ec);
+    if (ec) return fail(Errc::kInternal, "Cannot create " + d.string() + ": " + ec.message());
   }
-  return Error(Errc::kUnavailable,
-               fmt::format("Cannot get {} from its registry: {}", ref.str(), text));
+  const fs::path policy = oci / "policy.json";
+  if (!fs::exists(policy, ec)) {
+    HUTCH_TRY_VOID(sys::writeFileAtomic(policy,
+                                        R"({"default": [{"type": "insecureAcceptAnything"}]})"
+                                        "\n"));
+  }
+  return policy;
 }
 
 }  // namespace
@@ -106,10 +149,30 @@ image::RegistryAccess TemplateService::accessFor(const image::Reference& ref) co
   return access;
 }
 
+Result<TemplateService::ImageKernel> TemplateService::imageKernel() const {
+  if (!fs::exists(config_.agent)) {
+    return fail(Errc::kFailedPrecondition,
+                fmt::format("The guest agent {} is missing; build hutch first or start hutchd "
+                            "with --agent",
+                            config_.agent.string()));
+  }
+  auto kernel = templates_.find(config_.image.kernel_template);
+  if (!kernel) {
+    return fail(Errc::kFailedPrecondition,
+                fmt::format("Boxes of an image boot the kernel of template '{}', which this "
+                            "hutchd does not have ({}); build it first (hutch template build {})",
+                            config_.image.kernel_template, kernel.error().message(),
+                            config_.image.kernel_template));
+  }
+  std::string release = kernel->manifest.value("kernel_version", "");
+  HUTCH_TRY(fs::path modules, kernelModules(release));
+  return ImageKernel{.kernel = *kernel, .release = std::move(release), .modules = modules};
+}
+
 boost::asio::awaitable<Result<json>> TemplateService::createFromImage(std::string name,
                                                                       std::string reference,
-                                                                      Progress progress) {
-  Making making(making_);
+                                                                      Progress progress,
+                                                                      sys::CancelFlag cancel) {
   HUTCH_CO_TRY_VOID(checkNewName(name));
   HUTCH_CO_TRY(image::Reference ref, image::parseReference(reference));
   const auto& allowed = config_.image.allowed_registries;
@@ -120,53 +183,109 @@ boost::asio::awaitable<Result<json>> TemplateService::createFromImage(std::strin
                                "from {}",
                                fmt::join(allowed, ", "), ref.registry));
   }
-  if (!fs::exists(config_.agent)) {
-    co_return fail(Errc::kFailedPrecondition,
-                   fmt::format("The guest agent {} is missing; build hutch first or start hutchd "
-                               "with --agent",
-                               config_.agent.string()));
+  FetchImage fetch = [this, ref, cancel](const Say& say) { return pullImage(ref, say, cancel); };
+  co_return co_await makeFromImage(std::move(name), ref.str(), std::move(fetch),
+                                   std::move(progress), std::move(cancel));
+}
+
+boost::asio::awaitable<Result<TemplateService::ReceivedArchive>> TemplateService::receiveArchive(
+    std::string name, std::optional<uint64_t> length, BodyReader read) {
+  HUTCH_CO_TRY_VOID(checkNewName(name));
+  HUTCH_CO_TRY_VOID(imageKernel());
+  const uint64_t limit = config_.image.max_archive_bytes;
+  auto too_large = [limit] {
+    return Error(Errc::kResourceExhausted,
+                 fmt::format("The archive is larger than {}, the limit of this hutchd "
+                             "(--image-max-archive-mib)",
+                             mib(limit)));
+  };
+  if (length && *length > limit) co_return fail(too_large());
+  HUTCH_CO_TRY(std::shared_ptr<const fs::path> dir,
+               scratchDir(config_.image.oci_dir / "tmp", "archive-"));
+  // The file goes with its directory: `dir`'s deleter runs when the last copy of this goes.
+  std::shared_ptr<const fs::path> owned(new fs::path(*dir / "archive"),
+                                        [dir](const fs::path* p) { delete p; });
+  UniqueFd fd(::open(owned->c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!fd) co_return fail(sysError("Cannot create " + owned->string(), errno));
+  uint64_t bytes = 0;
+  std::string pending;
+  auto flush = [this, raw = fd.get()](std::string data) {
+    return event::offload(pool_, [raw, data = std::move(data)]() -> Result<> {
+      for (size_t done = 0; done < data.size();) {
+        const ssize_t n = ::write(raw, data.data() + done, data.size() - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return fail(sysError("Cannot keep the archive", errno));
+        done += static_cast<size_t>(n);
+      }
+      return ok();
+    });
+  };
+  while (true) {
+    Result<std::string> chunk = co_await read();
+    if (!chunk) co_return fail(chunk.error().withContext("The archive was not received whole"));
+    if (chunk->empty()) break;
+    bytes += chunk->size();
+    if (bytes > limit) co_return fail(too_large());
+    pending += *chunk;
+    if (pending.size() >= kArchiveWrite) {
+      HUTCH_CO_TRY_VOID(co_await flush(std::exchange(pending, std::string())));
+    }
   }
-  auto kernel = templates_.find(config_.image.kernel_template);
-  if (!kernel) {
-    co_return fail(Errc::kFailedPrecondition,
-                   fmt::format("Boxes of an image boot the kernel of template '{}', which this "
-                               "hutchd does not have ({}); build it first (hutch template build "
-                               "{})",
-                               config_.image.kernel_template, kernel.error().message(),
-                               config_.image.kernel_template));
-  }
-  const std::string release = kernel->manifest.value("kernel_version", "");
-  HUTCH_CO_TRY(fs::path modules, kernelModules(release));
+  if (!pending.empty()) HUTCH_CO_TRY_VOID(co_await flush(std::move(pending)));
+  if (bytes == 0)
+    co_return fail(Errc::kInvalidArgument, "The archive is empty: send it as the body");
+  spdlog::info("template {}: received an archive of {}", name, mib(bytes));
+  co_return ReceivedArchive{.file = std::move(owned), .bytes = bytes};
+}
+
+boost::asio::awaitable<Result<json>> TemplateService::createFromArchive(std::string name,
+                                                                        ReceivedArchive archive,
+                                                                        std::string image,
+                                                                        Progress progress,
+                                                                        sys::CancelFlag cancel) {
+  FetchImage fetch = [this, archive, image, cancel](const Say& say) {
+    return importArchive(archive, image, say, cancel);
+  };
+  co_return co_await makeFromImage(std::move(name), "an archive", std::move(fetch),
+                                   std::move(progress), std::move(cancel));
+}
+
+boost::asio::awaitable<Result<json>> TemplateService::makeFromImage(std::string name,
+                                                                    std::string what,
+                                                                    FetchImage fetch,
+                                                                    Progress progress,
+                                                                    sys::CancelFlag cancel) {
+  Making making(making_);
+  HUTCH_CO_TRY_VOID(checkNewName(name));
+  HUTCH_CO_TRY(ImageKernel kernel, imageKernel());
   const std::string key =
       fmt::format("{}", std::chrono::system_clock::to_time_t(std::chrono::system_clock::now()));
   fs::path dir = config_.images_dir / fmt::format("{}-image-{}", name, key);
-  auto work = [this, name, key, ref, dir, modules, kernel = *kernel, release,
-               progress]() -> Result<json> {
-    auto say = [&progress](const std::string& line) {
+  auto work = [this, name, key, dir, kernel, progress, fetch, cancel]() -> Result<json> {
+    Say say = [&progress](const std::string& line) {
       if (progress) progress(line + "\n");
     };
-    fs::path tmp = dir.string() + ".tmp";
-    auto made = importImage(ref, tmp, modules, release, say);
-    if (made) {
-      json manifest = *made;
+    const fs::path tmp = dir.string() + ".tmp";
+    auto made = [&]() -> Result<json> {
+      HUTCH_TRY(FetchedImage fetched, fetch(say));
+      HUTCH_TRY(json manifest, unpackImage(fetched, tmp, kernel, say, cancel));
       manifest["name"] = name;
       manifest["image_key"] = "image-" + key;
-      manifest["kernel_version"] = release;
+      manifest["kernel_version"] = kernel.release;
       for (const char* k : {"kernel_cmdline", "kernel_cmdline_template", "initramfs_key"}) {
-        if (kernel.manifest.contains(k)) manifest[k] = kernel.manifest[k];
+        if (kernel.kernel.manifest.contains(k)) manifest[k] = kernel.kernel.manifest[k];
       }
-      auto linked = linkKernel(kernel, tmp);
-      if (!linked) made = fail(linked.error());
-      if (made) {
-        std::ofstream(tmp / "manifest.json") << manifest.dump(2) << "\n";
-        std::error_code ec;
-        fs::rename(tmp, dir, ec);
-        if (ec) {
-          made =
-              fail(Errc::kInternal, "Cannot move " + tmp.string() + " into place: " + ec.message());
-        }
+      HUTCH_TRY_VOID(linkKernel(kernel.kernel, tmp));
+      HUTCH_TRY_VOID(checkCancel(cancel));
+      std::ofstream(tmp / "manifest.json") << manifest.dump(2) << "\n";
+      std::error_code ec;
+      fs::rename(tmp, dir, ec);
+      if (ec) {
+        return fail(Errc::kInternal,
+                    "Cannot move " + tmp.string() + " into place: " + ec.message());
       }
-    }
+      return manifest;
+    }();
     if (!made) {
       std::error_code ec;
       fs::remove_all(tmp, ec);  // nothing half-made is left
@@ -176,10 +295,11 @@ boost::asio::awaitable<Result<json>> TemplateService::createFromImage(std::strin
   auto made = co_await event::offload(pool_, std::move(work));
   if (!made) {
     co_return fail(
-        made.error().withContext(fmt::format("Cannot make template {} from {}", name, ref.str())));
+        made.error().withContext(fmt::format("Cannot make template {} from {}", name, what)));
   }
   HUTCH_CO_TRY_VOID(templates_.link(name, dir));
-  spdlog::info("template {}: made from image {} ({}) in {}", name, ref.str(),
+  spdlog::info("template {}: made from {} {} ({}) in {}", name, what,
+               made->value("image", json::object()).value("ref", ""),
                made->value("image", json::object()).value("digest", ""), dir.string());
   HUTCH_CO_TRY(storage::Template t, templates_.find(name));
   co_return describe(t);
@@ -220,27 +340,29 @@ Result<fs::path> TemplateService::kernelModules(const std::string& release) cons
                           (config_.cache_dir / "kernel").string(), config_.image.kernel_template));
 }
 
-Result<json> TemplateService::importImage(const image::Reference& ref, const fs::path& tmp,
-                                          const fs::path& modules, const std::string& release,
-                                          const std::function<void(const std::string&)>& say) {
+Result<TemplateService::FetchedImage> TemplateService::pullImage(const image::Reference& ref,
+                                                                 const Say& say,
+                                                                 const sys::CancelFlag& cancel) {
   const ImagePullConfig& ic = config_.image;
   const fs::path oci = ic.oci_dir;
-  std::error_code ec;
-  for (const fs::path& d : {oci / "blobs", oci / "layouts", oci / "tmp"}) {
-    fs::create_directories(d, ec);
-    if (ec) return fail(Errc::kInternal, "Cannot create " + d.string() + ": " + ec.message());
-  }
-  // hutch checks every digest itself; skopeo's signature policy is not hutch's (and a host may
-  // have none: /etc/containers/policy.json comes with another package).
-  const fs::path policy = oci / "policy.json";
-  if (!fs::exists(policy, ec)) {
-    HUTCH_TRY_VOID(sys::writeFileAtomic(policy,
-                                        R"({"default": [{"type": "insecureAcceptAnything"}]})"
-                                        "\n"));
-  }
-  image::SkopeoGlobal global{.policy = policy, .tmpdir = oci / "tmp"};
+  HUTCH_TRY(fs::path policy, prepareOciDir(oci));
+  HUTCH_TRY(std::shared_ptr<const fs::path> job, scratchDir(oci / "tmp", "pull-"));
+  image::SkopeoGlobal global{.policy = policy, .tmpdir = *job, .command_timeout = ic.pull_timeout};
+  const sys::RunLimits limits{.timeout = ic.pull_timeout + kKillGrace, .cancel = cancel};
   image::RegistryAccess access = accessFor(ref);
-  const image::Limits& limits = ic.limits;
+  // What skopeo's failure means: the registry's status, a hang, a blob that is not what its
+  // digest says (image/skopeo_error.h); hutchd's own stop (cancel, its kill) as it is.
+  auto failed = [&](const image::Reference& r, const Error& error) -> Error {
+    if (error.code() == Errc::kCancelled || error.code() == Errc::kResourceExhausted) {
+      return error;
+    }
+    if (error.code() == Errc::kTimeout) {
+      return Error(Errc::kTimeout, fmt::format("Pulling {} from the registry {} timed out: {}",
+                                               r.str(), r.registry, error.message()));
+    }
+    return image::registryPullError(image::classifySkopeoFailure(error.message()), r.registry,
+                                    r.str(), ic.pull_timeout);
+  };
 
   // 1. The manifest (or index) the reference names, checked before anything large is fetched:
   // an index is narrowed to linux/amd64 here, and the copy then names that manifest by digest,
@@ -251,18 +373,18 @@ Result<json> TemplateService::importImage(const image::Reference& ref, const fs:
         image::SkopeoInspect{
             .skopeo = ic.skopeo, .global = global, .access = access, .image = r.transport()}
             .render(),
-        limits.max_document_bytes);
-    if (!out) return fail(registryError(r, out.error()));
+        ic.limits.max_document_bytes, limits);
+    if (!out) return fail(failed(r, out.error()));
     return out;
   };
   HUTCH_TRY(std::string raw, inspect(ref));
-  HUTCH_TRY(image::MediaDocument doc, image::parseDocument(raw, "", limits));
+  HUTCH_TRY(image::MediaDocument doc, image::parseDocument(raw, "", ic.limits));
   std::string digest = image::sha256Digest(raw);
   if (!ref.digest.empty() && digest != ref.digest) {
-    return fail(Errc::kInvalidArgument,
-                fmt::format("The registry answered {} with a document of digest {}; it does not "
-                            "match the digest asked for",
-                            ref.str(), digest));
+    return fail(Errc::kProtocol,
+                fmt::format("The registry {} answered {} with a manifest of digest {}; it does "
+                            "not match the digest asked for (a corrupted or substituted image)",
+                            ref.registry, ref.str(), digest));
   }
   image::Reference pinned = ref;
   if (auto* index = std::get_if<image::Index>(&doc)) {
@@ -273,8 +395,14 @@ Result<json> TemplateService::importImage(const image::Reference& ref, const fs:
     pinned.tag.clear();
     pinned.digest = digest;
     HUTCH_TRY(raw, inspect(pinned));
-    HUTCH_TRY_VOID(image::verifyDigest(digest, raw));
-    HUTCH_TRY(doc, image::parseDocument(raw, "", limits));
+    if (image::sha256Digest(raw) != digest) {
+      return fail(Errc::kProtocol,
+                  fmt::format("The registry {} answered {} with a manifest of digest {}; it does "
+                              "not match the digest its index gives (a corrupted or substituted "
+                              "image)",
+                              ref.registry, pinned.str(), image::sha256Digest(raw)));
+    }
+    HUTCH_TRY(doc, image::parseDocument(raw, "", ic.limits));
   }
   const auto* checked = std::get_if<image::Manifest>(&doc);
   if (checked == nullptr) {
@@ -286,7 +414,8 @@ Result<json> TemplateService::importImage(const image::Reference& ref, const fs:
   pinned.tag.clear();
   pinned.digest = digest;
 
-  // 2. The copy: blobs already in the shared directory are not fetched again.
+  // 2. The copy: blobs already in the shared directory are not fetched again; skopeo keeps a
+  // blob only once it has all of it and its digest matched.
   const fs::path layout = oci / "layouts" / hex;
   HUTCH_TRY(UniqueFd lock, lockFile(oci / "layouts" / (hex + ".lock")));
   say(fmt::format("Pulling {}", pinned.str()));
@@ -298,16 +427,10 @@ Result<json> TemplateService::importImage(const image::Reference& ref, const fs:
                          .ref_name = std::string(kRefName),
                          .shared_blobs = oci / "blobs"};
   std::string pending;
-  auto on_output = [&pending, &say](std::string_view piece) {
-    pending += piece;
-    for (size_t nl; (nl = pending.find('\n')) != std::string::npos; pending.erase(0, nl + 1)) {
-      if (nl > 0) say(pending.substr(0, nl));
-    }
-  };
-  auto copied = sys::runCapture(copy.render(), on_output);
-  if (!copied) return fail(registryError(pinned, copied.error()));
+  auto copied = sys::runCapture(copy.render(), linesTo(pending, say), limits);
+  if (!copied) return fail(failed(pinned, copied.error()));
   HUTCH_TRY(image::ResolvedImage resolved,
-            image::resolveLayout(layout, oci / "blobs", kRefName, limits));
+            image::resolveLayout(layout, oci / "blobs", kRefName, ic.limits));
   lock.reset();
   // skopeo writes a Docker schema 2 image into the OCI layout as an OCI one: its manifest and
   // config are converted (other digests), its layers are the same blobs. What is unpacked must
@@ -325,14 +448,103 @@ Result<json> TemplateService::importImage(const image::Reference& ref, const fs:
                             "pull it again",
                             digest));
   }
+  return FetchedImage{.resolved = std::move(resolved),
+                      .source = {{"ref", ref.str()}, {"digest", digest}}};
+}
+
+Result<TemplateService::FetchedImage> TemplateService::importArchive(
+    const ReceivedArchive& archive, const std::string& want, const Say& say,
+    const sys::CancelFlag& cancel) {
+  const ImagePullConfig& ic = config_.image;
+  const fs::path oci = ic.oci_dir;
+  const std::string name = "The archive";
+  HUTCH_TRY(fs::path policy, prepareOciDir(oci));
+  HUTCH_TRY(std::shared_ptr<const fs::path> job, scratchDir(oci / "tmp", "import-"));
+
+  // 1. What the archive holds, read once and checked before skopeo reads it
+  // (image/image_archive.h): the image to use, all its blobs there and what their digests say.
+  say(fmt::format("Reading the archive ({})", mib(archive.bytes)));
+  UniqueFd fd(::open(archive.file->c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd) return fail(sysError("Cannot open " + archive.file->string(), errno));
+  HUTCH_TRY(image::ArchiveScan scan,
+            image::scanImageArchive(
+                fd.get(), name, {.max_total_bytes = ic.max_archive_bytes, .verify_blobs = true}));
+  fd.reset();
+  HUTCH_TRY_VOID(checkCancel(cancel));
+  HUTCH_TRY(image::ArchiveListing listing, image::listArchiveImages(scan, name));
+  HUTCH_TRY(image::ArchivedImage chosen, image::chooseArchiveImage(listing, want, name));
+  HUTCH_TRY_VOID(image::checkArchiveImage(scan, listing, chosen, name, ic.limits));
+  HUTCH_TRY(std::string source, image::archiveSource(listing, chosen, *archive.file));
+  const std::string_view transport = image::transportName(listing.format);
+
+  // 2. The copy, into a layout of this job's that becomes layouts/<manifest digest> as a pull's
+  // is; its blobs join the shared directory (each kept only once its digest matched).
+  say(fmt::format("Importing {} from the {} archive", chosen.describe(), transport));
+  const fs::path layout = *job / "layout";
+  image::SkopeoCopy copy{
+      .skopeo = ic.skopeo,
+      .global = {.policy = policy, .tmpdir = *job, .command_timeout = ic.pull_timeout},
+      .access = {},
+      .source = source,
+      .layout = layout,
+      .ref_name = std::string(kRefName),
+      .shared_blobs = oci / "blobs"};
+  std::string pending;
+  auto copied = sys::runCapture(copy.render(), linesTo(pending, say),
+                                {.timeout = ic.pull_timeout + kKillGrace, .cancel = cancel});
+  if (!copied) {
+    if (copied.error().code() != Errc::kInternal) return fail(copied.error());
+    const image::SkopeoFailure f = image::classifySkopeoFailure(copied.error().message());
+    if (f.kind == image::SkopeoFailure::Kind::kTimedOut) {
+      return fail(Errc::kTimeout, fmt::format("Importing {} from the archive timed out (hutchd "
+                                              "--image-pull-timeout): {}",
+                                              chosen.describe(), f.message));
+    }
+    return fail(
+        Errc::kInvalidArgument,
+        fmt::format("{} of the {} archive cannot be copied{}: {}", chosen.describe(), transport,
+                    f.kind == image::SkopeoFailure::Kind::kDigestMismatch
+                        ? " (a blob does not hold what its digest says: the archive is "
+                          "damaged or altered)"
+                        : "",
+                    f.message));
+  }
+  HUTCH_TRY(image::ResolvedImage resolved,
+            image::resolveLayout(layout, oci / "blobs", kRefName, ic.limits));
+  const fs::path kept = oci / "layouts" / std::string(image::digestHex(resolved.manifest_digest));
+  {
+    HUTCH_TRY(UniqueFd lock, lockFile(kept.string() + ".lock"));
+    std::error_code ec;
+    if (!fs::exists(kept / "index.json", ec)) {
+      fs::remove_all(kept, ec);
+      fs::rename(layout, kept, ec);
+      if (ec)
+        spdlog::warn("Cannot keep the layout {} as {}: {}", layout.string(), kept.string(),
+                     ec.message());
+    }
+  }
+  json described{{"ref", chosen.names.empty() ? "" : chosen.names.front()},
+                 {"archive", transport},
+                 {"digest", resolved.manifest_digest}};
+  return FetchedImage{.resolved = std::move(resolved), .source = std::move(described)};
+}
+
+Result<json> TemplateService::unpackImage(const FetchedImage& fetched, const fs::path& tmp,
+                                          const ImageKernel& kernel, const Say& say,
+                                          const sys::CancelFlag& cancel) {
+  const ImagePullConfig& ic = config_.image;
+  const image::ResolvedImage& resolved = fetched.resolved;
   const image::ImageConfig& config = resolved.config;
+  const std::string what = fetched.source.value("ref", "");
+  const std::string label = what.empty() ? resolved.manifest_digest : what;
   if (config.os != "linux" || config.architecture != "amd64") {
     return fail(Errc::kInvalidArgument,
-                fmt::format("{} is an image for {}/{}; boxes run linux/amd64 images", ref.str(),
+                fmt::format("{} is an image for {}/{}; boxes run linux/amd64 images", label,
                             config.os, config.architecture));
   }
 
   // 3. The tree: each layer in order, confined to it.
+  std::error_code ec;
   fs::remove_all(tmp, ec);
   fs::create_directories(tmp / "tree", ec);
   if (ec) return fail(Errc::kInternal, "Cannot create " + tmp.string() + ": " + ec.message());
@@ -342,6 +554,7 @@ Result<json> TemplateService::importImage(const image::Reference& ref, const fs:
   HUTCH_TRY(image::RootDir root, image::RootDir::open(tmp / "tree"));
   image::ApplyUsage usage;
   for (size_t i = 0; i < resolved.layers.size(); ++i) {
+    HUTCH_TRY_VOID(checkCancel(cancel));
     const auto& layer = resolved.layers[i];
     say(fmt::format("Unpacking layer {}/{} {} ({})", i + 1, resolved.layers.size(),
                     layer.descriptor.digest, mib(static_cast<uint64_t>(layer.descriptor.size))));
@@ -357,7 +570,8 @@ Result<json> TemplateService::importImage(const image::Reference& ref, const fs:
   }
 
   // 4. What hutch adds: the agent (PID 1), the kernel's modules, the mount points it needs.
-  say(fmt::format("Adding hutch-agent and the modules of kernel {}", release));
+  HUTCH_TRY_VOID(checkCancel(cancel));
+  say(fmt::format("Adding hutch-agent and the modules of kernel {}", kernel.release));
   for (const char* d : {"proc", "sys", "dev", "run", "tmp", "etc", "usr/sbin"}) {
     HUTCH_TRY_VOID(root.mkdirAll(d, 0755));
   }
@@ -368,8 +582,8 @@ Result<json> TemplateService::importImage(const image::Reference& ref, const fs:
   if (!agent) return fail(sysError("Cannot open " + config_.agent.string(), errno));
   HUTCH_TRY_VOID(root.writeFile("usr/sbin/hutch-agent", agent.get(), 0755));
   HUTCH_TRY_VOID(root.mkdirAll("lib/modules", 0755));
-  HUTCH_TRY_VOID(root.remove("lib/modules/" + release));
-  HUTCH_TRY_VOID(root.copyTreeFrom(modules, "lib/modules/" + release));
+  HUTCH_TRY_VOID(root.remove("lib/modules/" + kernel.release));
+  HUTCH_TRY_VOID(root.copyTreeFrom(kernel.modules, "lib/modules/" + kernel.release));
 
   // 5. The root disk.
   HUTCH_TRY(image::TreeSize size, image::measureTree(tmp / "tree"));
@@ -384,24 +598,23 @@ Result<json> TemplateService::importImage(const image::Reference& ref, const fs:
     }
   }
   HUTCH_TRY_VOID(sys::runCapture(
-      image::MkfsExt4{.tree = tmp / "tree", .image = rootfs, .inodes = ext4.inodes}.render()));
+      image::MkfsExt4{.tree = tmp / "tree", .image = rootfs, .inodes = ext4.inodes}.render(), {},
+      {.cancel = cancel}));
   fs::remove_all(tmp / "tree", ec);
   // Read-only, and readable by every box's uid (their QEMUs open it in their jails).
   fs::permissions(rootfs, fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read);
 
-  json manifest{{"created", utcNow()},
-                {"source", "image"},
-                {"image",
-                 {{"ref", ref.str()},
-                  {"digest", digest},
-                  {"config_digest", resolved.config_digest},
-                  {"platform", "linux/amd64"},
-                  {"layers", resolved.layers.size()},
-                  {"bytes", usage.bytes}}},
-                {"defaults", defaultsJson(config)}};
-  say(fmt::format("Image {} unpacked ({} in {} layers)", ref.str(), mib(usage.bytes),
+  json source = fetched.source;
+  source["config_digest"] = resolved.config_digest;
+  source["platform"] = "linux/amd64";
+  source["layers"] = resolved.layers.size();
+  source["bytes"] = usage.bytes;
+  say(fmt::format("Image {} unpacked ({} in {} layers)", label, mib(usage.bytes),
                   resolved.layers.size()));
-  return manifest;
+  return json{{"created", utcNow()},
+              {"source", "image"},
+              {"image", std::move(source)},
+              {"defaults", defaultsJson(config)}};
 }
 
 }  // namespace hutch::box

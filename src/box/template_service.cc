@@ -80,6 +80,7 @@ Result<nlohmann::json> TemplateService::describe(const storage::Template& t) {
   std::string source = "recipe";
   if (!t.manifest.value("source_box", "").empty()) source = "box";
   if (t.manifest.contains("image")) source = "image";
+  if (t.manifest.contains("build")) source = "build";
   nlohmann::json j{{"name", t.name},
                    {"dir", t.dir.string()},
                    {"image_key", t.image_key},
@@ -92,6 +93,9 @@ Result<nlohmann::json> TemplateService::describe(const storage::Template& t) {
   // A template from an image: which one (by digest), and the defaults its config gave.
   if (t.manifest.contains("image")) j["image"] = t.manifest["image"];
   if (t.manifest.contains("defaults")) j["defaults"] = t.manifest["defaults"];
+  // A built template: its base and cache key; a start command and ready check.
+  if (t.manifest.contains("build")) j["build"] = t.manifest["build"];
+  if (t.manifest.contains("start")) j["start"] = t.manifest["start"];
   return j;
 }
 
@@ -146,8 +150,8 @@ boost::asio::awaitable<Result<nlohmann::json>> TemplateService::build(std::strin
   co_return describe(t);
 }
 
-boost::asio::awaitable<Result<nlohmann::json>> TemplateService::createFromBox(std::string name,
-                                                                              std::string box_key) {
+boost::asio::awaitable<Result<nlohmann::json>> TemplateService::createFromBox(
+    std::string name, std::string box_key, nlohmann::json extra) {
   HUTCH_CO_TRY_VOID(checkNewName(name));
   HUTCH_CO_TRY(Box box, boxes_.find(box_key));
   // A suspended box's disk is consistent too: QEMU flushed it when it saved the state.
@@ -171,10 +175,16 @@ boost::asio::awaitable<Result<nlohmann::json>> TemplateService::createFromBox(st
   if (parent) {
     auto j = nlohmann::json::parse(parent, nullptr, false);
     if (j.is_object()) {
-      for (const char* k : {"kernel_version", "kernel_cmdline", "agent_sha256"}) {
+      // The boot (a kernel template's, for a box of an image) and what boxes of it take from
+      // the parent's image: a frozen box keeps its image's config, as `docker commit` does.
+      for (const char* k : {"kernel_version", "kernel_cmdline", "kernel_cmdline_template",
+                            "initramfs_key", "agent_sha256", "image", "defaults", "start"}) {
         if (j.contains(k)) manifest[k] = j[k];
       }
     }
+  }
+  if (extra.is_object()) {
+    for (const auto& [k, v] : extra.items()) manifest[k] = v;
   }
   // The box's QEMU wrote its disk: the disk must be a file, and stand only on hutch's layers and
   // its template's base, or the flattened template could hold any file root can read.
@@ -255,6 +265,9 @@ void TemplateService::removeLeftovers() {
     std::filesystem::remove_all(dir, ec);
     if (ec) spdlog::warn("Cannot remove {}: {}", dir.string(), ec.message());
   }
+  // What pulls and archive imports that did not finish left in their scratch directories
+  // (template_image.cc); none runs yet.
+  std::filesystem::remove_all(config_.image.oci_dir / "tmp", ec);
 }
 
 Result<> TemplateService::remove(const std::string& name) {

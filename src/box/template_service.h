@@ -8,15 +8,20 @@
 // clang-format on
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/thread_pool.hpp>
+#include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "base/result.h"
 #include "image/layer_apply.h"
+#include "image/layout.h"
 #include "image/manifest.h"
 #include "image/reference.h"
 #include "image/registry_auth.h"
@@ -24,6 +29,7 @@
 #include "storage/box_store.h"
 #include "storage/image_cache.h"
 #include "storage/templates.h"
+#include "sys/run.h"
 
 namespace hutch::box {
 
@@ -38,6 +44,11 @@ struct ImagePullConfig {
   std::filesystem::path skopeo = "skopeo";
   image::Limits limits;
   image::ApplyLimits apply_limits;
+  // Each skopeo command of a pull or an import ends past this (skopeo --command-timeout: a
+  // registry that hangs), and is killed soon after if it did not.
+  std::chrono::seconds pull_timeout{3600};
+  // An archive a client sends (createFromArchive): its size as sent, and as unpacked.
+  uint64_t max_archive_bytes = uint64_t{16} << 30;
 };
 
 struct TemplateConfig {
@@ -60,16 +71,49 @@ class TemplateService {
   // `progress` gets the builder's output as it comes, on a worker thread.
   using Progress = std::function<void(std::string_view)>;
   boost::asio::awaitable<Result<nlohmann::json>> build(std::string name, Progress progress = {});
-  // Freezes a stopped box's disk (flattened to a raw image) as template `name`.
-  boost::asio::awaitable<Result<nlohmann::json>> createFromBox(std::string name,
-                                                               std::string box_key);
+  // Freezes a stopped box's disk (flattened to a raw image) as template `name`. The new
+  // template keeps its parent's kernel, image defaults and start command; `extra` (the builder's
+  // defaults, start command and build record) is merged over them into its manifest.
+  boost::asio::awaitable<Result<nlohmann::json>> createFromBox(
+      std::string name, std::string box_key, nlohmann::json extra = nlohmann::json::object());
+  // One template by name.
+  Result<storage::Template> find(const std::string& name) const { return templates_.find(name); }
+  // validateName, and kAlreadyExists when a template has that name.
+  Result<> checkNewName(const std::string& name) const;
   // Pulls image `reference` (a registry's, by tag or digest) and makes it template `name`: its
   // filesystem with hutch-agent as PID 1 and the kernel template's kernel, its config as the
   // template's defaults (docs/templates.md). `progress` gets lines as it goes, on a worker
   // thread. Nothing is left when it fails.
+  // `cancel`, once set (the client went away), stops the pull: the create fails kCancelled.
   boost::asio::awaitable<Result<nlohmann::json>> createFromImage(std::string name,
                                                                  std::string reference,
-                                                                 Progress progress = {});
+                                                                 Progress progress = {},
+                                                                 sys::CancelFlag cancel = {});
+  // An image archive a client sent, kept in a directory of its own under <state>/oci/tmp that
+  // goes when the last copy of this does.
+  struct ReceivedArchive {
+    std::shared_ptr<const std::filesystem::path> file;
+    uint64_t bytes = 0;
+  };
+  // The next piece of a request body; an empty string at its end.
+  using BodyReader = std::function<boost::asio::awaitable<Result<std::string>>()>;
+  // Receives an archive for template `name` (`hutch template create NAME --from-archive`):
+  // first checks that the template can be made (its name is free, the agent and the kernel
+  // template are there) and that `length` (the body's announced size, if any) is within
+  // max_archive_bytes, so that a refusal comes before the upload; then saves what `read` gives,
+  // kResourceExhausted past max_archive_bytes.
+  boost::asio::awaitable<Result<ReceivedArchive>> receiveArchive(std::string name,
+                                                                 std::optional<uint64_t> length,
+                                                                 BodyReader read);
+  // Makes template `name` of the image `image` names in the archive (a docker save RepoTag, an
+  // OCI ref.name, "@N"; empty: its only image), as createFromImage makes one from a registry's
+  // (image/image_archive.h: what an archive may hold, and how it is checked before skopeo
+  // copies it). Nothing is left when it fails.
+  boost::asio::awaitable<Result<nlohmann::json>> createFromArchive(std::string name,
+                                                                   ReceivedArchive archive,
+                                                                   std::string image,
+                                                                   Progress progress = {},
+                                                                   sys::CancelFlag cancel = {});
   // Credentials for registries hutchd pulls from (image/registry_auth.h): kept on the host.
   Result<std::vector<image::RegistryLogin>> registryLogins();
   Result<image::RegistryLogin> registryLogin(std::string_view registry, std::string_view username,
@@ -92,18 +136,40 @@ class TemplateService {
   Result<> dropTemplateSnapshots(const std::filesystem::path& image_dir);
   Result<nlohmann::json> describe(const storage::Template& t);
   Result<std::vector<std::string>> usersOf(const storage::Template& t);
-  // validateName, and kAlreadyExists when a template has that name.
-  Result<> checkNewName(const std::string& name) const;
   // Now, as manifests record it ("2026-12-06T22:12:17Z").
   static std::string utcNow();
   // template_image.cc: how to reach the registry of `ref`; the kernel's modules; the pull.
   image::RegistryAccess accessFor(const image::Reference& ref) const;
   Result<std::filesystem::path> kernelModules(const std::string& release) const;
   static Result<> linkKernel(const storage::Template& kernel, const std::filesystem::path& dir);
-  Result<nlohmann::json> importImage(const image::Reference& ref, const std::filesystem::path& tmp,
-                                     const std::filesystem::path& modules,
-                                     const std::string& release,
-                                     const std::function<void(const std::string&)>& say);
+  // An image copied into an OCI layout (pullImage, importArchive), ready to be unpacked;
+  // `source` is what the template's manifest says of it ("image": ref, digest, archive).
+  struct FetchedImage {
+    image::ResolvedImage resolved;
+    nlohmann::json source;
+  };
+  using Say = std::function<void(const std::string&)>;
+  using FetchImage = std::function<Result<FetchedImage>(const Say& say)>;
+  // What every template from an image shares: the checks, the kernel, then on the worker pool
+  // `fetch`, unpackImage and the template's directory written and renamed into place.
+  boost::asio::awaitable<Result<nlohmann::json>> makeFromImage(std::string name, std::string what,
+                                                               FetchImage fetch, Progress progress,
+                                                               sys::CancelFlag cancel);
+  // The kernel template boxes of images boot, and its modules; kFailedPrecondition without
+  // them or without the agent.
+  struct ImageKernel {
+    storage::Template kernel;
+    std::string release;
+    std::filesystem::path modules;
+  };
+  Result<ImageKernel> imageKernel() const;
+  Result<FetchedImage> pullImage(const image::Reference& ref, const Say& say,
+                                 const sys::CancelFlag& cancel);
+  Result<FetchedImage> importArchive(const ReceivedArchive& archive, const std::string& want,
+                                     const Say& say, const sys::CancelFlag& cancel);
+  Result<nlohmann::json> unpackImage(const FetchedImage& image, const std::filesystem::path& tmp,
+                                     const ImageKernel& kernel, const Say& say,
+                                     const sys::CancelFlag& cancel);
 
   // Counts template builds and image pulls under way (prune removes nothing meanwhile).
   struct Making {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <openssl/ssl.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 // clang-format off
 #include <utility>  // first: Boost 1.74's asio/awaitable.hpp uses std::exchange unincluded
@@ -22,9 +23,12 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
 #include <cctype>
+#include <cerrno>
 #include <cstdlib>
+#include <optional>
 #include <thread>
 #include <variant>
+#include <vector>
 
 #include "api/json_model.h"
 #include "tls/x509.h"
@@ -227,7 +231,8 @@ Result<> connect(Conn& c, const Endpoint& e) {
 
 using Parser = http::response_parser<http::string_body>;
 
-void prepare(const Endpoint& e, http::request<http::string_body>& req) {
+template <class Body>
+void prepare(const Endpoint& e, http::request<Body>& req) {
   req.set(http::field::host, e.kind == Endpoint::Kind::kUnix ? std::string("hutchd") : e.host);
   req.set(http::field::user_agent, "hutch-cli");
   if (e.kind != Endpoint::Kind::kUnix && !e.api_key.empty()) {
@@ -404,25 +409,34 @@ Result<UpgradedStream> ApiClient::upgrade(const std::string& target, const json&
   return stream;
 }
 
-Result<> ApiClient::streamLines(http::verb method, const std::string& target,
-                                const std::optional<json>& body,
-                                const std::function<void(const json&)>& on_line) const {
+namespace {
+
+// Reads the rest of the answer whose header `parser` holds: its NDJSON lines to on_line, or the
+// Error a non-2xx answer carries.
+Result<> readLines(Conn& c, http::response_parser<http::buffer_body>& parser,
+                   const std::function<void(const json&)>& on_line);
+
+// Sends `req` and hands every NDJSON line of the answer to on_line (streamLines).
+template <class Request>
+Result<> sendForLines(const Endpoint& endpoint, Request& req,
+                      const std::function<void(const json&)>& on_line) {
   Conn c;
-  http::request<http::string_body> req{method, target, 11};
   req.set(http::field::accept, "application/x-ndjson");
-  if (body) {
-    req.set(http::field::content_type, "application/json");
-    req.body() = body->dump();
-  }
   http::response_parser<http::buffer_body> parser;
   parser.body_limit(std::numeric_limits<uint64_t>::max());
-  HUTCH_TRY_VOID(connect(c, endpoint_));
-  prepare(endpoint_, req);
+  HUTCH_TRY_VOID(connect(c, endpoint));
+  prepare(endpoint, req);
   boost::system::error_code ec;
   c.with([&](auto& s) { http::write(s, req, ec); });
   if (ec) return fail(Errc::kUnavailable, "Cannot send the request to hutchd: " + ec.message());
   c.with([&](auto& s) { http::read_header(s, c.buffer, parser, ec); });
   if (ec) return fail(Errc::kUnavailable, "hutchd closed the connection: " + ec.message());
+  return readLines(c, parser, on_line);
+}
+
+Result<> readLines(Conn& c, http::response_parser<http::buffer_body>& parser,
+                   const std::function<void(const json&)>& on_line) {
+  boost::system::error_code ec;
   std::string text;
   std::string chunk(size_t{64} << 10, '\0');
   const bool failed = parser.get().result_int() >= 300;
@@ -450,6 +464,77 @@ Result<> ApiClient::streamLines(http::verb method, const std::string& target,
     return fail(api::errorFromResponse(static_cast<int>(parser.get().result_int()), text));
   }
   return ok();
+}
+
+}  // namespace
+
+Result<> ApiClient::streamLines(http::verb method, const std::string& target,
+                                const std::optional<json>& body,
+                                const std::function<void(const json&)>& on_line) const {
+  http::request<http::string_body> req{method, target, 11};
+  if (body) {
+    req.set(http::field::content_type, "application/json");
+    req.body() = body->dump();
+  }
+  return sendForLines(endpoint_, req, on_line);
+}
+
+Result<> ApiClient::uploadLines(http::verb method, const std::string& target,
+                                const std::string& content_type, int body,
+                                const std::function<void(const json&)>& on_line,
+                                const std::function<void(uint64_t)>& on_sent) const {
+  Conn c;
+  HUTCH_TRY_VOID(connect(c, endpoint_));
+  http::request<http::empty_body> req{method, target, 11};
+  req.set(http::field::accept, "application/x-ndjson");
+  req.set(http::field::content_type, content_type);
+  req.set(http::field::expect, "100-continue");
+  prepare(endpoint_, req);
+  req.erase(http::field::content_length);  // prepare's, for an empty body
+  req.chunked(true);
+  http::request_serializer<http::empty_body> serializer(req);
+  boost::system::error_code ec;
+  c.with([&](auto& s) { http::write_header(s, serializer, ec); });
+  if (ec) return fail(Errc::kUnavailable, "Cannot send the request to hutchd: " + ec.message());
+  // 100 Continue, or already the answer (a refusal).
+  auto parser = std::make_unique<http::response_parser<http::buffer_body>>();
+  parser->body_limit(std::numeric_limits<uint64_t>::max());
+  c.with([&](auto& s) { http::read_header(s, c.buffer, *parser, ec); });
+  if (ec) return fail(Errc::kUnavailable, "hutchd closed the connection: " + ec.message());
+  if (parser->get().result() != http::status::continue_) return readLines(c, *parser, on_line);
+
+  std::vector<char> buf(size_t{256} << 10);
+  uint64_t sent = 0;
+  std::optional<std::string> broken;  // why hutchd stopped taking the body
+  while (true) {
+    const ssize_t n = ::read(body, buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return fail(sysError("Cannot read what is to be sent", errno));
+    if (n == 0) break;
+    c.with([&](auto& s) {
+      asio::write(s, http::make_chunk(asio::buffer(buf.data(), static_cast<size_t>(n))), ec);
+    });
+    if (ec) {
+      broken = ec.message();
+      break;
+    }
+    sent += static_cast<uint64_t>(n);
+    if (on_sent) on_sent(sent);
+  }
+  if (!broken) {
+    c.with([&](auto& s) { asio::write(s, http::make_chunk_last(), ec); });
+    if (ec) broken = ec.message();
+  }
+  // The answer: hutchd may have sent it (an error) and closed while the body was still going.
+  parser = std::make_unique<http::response_parser<http::buffer_body>>();
+  parser->body_limit(std::numeric_limits<uint64_t>::max());
+  c.with([&](auto& s) { http::read_header(s, c.buffer, *parser, ec); });
+  if (ec) {
+    return fail(Errc::kUnavailable, fmt::format("hutchd closed the connection{}: {}",
+                                                broken ? " while the body was sent" : "",
+                                                broken.value_or(ec.message())));
+  }
+  return readLines(c, *parser, on_line);
 }
 
 }  // namespace hutch::cli

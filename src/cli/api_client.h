@@ -5,6 +5,7 @@
 
 #include <boost/beast/http/verb.hpp>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -76,6 +77,13 @@ class ApiClient {
   Result<> streamLines(boost::beast::http::verb method, const std::string& target,
                        const std::optional<json>& body,
                        const std::function<void(const json&)>& on_line) const;
+  // The same with a body read from `body` until its end and sent as it is read (chunked), once
+  // hutchd said it takes it (Expect: 100-continue: a refusal comes before the upload).
+  // `on_sent` (may be empty) gets the bytes sent so far, after each piece.
+  Result<> uploadLines(boost::beast::http::verb method, const std::string& target,
+                       const std::string& content_type, int body,
+                       const std::function<void(const json&)>& on_line,
+                       const std::function<void(uint64_t)>& on_sent = {}) const;
 
   // Sends a request with these headers and body and returns the answer whatever its status;
   // an error only when hutchd cannot be reached or breaks off. Safe to call from many threads.

@@ -204,20 +204,55 @@ int main(int argc, char** argv) {
   template_cmd->require_subcommand(1);
   auto* template_ls = template_cmd->add_subcommand("ls", "List templates");
   std::string template_name;
-  auto* template_build = template_cmd->add_subcommand("build", "Build a template from its recipe");
-  template_build->add_option("name", template_name, "Recipe name (images/NAME)")->required();
+  auto* template_build = template_cmd->add_subcommand(
+      "build", "Build a template from its recipe, or from a Dockerfile (-f FILE and/or CONTEXT)");
+  template_build
+      ->add_option("name", template_name, "Recipe name (images/NAME), or the new template's")
+      ->required();
+  DockerfileBuild dockerfile_build;
+  template_build->add_option("context", dockerfile_build.context,
+                             "The build context: a directory (with -f, default .)");
+  template_build->add_option("-f,--file", dockerfile_build.dockerfile,
+                             "The Dockerfile (default CONTEXT/Dockerfile)");
+  template_build->add_option("--build-arg", dockerfile_build.build_args,
+                             "NAME=VALUE for an ARG (repeatable)");
+  template_build->add_option("--target", dockerfile_build.target, "The stage to build");
+  template_build->add_option("--start-cmd", dockerfile_build.start_cmd,
+                             "A command started in the template's snapshot (a server)");
+  template_build->add_option("--ready-cmd", dockerfile_build.ready_cmd,
+                             "Polled until it exits 0 before the snapshot is taken");
+  template_build->add_option("--network-policy", dockerfile_build.network_policy,
+                             "Egress of the build's RUN steps (default: the host's package "
+                             "registries: debian-mirrors, npm, pypi)");
+  template_build->add_flag("--no-cache", dockerfile_build.no_cache, "Run every step again");
+  template_build->add_option("--cpus", dockerfile_build.cpus, "vCPUs of the build box");
+  std::string build_memory;
+  template_build->add_option("--memory", build_memory, "Memory of the build box (1g, 2048m)");
+  std::string build_disk;
+  template_build->add_option("--disk", build_disk, "Disk of the build box (default 8g)");
   std::string template_from;
   std::string template_image;
   auto* template_create = template_cmd->add_subcommand(
-      "create", "A new template from a stopped box's disk or from an OCI image");
+      "create", "A new template from a stopped box's disk, an OCI image or an image archive");
   auto* from_box_opt = template_create->add_option("--from", template_from, "The stopped box");
   auto* from_image_opt = template_create->add_option(
       "--from-image", template_image,
       "An image in a registry (python:3.12, registry.example:5000/team/app:1, ...@sha256:...)");
   from_box_opt->excludes(from_image_opt);
-  template_create->callback([&template_from, &template_image] {
-    if (template_from.empty() && template_image.empty()) {
-      throw CLI::RequiredError("--from BOX or --from-image REF");
+  std::string template_archive;
+  std::string template_archive_image;
+  auto* from_archive_opt = template_create->add_option(
+      "--from-archive", template_archive,
+      "An image archive: a `docker save` tar or an OCI archive (plain or compressed), an OCI "
+      "image layout directory, or - for stdin");
+  from_archive_opt->excludes(from_box_opt)->excludes(from_image_opt);
+  template_create
+      ->add_option("--image", template_archive_image,
+                   "Of an archive holding several images, the one to use (a tag, or @N)")
+      ->needs(from_archive_opt);
+  template_create->callback([&template_from, &template_image, &template_archive] {
+    if (template_from.empty() && template_image.empty() && template_archive.empty()) {
+      throw CLI::RequiredError("--from BOX, --from-image REF or --from-archive FILE");
     }
   });
   template_create->add_option("name", template_name, "New template name")->required();
@@ -494,10 +529,41 @@ int main(int argc, char** argv) {
   }
   if (rm_cmd->parsed()) return cmdRemove(client, out, rm_boxes, force);
   if (template_ls->parsed()) return cmdTemplateList(client, out);
-  if (template_build->parsed()) return cmdTemplateCreate(client, out, template_name, {});
+  if (template_build->parsed()) {
+    const bool dockerfile =
+        !dockerfile_build.dockerfile.empty() || !dockerfile_build.context.empty();
+    if (!dockerfile) {
+      for (const char* option :
+           {"--build-arg", "--target", "--start-cmd", "--ready-cmd", "--network-policy",
+            "--no-cache", "--cpus", "--memory", "--disk"}) {
+        if (template_build->count(option) > 0) {
+          return reportError(
+              out, hutch::Error(hutch::Errc::kInvalidArgument,
+                                std::string(option) + " is for Dockerfile builds: give -f FILE or "
+                                                      "a CONTEXT directory"));
+        }
+      }
+      return cmdTemplateCreate(client, out, template_name, {});
+    }
+    dockerfile_build.name = template_name;
+    if (!build_memory.empty()) {
+      auto mib = parseMemoryMib(build_memory);
+      if (!mib) return reportError(out, mib.error());
+      dockerfile_build.memory_mib = *mib;
+    }
+    if (!build_disk.empty()) {
+      auto mib = parseMemoryMib(build_disk);
+      if (!mib) return reportError(out, mib.error());
+      dockerfile_build.disk_mib = *mib;
+    }
+    return cmdTemplateBuildDockerfile(client, out, dockerfile_build);
+  }
   if (template_create->parsed()) {
     return cmdTemplateCreate(client, out, template_name,
-                             {.box = template_from, .image = template_image});
+                             {.box = template_from,
+                              .image = template_image,
+                              .archive = template_archive,
+                              .archive_image = template_archive_image});
   }
   if (template_rm->parsed()) return cmdTemplateRemove(client, out, template_rm_names);
   if (registry_login->parsed()) return cmdRegistryLogin(client, out, registry_host, registry_user);

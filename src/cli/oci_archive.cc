@@ -3,14 +3,14 @@
 #include <archive.h>
 #include <archive_entry.h>
 #include <fmt/format.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
+
+#include "image/image_archive.h"
 
 namespace hutch::cli {
 
@@ -18,88 +18,20 @@ namespace {
 
 using json = nlohmann::json;
 
-// Manifests, indexes and configs are small; anything larger is a layer and is not kept in memory.
-constexpr la_int64_t kMaxDocument = 4 << 20;
 constexpr size_t kChunk = 256 * 1024;
 
 constexpr const char* kRefName = "org.opencontainers.image.ref.name";
 
-struct ReadFree {
-  void operator()(archive* a) const { archive_read_free(a); }
-};
 struct WriteFree {
   void operator()(archive* a) const { archive_write_free(a); }
 };
 struct EntryFree {
   void operator()(archive_entry* e) const { archive_entry_free(e); }
 };
-using ReadArchive = std::unique_ptr<archive, ReadFree>;
 using WriteArchive = std::unique_ptr<archive, WriteFree>;
-
-std::string archiveMessage(archive* a) {
-  const char* text = archive_error_string(a);
-  return text != nullptr ? text : "unknown libarchive error";
-}
-
-// "./blobs/sha256/x" -> "blobs/sha256/x"
-std::string normalName(const char* raw) {
-  std::string_view name = raw != nullptr ? raw : "";
-  while (name.starts_with("./")) name.remove_prefix(2);
-  return std::string(name);
-}
-
-Result<ReadArchive> openArchive(int fd, const std::string& name) {
-  if (::lseek(fd, 0, SEEK_SET) < 0) {
-    return fail(sysError(fmt::format("Cannot read {} from its start", name), errno));
-  }
-  ReadArchive a(archive_read_new());
-  archive_read_support_filter_all(a.get());
-  archive_read_support_format_tar(a.get());
-  if (archive_read_open_fd(a.get(), fd, kChunk) != ARCHIVE_OK) {
-    return fail(Errc::kInvalidArgument,
-                fmt::format("{} is not a tar archive ({}): give a `docker save` archive or an OCI "
-                            "image layout as a tar, plain or compressed",
-                            name, archiveMessage(a.get())));
-  }
-  return a;
-}
-
-// What one pass over the archive saw.
-struct Contents {
-  std::set<std::string> files;               // regular files, by normalised name
-  std::map<std::string, std::string> small;  // index.json and blobs up to kMaxDocument
-};
-
-Result<Contents> scan(int fd, const std::string& name) {
-  HUTCH_TRY(ReadArchive a, openArchive(fd, name));
-  Contents contents;
-  archive_entry* entry = nullptr;
-  while (true) {
-    int r = archive_read_next_header(a.get(), &entry);
-    if (r == ARCHIVE_EOF) break;
-    if (r < ARCHIVE_WARN) {
-      return fail(Errc::kInvalidArgument,
-                  fmt::format("{} is damaged or truncated: {}", name, archiveMessage(a.get())));
-    }
-    if (archive_entry_filetype(entry) != AE_IFREG) continue;
-    std::string path = normalName(archive_entry_pathname(entry));
-    contents.files.insert(path);
-    bool document = path == "index.json" || path.starts_with("blobs/");
-    if (document && archive_entry_size(entry) <= kMaxDocument) {
-      std::string data(static_cast<size_t>(archive_entry_size(entry)), '\0');
-      la_ssize_t n = archive_read_data(a.get(), data.data(), data.size());
-      if (n < 0 || static_cast<size_t>(n) != data.size()) {
-        return fail(Errc::kInvalidArgument, fmt::format("{} is damaged or truncated at {}: {}",
-                                                        name, path, archiveMessage(a.get())));
-      }
-      contents.small[path] = std::move(data);
-    } else if (archive_read_data_skip(a.get()) < ARCHIVE_WARN) {
-      return fail(Errc::kInvalidArgument, fmt::format("{} is damaged or truncated at {}: {}", name,
-                                                      path, archiveMessage(a.get())));
-    }
-  }
-  return contents;
-}
+using image::ArchiveScan;
+using image::normalTarName;
+using image::tarError;
 
 bool isIndexType(const std::string& media_type) {
   return media_type == "application/vnd.oci.image.index.v1+json" ||
@@ -109,7 +41,7 @@ bool isIndexType(const std::string& media_type) {
 // Everything below reads one OCI layout.
 class LayoutReader {
  public:
-  LayoutReader(const Contents& contents, const std::string& name)
+  LayoutReader(const ArchiveScan& contents, const std::string& name)
       : contents_(contents), name_(name) {}
 
   Result<std::vector<DockerImageEntry>> images() {
@@ -152,8 +84,8 @@ class LayoutReader {
   }
 
   Result<json> document(const std::string& path, const std::string& what) const {
-    auto it = contents_.small.find(path);
-    if (it == contents_.small.end()) {
+    auto it = contents_.documents.find(path);
+    if (it == contents_.documents.end()) {
       if (contents_.files.contains(path)) {
         return fail(invalid(fmt::format("{} ({}) is too large to be JSON", path, what)));
       }
@@ -273,14 +205,14 @@ class LayoutReader {
     return name + ":" + tag;
   }
 
-  const Contents& contents_;
+  const ArchiveScan& contents_;
   const std::string& name_;
 };
 
 }  // namespace
 
 Result<ImageArchive> inspectImageArchive(int fd, const std::string& name) {
-  HUTCH_TRY(Contents contents, scan(fd, name));
+  HUTCH_TRY(ArchiveScan contents, image::scanImageArchive(fd, name));
   ImageArchive result;
   // manifest.json: docker save; repositories alone: the pre-1.10 docker save format.
   if (contents.files.contains("manifest.json") || contents.files.contains("repositories")) {
@@ -317,11 +249,11 @@ Result<> writeDockerArchive(int fd, const std::vector<DockerImageEntry>& images,
   archive_write_set_format_pax_restricted(w.get());
   archive_write_set_bytes_in_last_block(w.get(), 1);
   if (archive_write_open_fd(w.get(), out) != ARCHIVE_OK) {
-    return fail(Errc::kInternal, "Cannot start the archive: " + archiveMessage(w.get()));
+    return fail(Errc::kInternal, "Cannot start the archive: " + tarError(w.get()));
   }
   auto writeError = [&](archive* a) {
     int err = archive_errno(a);
-    return Error(Errc::kInternal, "Cannot send the image archive: " + archiveMessage(a),
+    return Error(Errc::kInternal, "Cannot send the image archive: " + tarError(a),
                  err > 0 ? err : 0);
   };
   auto header = [&](const std::string& path, la_int64_t size, time_t mtime) -> Result<> {
@@ -341,7 +273,7 @@ Result<> writeDockerArchive(int fd, const std::vector<DockerImageEntry>& images,
     return fail(writeError(w.get()));
   }
 
-  HUTCH_TRY(ReadArchive r, openArchive(fd, "the image archive"));
+  HUTCH_TRY(image::TarReader r, image::openTar(fd, "the image archive"));
   std::vector<char> buf(kChunk);
   archive_entry* entry = nullptr;
   while (true) {
@@ -349,16 +281,16 @@ Result<> writeDockerArchive(int fd, const std::vector<DockerImageEntry>& images,
     if (rc == ARCHIVE_EOF) break;
     if (rc < ARCHIVE_WARN) {
       return fail(Errc::kInvalidArgument,
-                  "The image archive changed while it was read: " + archiveMessage(r.get()));
+                  "The image archive changed while it was read: " + tarError(r.get()));
     }
-    std::string path = normalName(archive_entry_pathname(entry));
+    std::string path = normalTarName(archive_entry_pathname(entry));
     if (archive_entry_filetype(entry) != AE_IFREG || wanted.erase(path) == 0) continue;
     HUTCH_TRY_VOID(header(path, archive_entry_size(entry), archive_entry_mtime(entry)));
     while (true) {
       la_ssize_t n = archive_read_data(r.get(), buf.data(), buf.size());
       if (n < 0) {
         return fail(Errc::kInvalidArgument, fmt::format("Cannot read {} from the image archive: {}",
-                                                        path, archiveMessage(r.get())));
+                                                        path, tarError(r.get())));
       }
       if (n == 0) break;
       if (archive_write_data(w.get(), buf.data(), static_cast<size_t>(n)) < 0) {

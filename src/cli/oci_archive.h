@@ -2,6 +2,8 @@
 // Debian 12's Docker (20.10) loads only `docker save` archives (a manifest.json at the top); an
 // OCI image layout (index.json, oci-layout, blobs/<alg>/<hex>) is turned into one on the fly: the
 // same blobs plus a manifest.json made from index.json and the image manifests it points to.
+// The tar is read by image/image_archive.h (openTar, scanImageArchive), as hutchd reads the
+// archives of `hutch template create --from-archive`.
 #pragma once
 
 #include <string>

@@ -109,6 +109,23 @@ int run(int argc, char** argv) {
   app.add_option("--image-kernel-template", kernel_template,
                  "The template whose kernel and initramfs boxes of OCI images boot")
       ->capture_default_str();
+  uint64_t image_pull_timeout = 3600;
+  app.add_option("--image-pull-timeout", image_pull_timeout,
+                 "Seconds each step of an image pull or archive import may take (a registry "
+                 "that hangs); past it the template create fails, timed out")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{7} * 86400));
+  uint64_t image_max_archive_mib = uint64_t{16} << 10;
+  app.add_option("--image-max-archive-mib", image_max_archive_mib,
+                 "The largest image archive a client may send (template create --from-archive), "
+                 "as sent and unpacked")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30));
+  uint64_t image_max_unpacked_mib = uint64_t{64} << 10;
+  app.add_option("--image-max-unpacked-mib", image_max_unpacked_mib,
+                 "The most an image's layers may unpack to, summed")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30));
   uint64_t image_cache_max_gib = 64;
   app.add_option("--image-cache-max-gib", image_cache_max_gib,
                  "Past this size the image cache loses its least recently used builds that no "
@@ -591,11 +608,17 @@ int run(int argc, char** argv) {
                  .authfile = state / "registries.json",
                  .insecure_registries = insecure_registries,
                  .allowed_registries = allowed_registries,
-                 .kernel_template = kernel_template}});
+                 .kernel_template = kernel_template,
+                 .apply_limits = {.max_total_bytes = image_max_unpacked_mib << 20},
+                 .pull_timeout = std::chrono::seconds(image_pull_timeout),
+                 .max_archive_bytes = image_max_archive_mib << 20}});
   template_service.removeLeftovers();
+  hutch::box::TemplateBuilder template_builder(pool, service, template_service, state / "builds",
+                                               {.max_total_bytes = image_max_archive_mib << 20});
   hutch::box::PortForwards ports(loop.get_executor(), *store, service);
   service.setObserver(&ports);
   hutch::api::registerRoutes(router, service, template_service, info);
+  hutch::api::registerBuildRoutes(router, template_builder);
   hutch::api::registerExecRoutes(router, service);
   hutch::api::registerFileRoutes(router, service);
   hutch::api::registerBoxIoRoutes(router, service, ports);
@@ -624,7 +647,10 @@ int run(int argc, char** argv) {
     return 73;
   }
   e2b_options.secret = std::move(*e2b_secret);
-  hutch::e2b::Facade e2b(loop.get_executor(), service, std::move(e2b_options));
+  e2b_options.template_dir = state / "e2b";  // E2B's template builder (docs/e2b.md "Templates")
+  hutch::e2b::Facade e2b(loop.get_executor(), service, std::move(e2b_options), &template_builder,
+                         &template_service);
+  server.addPlane(e2b.uploadPlane());
   server.addPlane(e2b.envdPlane());
   server.addPlane(e2b.controlPlane());
   // The web dashboard's static files at /ui/ (docs/dashboard.md), without a key.

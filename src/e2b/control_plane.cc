@@ -13,6 +13,7 @@
 #include "api/handlers.h"
 #include "e2b/control_model.h"
 #include "e2b/facade_internal.h"
+#include "e2b/template_build.h"
 
 namespace hutch::e2b {
 
@@ -79,7 +80,7 @@ awaitable<Reply> createFromSnapshot(box::BoxService& service, const FacadeOption
 }  // namespace
 
 awaitable<Reply> createSandbox(box::BoxService& service, const FacadeOptions& options,
-                               RequestContext& ctx) {
+                               const TemplateBuilds* builds, RequestContext& ctx) {
   auto spec = parseNewSandbox(ctx.request.body());
   if (!spec) co_return controlError(spec.error());
   // A snapshot's id or name (Sandbox.create(snapshotId)) before a template's.
@@ -87,6 +88,12 @@ awaitable<Reply> createSandbox(box::BoxService& service, const FacadeOptions& op
   if (saved) co_return co_await createFromSnapshot(service, options, ctx, *spec, *saved);
   box::BoxSpec box_spec;
   box_spec.config.template_name = mapTemplate(options.templates, spec->template_id);
+  // A template E2B's builder made ("name", "name:tag", its id): the hutch template of that tag.
+  if (builds != nullptr) {
+    auto built = builds->resolve(ctx.principal, spec->template_id);
+    if (!built) co_return controlError(built.error());
+    if (*built) box_spec.config.template_name = **built;
+  }
   box_spec.env = spec->env;
   box_spec.owner = ctx.principal.owner();
   if (spec->timeout_s > 0) {

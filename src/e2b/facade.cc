@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 
 #include "api/error_mapping.h"
 #include "e2b/facade_internal.h"
+#include "e2b/template_build.h"
 
 namespace hutch::e2b {
 
@@ -36,7 +38,8 @@ bool isRpcPath(std::string_view path) {
 }
 
 bool isControlPath(std::string_view path) {
-  for (std::string_view prefix : {"/sandboxes", "/v2/sandboxes", "/snapshots", "/templates"}) {
+  for (std::string_view prefix : {"/sandboxes", "/v2/sandboxes", "/snapshots", "/templates",
+                                  "/v2/templates", "/v3/templates"}) {
     if (path.starts_with(prefix) && (path.size() == prefix.size() || path[prefix.size()] == '/')) {
       return true;
     }
@@ -177,18 +180,33 @@ Result<std::string> loadSecret(const std::filesystem::path& path) {
   return secret;
 }
 
-Facade::Facade(asio::any_io_executor executor, box::BoxService& service, FacadeOptions options)
+Facade::Facade(asio::any_io_executor executor, box::BoxService& service, FacadeOptions options,
+               box::TemplateBuilder* builder, box::TemplateService* templates)
     : service_(service), options_(std::move(options)), state_(std::make_shared<State>()) {
   state_->executor = std::move(executor);
   using http::verb;
   auto& s = service_;
   auto st = state_;
   const FacadeOptions& o = options_;
+  // E2B's template builder: its routes before DELETE /templates/{id} of snapshots, which it
+  // takes over (a template's id first, else a snapshot's).
+  api::Route delete_snapshot = route([&s](RequestContext& ctx) { return deleteSnapshot(s, ctx); });
+  if (builder != nullptr && templates != nullptr && !options_.template_dir.empty()) {
+    auto opened = TemplateBuilds::open(state_->executor, service_, *builder, *templates,
+                                       options_.template_dir, options_);
+    if (opened) {
+      builds_ = std::move(*opened);
+      builds_->addRoutes(control_, std::move(delete_snapshot));
+    } else {
+      spdlog::error("E2B template builds are off: {}", opened.error().describe());
+    }
+  }
+  const TemplateBuilds* b = builds_.get();
   // Control plane: E2B's paths, with {box} for the sandbox id (hutch's scoper resolves it).
   for (const char* prefix : {"", "/v2"}) {
     const std::string p = prefix;
     control_.add(verb::post, p + "/sandboxes",
-                 route([&s, &o](RequestContext& ctx) { return createSandbox(s, o, ctx); }));
+                 route([&s, &o, b](RequestContext& ctx) { return createSandbox(s, o, b, ctx); }));
     control_.add(verb::get, p + "/sandboxes",
                  route([&s](RequestContext& ctx) { return listSandboxes(s, ctx); }));
     control_.add(verb::post, p + "/sandboxes/{box}/connect",
@@ -214,8 +232,7 @@ Facade::Facade(asio::any_io_executor executor, box::BoxService& service, FacadeO
                route([&s](RequestContext& ctx) { return createSnapshot(s, ctx); }));
   control_.add(verb::get, "/snapshots",
                route([&s](RequestContext& ctx) { return listSnapshots(s, ctx); }));
-  control_.add(verb::delete_, "/templates/{snapshot}",
-               route([&s](RequestContext& ctx) { return deleteSnapshot(s, ctx); }));
+  if (!builds_) control_.add(verb::delete_, "/templates/{snapshot}", std::move(delete_snapshot));
 
   // envd: Connect RPCs, /files, /health. {box} comes from the plane's authentication.
   auto rpc = [this](const char* method, api::Route r, bool stream_body = false) {
@@ -267,6 +284,16 @@ api::Plane Facade::controlPlane() {
     return isControlPath(path);
   };
   plane.router = &control_;
+  plane.render = renderControl;
+  return plane;
+}
+
+api::Plane Facade::uploadPlane() {
+  if (builds_) return builds_->uploadPlane();
+  api::Plane plane;
+  plane.name = "e2b-upload";
+  plane.claims = [](const http::request_header<>&, std::string_view) { return false; };
+  plane.router = &envd_;
   plane.render = renderControl;
   return plane;
 }

@@ -22,7 +22,14 @@
 #include "base/result.h"
 #include "box/box_service.h"
 
+namespace hutch::box {
+class TemplateBuilder;
+class TemplateService;
+}  // namespace hutch::box
+
 namespace hutch::e2b {
+
+class TemplateBuilds;
 
 struct FacadeOptions {
   std::string secret;                            // the access tokens' key (loadSecret)
@@ -30,6 +37,9 @@ struct FacadeOptions {
   // The egress policy (a preset or JSON) of sandboxes that ask for nothing or only for internet
   // access (hutchd --e2b-network-policy): E2B's default is internet access on.
   std::string network_policy = "allow-all";
+  // Where E2B's template builder keeps its templates and uploaded files (<state>/e2b); empty:
+  // no template builds.
+  std::filesystem::path template_dir;
 };
 
 // The secret in `path` (32 random bytes, made with mode 0600 on first use).
@@ -37,7 +47,10 @@ Result<std::string> loadSecret(const std::filesystem::path& path);
 
 class Facade {
  public:
-  Facade(boost::asio::any_io_executor executor, box::BoxService& service, FacadeOptions options);
+  // With `builder` and `templates` (and options.template_dir), E2B's template builder is served
+  // too (template_build.h).
+  Facade(boost::asio::any_io_executor executor, box::BoxService& service, FacadeOptions options,
+         box::TemplateBuilder* builder = nullptr, box::TemplateService* templates = nullptr);
   ~Facade();
   Facade(const Facade&) = delete;
   Facade& operator=(const Facade&) = delete;
@@ -45,6 +58,9 @@ class Facade {
   // The two planes, for HttpServer::addPlane (envd first: it claims by header).
   api::Plane envdPlane();
   api::Plane controlPlane();
+  // The upload URLs of E2B's template builder (they carry their own authorization); a plane
+  // that claims nothing without the builder.
+  api::Plane uploadPlane();
 
   struct State;  // processes and watchers by box (facade.cc)
 
@@ -54,6 +70,7 @@ class Facade {
   api::ApiRouter control_;
   api::ApiRouter envd_;
   std::shared_ptr<State> state_;
+  std::unique_ptr<TemplateBuilds> builds_;
 };
 
 }  // namespace hutch::e2b

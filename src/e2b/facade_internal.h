@@ -90,7 +90,9 @@ using Service = box::BoxService;
 using Shared = std::shared_ptr<State>;
 
 // control_plane.cc
-asio::awaitable<Reply> createSandbox(Service& s, const FacadeOptions& o, Ctx& ctx);
+// `builds` (null without E2B's template builder) resolves the templates it made.
+asio::awaitable<Reply> createSandbox(Service& s, const FacadeOptions& o,
+                                     const TemplateBuilds* builds, Ctx& ctx);
 asio::awaitable<Reply> getSandbox(Service& s, Ctx& ctx);
 asio::awaitable<Reply> listSandboxes(Service& s, Ctx& ctx);
 asio::awaitable<Reply> killSandbox(Service& s, Ctx& ctx);

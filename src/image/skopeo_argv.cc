@@ -7,6 +7,9 @@ namespace hutch::image {
 void SkopeoGlobal::appendTo(Argv& argv) const {
   if (!policy.empty()) argv.insert(argv.end(), {"--policy", policy.string()});
   if (!tmpdir.empty()) argv.insert(argv.end(), {"--tmpdir", tmpdir.string()});
+  if (command_timeout.count() > 0) {
+    argv.insert(argv.end(), {"--command-timeout", std::to_string(command_timeout.count()) + "s"});
+  }
 }
 
 void RegistryAccess::appendTo(Argv& argv, std::string_view prefix) const {

@@ -5,6 +5,7 @@
 // here starts a process, so it is all tested on the rendered argv.
 #pragma once
 
+#include <chrono>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -15,10 +16,14 @@ using Argv = std::vector<std::string>;
 
 // How to reach one registry. Global options first (before the verb), then the verb's own:
 // --policy FILE (hutch's policy: accept any image; digests are checked by skopeo and again by
-// hutch), --tmpdir DIR (blobs being fetched, on the state directory's filesystem, not /var/tmp).
+// hutch), --tmpdir DIR (blobs being fetched, on the state directory's filesystem, not /var/tmp),
+// --command-timeout Ns (skopeo 1.9 and later: the whole command, retries included, ends with
+// "context deadline exceeded" past it; a registry that stops sending mid-blob or never answers
+// cannot hold a pull for ever).
 struct SkopeoGlobal {
-  std::filesystem::path policy;  // empty: skopeo's default (/etc/containers/policy.json)
-  std::filesystem::path tmpdir;  // empty: skopeo's default
+  std::filesystem::path policy;             // empty: skopeo's default (/etc/containers/policy.json)
+  std::filesystem::path tmpdir;             // empty: skopeo's default
+  std::chrono::seconds command_timeout{0};  // zero: none
   void appendTo(Argv& argv) const;
 };
 

@@ -85,5 +85,39 @@ TEST(SkopeoArgvTest, CopyFromAnArchiveTakesNoRegistryOptions) {
   EXPECT_EQ(copy.render(), want);
 }
 
+TEST(SkopeoArgvTest, ACommandTimeoutIsAGlobalOptionInGoDurationForm) {
+  SkopeoCopy copy{
+      .global = {.policy = "/p.json", .tmpdir = "/t", .command_timeout = std::chrono::minutes(30)},
+      .access = {.insecure = true},
+      .source = "docker://127.0.0.1:5000/app@sha256:ab",
+      .layout = "/l",
+      .ref_name = "image",
+      .shared_blobs = "/b"};
+  Argv want = {"skopeo",
+               "--policy",
+               "/p.json",
+               "--tmpdir",
+               "/t",
+               "--command-timeout",
+               "1800s",
+               "copy",
+               "--src-no-creds",
+               "--src-tls-verify=false",
+               "--retry-times",
+               "3",
+               "--dest-shared-blob-dir",
+               "/b",
+               "docker://127.0.0.1:5000/app@sha256:ab",
+               "oci:/l:image"};
+  EXPECT_EQ(copy.render(), want);
+  SkopeoInspect inspect{.global = {.command_timeout = std::chrono::seconds(20)},
+                        .image = "docker://r.example/a:1",
+                        .retries = 0};
+  Argv inspect_want = {
+      "skopeo", "--command-timeout",     "20s", "inspect", "--raw", "--no-creds", "--retry-times",
+      "0",      "docker://r.example/a:1"};
+  EXPECT_EQ(inspect.render(), inspect_want);
+}
+
 }  // namespace
 }  // namespace hutch::image

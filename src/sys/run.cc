@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <optional>
+#include <string>
 
 #include "base/unique_fd.h"
 #include "sys/pidfd.h"
@@ -33,10 +35,49 @@ Result<std::string> outcome(const std::string& tool, ExitStatus how, std::string
   return output;
 }
 
+// RunLimits as the loops reading a tool's output use them: how long a poll may wait, and
+// whether the tool must be stopped now (the error to return once it is).
+class Stopper {
+ public:
+  Stopper(const std::string& tool, const RunLimits& limits)
+      : tool_(tool),
+        limits_(limits),
+        deadline_(std::chrono::steady_clock::now() + limits.timeout) {}
+
+  // -1 (no limit: wait for output) or 100 ms.
+  int pollMs() const { return limits_.timeout.count() > 0 || limits_.cancel ? 100 : -1; }
+
+  // Kills `pid` and keeps the reason when a limit was reached; true then.
+  bool stopIfDue(pid_t pid) {
+    if (error_) return true;
+    if (limits_.cancel && limits_.cancel->load()) {
+      error_ = Error(Errc::kCancelled, tool_ + " was stopped: its result is no longer wanted");
+    } else if (limits_.timeout.count() > 0 && std::chrono::steady_clock::now() >= deadline_) {
+      error_ = Error(Errc::kTimeout,
+                     fmt(tool_ + " did not finish within ", limits_.timeout) + " and was stopped");
+    }
+    if (error_) ::kill(pid, SIGKILL);
+    return error_.has_value();
+  }
+  const std::optional<Error>& error() const { return error_; }
+
+ private:
+  static std::string fmt(const std::string& head, std::chrono::milliseconds timeout) {
+    if (timeout.count() % 1000 == 0) return head + std::to_string(timeout.count() / 1000) + " s";
+    return head + std::to_string(timeout.count()) + " ms";
+  }
+
+  std::string tool_;
+  RunLimits limits_;
+  std::chrono::steady_clock::time_point deadline_;
+  std::optional<Error> error_;
+};
+
 }  // namespace
 
 Result<std::string> runCapture(std::vector<std::string> argv,
-                               const std::function<void(std::string_view)>& on_output) {
+                               const std::function<void(std::string_view)>& on_output,
+                               const RunLimits& limits) {
   int pipefd[2];
   if (::pipe2(pipefd, O_CLOEXEC) != 0) return fail(sysError("Cannot create a pipe", errno));
   UniqueFd read_end(pipefd[0]);
@@ -45,17 +86,28 @@ Result<std::string> runCapture(std::vector<std::string> argv,
   HUTCH_TRY(pid_t pid,
             spawn({.argv = std::move(argv), .fds = {{write_end.get(), 1}, {write_end.get(), 2}}}));
   write_end.reset();
+  Stopper stopper(tool, limits);
   std::string output;
   char buf[4096];
-  ssize_t n;
-  while ((n = ::read(read_end.get(), buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
-    if (n > 0 && output.size() < kKeptOutput) output.append(buf, static_cast<size_t>(n));
-    if (n > 0 && on_output) on_output(std::string_view(buf, static_cast<size_t>(n)));
+  pollfd readable{read_end.get(), POLLIN, 0};
+  while (!stopper.stopIfDue(pid)) {
+    const int ready = ::poll(&readable, 1, stopper.pollMs());
+    if (ready == 0 || (ready < 0 && errno == EINTR)) continue;
+    if (ready < 0) break;
+    const ssize_t n = ::read(read_end.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    if (output.size() < kKeptOutput) output.append(buf, static_cast<size_t>(n));
+    if (on_output) on_output(std::string_view(buf, static_cast<size_t>(n)));
   }
-  return outcome(tool, waitFor(pid), std::move(output));
+  read_end.reset();
+  ExitStatus how = waitFor(pid);
+  if (stopper.error()) return fail(*stopper.error());
+  return outcome(tool, how, std::move(output));
 }
 
-Result<std::string> runStdout(std::vector<std::string> argv, size_t limit) {
+Result<std::string> runStdout(std::vector<std::string> argv, size_t limit,
+                              const RunLimits& limits) {
   int out_pipe[2];
   int err_pipe[2];
   if (::pipe2(out_pipe, O_CLOEXEC) != 0) return fail(sysError("Cannot create a pipe", errno));
@@ -73,9 +125,12 @@ Result<std::string> runStdout(std::vector<std::string> argv, size_t limit) {
   std::string out;
   std::string err;
   bool too_much = false;
+  Stopper stopper(tool, limits);
   pollfd fds[2] = {{out_read.get(), POLLIN, 0}, {err_read.get(), POLLIN, 0}};
-  while (!too_much && (fds[0].fd >= 0 || fds[1].fd >= 0)) {
-    if (::poll(fds, 2, -1) < 0) {
+  while (!too_much && (fds[0].fd >= 0 || fds[1].fd >= 0) && !stopper.stopIfDue(pid)) {
+    const int ready = ::poll(fds, 2, stopper.pollMs());
+    if (ready == 0) continue;
+    if (ready < 0) {
       if (errno == EINTR) continue;
       break;
     }
@@ -102,6 +157,7 @@ Result<std::string> runStdout(std::vector<std::string> argv, size_t limit) {
   out_read.reset();
   err_read.reset();
   ExitStatus how = waitFor(pid);
+  if (stopper.error()) return fail(*stopper.error());
   if (too_much) {
     return fail(Errc::kResourceExhausted,
                 tool + " wrote more than " + std::to_string(limit) + " bytes; it was stopped");

@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <string>
+#include <thread>
 
 #include "sys/files.h"
 
@@ -74,6 +76,55 @@ TEST(RunStdoutTest, MoreThanTheLimitStopsTheTool) {
   auto out = runStdout({"sh", "-c", "yes hostile"}, 4096);
   ASSERT_FALSE(out);
   EXPECT_EQ(out.error().code(), Errc::kResourceExhausted);
+}
+
+// The bounds below only prove that the tool was stopped (it would run for ten minutes).
+constexpr auto kStopped = std::chrono::seconds(60);
+
+TEST(RunLimitsTest, AToolPastItsTimeoutIsKilledAndSaysSo) {
+  const auto start = std::chrono::steady_clock::now();
+  std::string seen;
+  auto out = runCapture({"sh", "-c", "echo started; exec sleep 600"},
+                        [&seen](std::string_view piece) { seen += piece; },
+                        {.timeout = std::chrono::milliseconds(300)});
+  ASSERT_FALSE(out);
+  EXPECT_EQ(out.error().code(), Errc::kTimeout);
+  EXPECT_NE(out.error().message().find("did not finish within 300 ms"), std::string::npos)
+      << out.error().message();
+  EXPECT_EQ(seen, "started\n");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, kStopped);
+
+  auto quiet =
+      runStdout({"sh", "-c", "exec sleep 600"}, 1024, {.timeout = std::chrono::seconds(1)});
+  ASSERT_FALSE(quiet);
+  EXPECT_EQ(quiet.error().code(), Errc::kTimeout);
+  EXPECT_NE(quiet.error().message().find("within 1 s"), std::string::npos);
+}
+
+TEST(RunLimitsTest, ACancelledToolIsKilled) {
+  auto cancel = std::make_shared<std::atomic<bool>>(false);
+  std::thread canceller([cancel] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    cancel->store(true);
+  });
+  const auto start = std::chrono::steady_clock::now();
+  auto out = runCapture({"sh", "-c", "exec sleep 600"}, {}, {.cancel = cancel});
+  canceller.join();
+  ASSERT_FALSE(out);
+  EXPECT_EQ(out.error().code(), Errc::kCancelled);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, kStopped);
+  // Set before the start: the tool does not get to run on.
+  auto again = runStdout({"sh", "-c", "exec sleep 600"}, 1024, {.cancel = cancel});
+  ASSERT_FALSE(again);
+  EXPECT_EQ(again.error().code(), Errc::kCancelled);
+}
+
+TEST(RunLimitsTest, AToolThatEndsInTimeIsNotStopped) {
+  auto out = runCapture(
+      {"sh", "-c", "echo fine"}, {},
+      {.timeout = std::chrono::seconds(60), .cancel = std::make_shared<std::atomic<bool>>(false)});
+  ASSERT_TRUE(out) << out.error().describe();
+  EXPECT_EQ(*out, "fine\n");
 }
 
 }  // namespace

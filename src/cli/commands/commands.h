@@ -78,9 +78,47 @@ int cmdTemplateList(const ApiClient& client, const Output& out);
 struct TemplateSource {
   std::string box;
   std::string image;
+  std::string archive;        // FILE, DIR (an OCI image layout) or "-" (stdin)
+  std::string archive_image;  // the archive's image to use (--image), when it holds several
 };
 int cmdTemplateCreate(const ApiClient& client, const Output& out, const std::string& name,
                       const TemplateSource& from);
+// Sends from.archive as POST /v1/templates/NAME/archive; its NDJSON lines go to on_line
+// (template_archive.cc).
+Result<> sendTemplateArchive(const ApiClient& client, const Output& out, const std::string& name,
+                             const TemplateSource& from,
+                             const std::function<void(const nlohmann::json&)>& on_line);
+// The lines of a streamed template making (recipe build, image pull, archive, Dockerfile):
+// progress to stderr as it comes (not with --json), then the template or the error.
+class TemplateStream {
+ public:
+  explicit TemplateStream(const Output& out) : out_(out) {}
+  void onLine(const nlohmann::json& line);
+  // The template, or why there is none (the stream's own failure first).
+  Result<nlohmann::json> result(const Result<>& streamed) const;
+
+ private:
+  const Output& out_;
+  nlohmann::json made_;
+  std::optional<Error> failed_;
+};
+// hutch template build NAME -f Dockerfile [CONTEXT] (build.cc).
+struct DockerfileBuild {
+  std::string name;
+  std::string dockerfile;               // "": CONTEXT/Dockerfile
+  std::string context;                  // "": .
+  std::vector<std::string> build_args;  // NAME=VALUE, or NAME (its value from the environment)
+  std::string target;
+  std::string start_cmd;
+  std::string ready_cmd;
+  std::string network_policy;
+  bool no_cache = false;
+  unsigned cpus = 0;  // 0: hutchd's default for builds
+  uint64_t memory_mib = 0;
+  uint64_t disk_mib = 0;
+};
+int cmdTemplateBuildDockerfile(const ApiClient& client, const Output& out,
+                               const DockerfileBuild& build);
 // hutch registry login -u USER HOST (the password on stdin) | logout HOST | ls.
 int cmdRegistryLogin(const ApiClient& client, const Output& out, const std::string& registry,
                      const std::string& username);

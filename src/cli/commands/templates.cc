@@ -1,4 +1,5 @@
-// hutch template ls | build NAME | create --from BOX|--from-image REF NAME | rm NAME;
+// hutch template ls | build NAME | create --from BOX|--from-image REF|--from-archive FILE NAME |
+// rm NAME;
 // hutch image prune
 #include <fmt/format.h>
 #include <unistd.h>
@@ -43,29 +44,22 @@ int cmdTemplateCreate(const ApiClient& client, const Output& out, const std::str
   if (!from.image.empty()) body["from_image"] = from.image;
   Result<nlohmann::json> made = nlohmann::json();
   if (from_box.empty()) {
-    if (!out.json && from.image.empty()) {
+    if (!out.json && !from.archive.empty()) {
+      fmt::print(stderr, "Making template {} from the archive {}\n", name,
+                 from.archive == "-" ? "on stdin" : from.archive);
+    } else if (!out.json && from.image.empty()) {
       fmt::print(stderr, "Building template {} (the first build of a recipe takes minutes)\n",
                  name);
     } else if (!out.json) {
       fmt::print(stderr, "Making template {} from image {}\n", name, from.image);
     }
-    // The build's output as it comes, then the template (or the error).
-    std::optional<Error> failed;
-    auto streamed =
-        client.streamLines(verb::post, "/v1/templates", body, [&](const nlohmann::json& line) {
-          if (line.contains("progress") && line["progress"].is_string()) {
-            if (!out.json) fmt::print(stderr, "  {}\n", line["progress"].get<std::string>());
-          } else if (line.contains("template")) {
-            made = line["template"];
-          } else if (line.contains("error")) {
-            failed = api::errorFromResponse(500, line.dump());
-          }
-        });
-    if (!streamed) return reportError(out, streamed.error());
-    if (failed) return reportError(out, *failed);
-    if (made->is_null()) {
-      return reportError(out, Error(Errc::kProtocol, "hutchd ended the build without a result"));
-    }
+    TemplateStream stream(out);
+    auto on_line = [&stream](const nlohmann::json& line) { stream.onLine(line); };
+    auto streamed = from.archive.empty()
+                        ? client.streamLines(verb::post, "/v1/templates", body, on_line)
+                        : sendTemplateArchive(client, out, name, from, on_line);
+    made = stream.result(streamed);
+    if (!made) return reportError(out, made.error());
   } else {
     if (!out.json)
       fmt::print(stderr, "Freezing the disk of box {} as template {}\n", from_box, name);
@@ -78,6 +72,23 @@ int cmdTemplateCreate(const ApiClient& client, const Output& out, const std::str
     fmt::print("{}\n", name);
   }
   return 0;
+}
+
+void TemplateStream::onLine(const nlohmann::json& line) {
+  if (line.contains("progress") && line["progress"].is_string()) {
+    if (!out_.json) fmt::print(stderr, "  {}\n", line["progress"].get<std::string>());
+  } else if (line.contains("template")) {
+    made_ = line["template"];
+  } else if (line.contains("error")) {
+    failed_ = api::errorFromResponse(500, line.dump());
+  }
+}
+
+Result<nlohmann::json> TemplateStream::result(const Result<>& streamed) const {
+  if (!streamed) return fail(streamed.error());
+  if (failed_) return fail(*failed_);
+  if (made_.is_null()) return fail(Errc::kProtocol, "hutchd ended the build without a result");
+  return made_;
 }
 
 int cmdImagePrune(const ApiClient& client, const Output& out, bool dry_run,

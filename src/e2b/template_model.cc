@@ -1,0 +1,467 @@
+#include "e2b/template_model.h"
+
+#include <fmt/format.h>
+#include <openssl/crypto.h>
+#include <openssl/hmac.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <ctime>
+
+#include "api/encoding.h"
+#include "box/box.h"
+#include "e2b/model.h"
+
+namespace hutch::e2b {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool nameChar(char c, bool upper) {
+  const auto u = static_cast<unsigned char>(c);
+  if (std::isdigit(u) || std::islower(u) || c == '_' || c == '.' || c == '-') return true;
+  return upper && std::isupper(u);
+}
+
+Result<> checkName(std::string_view text, bool upper, std::string_view what) {
+  bool good =
+      !text.empty() && text.size() <= 63 && std::isalnum(static_cast<unsigned char>(text[0]));
+  for (char c : text) good = good && nameChar(c, upper);
+  if (good) return ok();
+  return fail(Errc::kInvalidArgument,
+              fmt::format("Invalid template {} '{}': use 1 to 63 {}letters, digits, '_', '.' or "
+                          "'-', starting with a letter or digit",
+                          what, text, upper ? "" : "lowercase "));
+}
+
+Result<std::string> stringField(const json& j, const char* key, bool required) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) {
+    if (required) return fail(Errc::kInvalidArgument, fmt::format("{} is required", key));
+    return std::string();
+  }
+  if (!it->is_string())
+    return fail(Errc::kInvalidArgument, fmt::format("{} must be a string", key));
+  return it->get<std::string>();
+}
+
+Result<bool> boolField(const json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return false;
+  if (!it->is_boolean())
+    return fail(Errc::kInvalidArgument, fmt::format("{} must be a boolean", key));
+  return it->get<bool>();
+}
+
+// A file mode as E2B's SDKs send it ("0755"), or nullopt for "".
+Result<std::optional<uint32_t>> parseMode(const std::string& text) {
+  if (text.empty()) return std::optional<uint32_t>();
+  uint32_t mode = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), mode, 8);
+  if (ec != std::errc() || end != text.data() + text.size() || mode > 07777) {
+    return fail(
+        Errc::kInvalidArgument,
+        fmt::format("COPY's mode must be octal permission bits (\"0755\"), not '{}'", text));
+  }
+  return std::optional<uint32_t>(mode);
+}
+
+std::string shellQuote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
+
+}  // namespace
+
+Result<> validateTag(std::string_view tag) {
+  return checkName(tag, true, "tag");
+}
+
+Result<TemplateRef> parseTemplateRef(std::string_view text) {
+  TemplateRef ref;
+  const size_t colon = text.find(':');
+  ref.name = std::string(text.substr(0, colon));
+  ref.tag = colon == std::string_view::npos ? std::string(kDefaultTag)
+                                            : std::string(text.substr(colon + 1));
+  HUTCH_TRY_VOID(checkName(ref.name, false, "name"));
+  HUTCH_TRY_VOID(validateTag(ref.tag));
+  return ref;
+}
+
+Result<NewTemplate> parseNewTemplate(std::string_view body) {
+  HUTCH_TRY(json j, parseMessage(body));
+  NewTemplate out;
+  HUTCH_TRY(std::string name, stringField(j, "name", true));
+  HUTCH_TRY(out.ref, parseTemplateRef(name));
+  out.tags.push_back(out.ref.tag);
+  if (auto it = j.find("tags"); it != j.end() && !it->is_null()) {
+    if (!it->is_array()) return fail(Errc::kInvalidArgument, "tags must be a list of strings");
+    for (const json& t : *it) {
+      if (!t.is_string()) return fail(Errc::kInvalidArgument, "tags must be a list of strings");
+      const std::string tag = t.get<std::string>();
+      HUTCH_TRY_VOID(validateTag(tag));
+      if (std::find(out.tags.begin(), out.tags.end(), tag) == out.tags.end()) {
+        out.tags.push_back(tag);
+      }
+    }
+  }
+  auto number = [&](const char* key, uint64_t max, uint64_t& into) -> Result<> {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) return ok();
+    if (!it->is_number_integer() || it->get<int64_t>() < 1 || it->get<uint64_t>() > max) {
+      return fail(Errc::kInvalidArgument,
+                  fmt::format("{} must be a whole number from 1 to {}", key, max));
+    }
+    into = it->get<uint64_t>();
+    return ok();
+  };
+  uint64_t cpus = out.cpus;
+  HUTCH_TRY_VOID(number("cpuCount", 64, cpus));
+  out.cpus = static_cast<unsigned>(cpus);
+  HUTCH_TRY_VOID(number("memoryMB", uint64_t{1} << 20, out.memory_mib));
+  return out;
+}
+
+Result<BuildStart> parseBuildStart(std::string_view body) {
+  HUTCH_TRY(json j, parseMessage(body));
+  BuildStart out;
+  HUTCH_TRY(out.from_image, stringField(j, "fromImage", false));
+  HUTCH_TRY(out.from_template, stringField(j, "fromTemplate", false));
+  HUTCH_TRY(out.start_cmd, stringField(j, "startCmd", false));
+  HUTCH_TRY(out.ready_cmd, stringField(j, "readyCmd", false));
+  HUTCH_TRY(out.force, boolField(j, "force"));
+  if (auto it = j.find("fromImageRegistry"); it != j.end() && !it->is_null()) {
+    return fail(Errc::kUnsupported,
+                "fromImageRegistry is not supported: hutchd pulls with the credentials kept on "
+                "its host (hutch registry login HOST), never with a build's own");
+  }
+  if (out.from_image.empty() && out.from_template.empty()) {
+    return fail(Errc::kInvalidArgument, "A build needs fromImage or fromTemplate");
+  }
+  if (auto it = j.find("steps"); it != j.end() && !it->is_null()) {
+    if (!it->is_array()) return fail(Errc::kInvalidArgument, "steps must be a list");
+    for (const json& s : *it) {
+      if (!s.is_object()) return fail(Errc::kInvalidArgument, "Each step must be an object");
+      E2bStep step;
+      HUTCH_TRY(step.type, stringField(s, "type", true));
+      HUTCH_TRY(step.force, boolField(s, "force"));
+      HUTCH_TRY(step.files_hash, stringField(s, "filesHash", false));
+      if (auto a = s.find("args"); a != s.end() && !a->is_null()) {
+        if (!a->is_array()) return fail(Errc::kInvalidArgument, "A step's args must be a list");
+        for (const json& arg : *a) {
+          if (!arg.is_string()) {
+            return fail(Errc::kInvalidArgument, "A step's args must be strings");
+          }
+          step.args.push_back(arg.get<std::string>());
+        }
+      }
+      out.steps.push_back(std::move(step));
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> runArgv(const std::string& cmd) {
+  return {"/bin/sh", "-c",
+          "if [ -x /bin/bash ]; then exec /bin/bash -l -c \"$1\"; fi; exec /bin/sh -c \"$1\"", "sh",
+          cmd};
+}
+
+std::string globBase(std::string_view src) {
+  // doublestar.SplitPattern(src + "/"): up to the last '/' before the first meta character.
+  std::string p(src);
+  if (p.empty() || p.back() != '/') p += '/';
+  size_t meta = p.find_first_of("*?[{");
+  size_t slash = p.rfind('/', meta == std::string::npos ? std::string::npos : meta);
+  if (slash == std::string::npos) return ".";
+  std::string base = p.substr(0, slash);
+  return base.empty() ? "/" : base;
+}
+
+Result<std::vector<box::CopyItem>> copyItems(const fs::path& root, const std::string& src,
+                                             const std::string& dest, const std::string& mode) {
+  HUTCH_TRY(std::optional<uint32_t> chmod, parseMode(mode));
+  if (dest.empty()) return fail(Errc::kInvalidArgument, "COPY needs a destination");
+  // The entry the glob's fixed part names, inside the upload: never outside it.
+  fs::path rel = fs::path(globBase(src)).lexically_normal();
+  if (rel.is_absolute() || *rel.begin() == "..") {
+    return fail(Errc::kInvalidArgument,
+                fmt::format("COPY's source '{}' is not inside the build's context", src));
+  }
+  const fs::path entry = (root / rel).lexically_normal();
+  std::error_code ec;
+  const fs::file_status st = fs::symlink_status(entry, ec);
+  if (ec || st.type() == fs::file_type::not_found) {
+    return fail(Errc::kInvalidArgument,
+                fmt::format("COPY's source '{}' is not in the uploaded files", src));
+  }
+  // Nothing on the way to the entry may be a symlink (the upload's tree is hostile).
+  for (fs::path p = entry.parent_path(); p.string().size() > root.string().size();
+       p = p.parent_path()) {
+    if (fs::is_symlink(fs::symlink_status(p, ec))) {
+      return fail(Errc::kInvalidArgument,
+                  fmt::format("COPY's source '{}' goes through a symlink", src));
+    }
+  }
+  auto fileItem = [&](const fs::path& host, const std::string& target,
+                      fs::file_type type) -> Result<box::CopyItem> {
+    box::CopyItem item;
+    item.target = target;
+    struct stat sb {};
+    if (::lstat(host.c_str(), &sb) != 0) {
+      return fail(Errc::kInternal, fmt::format("Cannot read {}", host.string()));
+    }
+    item.mode = chmod ? *chmod : (sb.st_mode & 07777);
+    if (type == fs::file_type::symlink) {
+      item.type = box::CopyItem::Type::kSymlink;
+      item.link = fs::read_symlink(host, ec).string();
+      if (ec) return fail(Errc::kInternal, fmt::format("Cannot read {}", host.string()));
+    } else if (type == fs::file_type::directory) {
+      item.type = box::CopyItem::Type::kDirectory;
+      if (!chmod) item.mode = sb.st_mode & 07777;
+    } else {
+      item.type = box::CopyItem::Type::kFile;
+      item.source = host;
+    }
+    return item;
+  };
+  std::vector<box::CopyItem> items;
+  const bool into = dest.back() == '/';
+  if (st.type() == fs::file_type::regular || st.type() == fs::file_type::symlink) {
+    std::string target = dest;
+    if (into) target += entry.filename().string();
+    HUTCH_TRY(box::CopyItem item, fileItem(entry, target, st.type()));
+    items.push_back(std::move(item));
+    return items;
+  }
+  if (st.type() != fs::file_type::directory) {
+    return fail(
+        Errc::kInvalidArgument,
+        fmt::format("COPY's source '{}' is neither a file, a directory nor a symlink", src));
+  }
+  // A directory: its contents merged into dest (made if missing).
+  std::string base = dest;
+  while (base.size() > 1 && base.back() == '/') base.pop_back();
+  std::vector<fs::directory_entry> entries;
+  for (auto it = fs::recursive_directory_iterator(entry, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    entries.push_back(*it);
+  }
+  if (ec)
+    return fail(Errc::kInternal, fmt::format("Cannot read {}: {}", entry.string(), ec.message()));
+  // Parents before children, in a stable order.
+  std::sort(entries.begin(), entries.end(),
+            [](const auto& a, const auto& b) { return a.path() < b.path(); });
+  if (entries.empty() && base != "/") {
+    // An empty directory still makes dest.
+    box::CopyItem top;
+    top.type = box::CopyItem::Type::kDirectory;
+    top.target = base;
+    top.mode = chmod ? *chmod : 0755;
+    items.push_back(top);
+  }
+  for (const auto& e : entries) {
+    const fs::file_type type = e.symlink_status().type();
+    if (type != fs::file_type::regular && type != fs::file_type::directory &&
+        type != fs::file_type::symlink) {
+      continue;  // the upload's reader makes no devices or fifos; nothing else to copy
+    }
+    const std::string r = e.path().lexically_relative(entry).generic_string();
+    std::string target = base == "/" ? "/" + r : base + "/" + r;
+    HUTCH_TRY(box::CopyItem item, fileItem(e.path(), target, type));
+    items.push_back(std::move(item));
+  }
+  return items;
+}
+
+Result<E2bPlan> planBuild(const BuildStart& start, const std::string& base_template,
+                          const FilesLookup& files) {
+  E2bPlan out;
+  box::BuildPlan& plan = out.plan;
+  if (!start.from_template.empty()) {
+    plan.base_template = base_template;
+  } else {
+    plan.base_image = start.from_image;
+  }
+  plan.start_cmd = start.start_cmd;
+  plan.ready_cmd = start.ready_cmd;
+  std::string user;  // the USER so far ("": the base's)
+  int index = 0;
+  auto add = [&](box::BuildStep step) {
+    out.origin.push_back(index);
+    plan.steps.push_back(std::move(step));
+  };
+  for (const E2bStep& s : start.steps) {
+    ++index;
+    auto need = [&](size_t n, const char* what) -> Result<> {
+      if (s.args.size() >= n) return ok();
+      return fail(Errc::kInvalidArgument, fmt::format("Step {}: {} needs {}", index, s.type, what));
+    };
+    box::BuildStep step;
+    step.force = s.force || (start.force && index == 1);
+    if (s.type == "RUN") {
+      HUTCH_TRY_VOID(need(1, "a command"));
+      step.kind = box::BuildStep::Kind::kRun;
+      step.text = "RUN " + s.args[0];
+      step.argv = runArgv(s.args[0]);
+      if (s.args.size() > 1) step.user = s.args[1];
+    } else if (s.type == "COPY") {
+      HUTCH_TRY_VOID(need(2, "a source and a destination"));
+      if (!validFilesHash(s.files_hash)) {
+        return fail(Errc::kInvalidArgument,
+                    fmt::format("Step {}: COPY needs filesHash (64 hex digits)", index));
+      }
+      auto dir = files(s.files_hash);
+      if (!dir) {
+        return fail(Errc::kFailedPrecondition,
+                    fmt::format("Step {}: the files of COPY {} were not uploaded (hash {})", index,
+                                s.args[0], s.files_hash));
+      }
+      const std::string owner = s.args.size() > 2 && !s.args[2].empty() ? s.args[2] : user;
+      const std::string mode = s.args.size() > 3 ? s.args[3] : "";
+      auto items = copyItems(*dir, s.args[0], s.args[1], mode);
+      if (!items) return fail(items.error().withContext(fmt::format("Step {}", index)));
+      step.kind = box::BuildStep::Kind::kCopy;
+      step.text = fmt::format("COPY {} {}", s.args[0], s.args[1]);
+      step.items = std::move(*items);
+      step.chown = owner == "root" ? "" : owner;
+    } else if (s.type == "ENV") {
+      if (s.args.size() % 2 != 0) {
+        return fail(Errc::kInvalidArgument,
+                    fmt::format("Step {}: ENV takes names and values in pairs", index));
+      }
+      step.kind = box::BuildStep::Kind::kEnv;
+      step.text = "ENV";
+      for (size_t i = 0; i < s.args.size(); i += 2) {
+        if (s.args[i].empty() || s.args[i].find('=') != std::string::npos) {
+          return fail(Errc::kInvalidArgument,
+                      fmt::format("Step {}: '{}' is not a variable name", index, s.args[i]));
+        }
+        step.env.emplace_back(s.args[i], s.args[i + 1]);
+        step.text += fmt::format(" {}={}", s.args[i], s.args[i + 1]);
+      }
+    } else if (s.type == "WORKDIR") {
+      HUTCH_TRY_VOID(need(1, "a path"));
+      step.kind = box::BuildStep::Kind::kWorkdir;
+      step.text = "WORKDIR " + s.args[0];
+      step.path = s.args[0];
+    } else if (s.type == "USER") {
+      HUTCH_TRY_VOID(need(1, "a user"));
+      HUTCH_TRY_VOID(checkName(s.args[0], false, "user"));
+      user = s.args[0];
+      if (user != "root") {
+        // E2B makes the user when the box has none of that name.
+        box::BuildStep make;
+        make.kind = box::BuildStep::Kind::kRun;
+        make.text = "USER " + user + " (made if missing)";
+        const std::string q = shellQuote(user);
+        make.argv = {"/bin/sh", "-c",
+                     fmt::format("id -u {0} >/dev/null 2>&1 || adduser --disabled-password "
+                                 "--gecos '' {0} >/dev/null 2>&1 || useradd -m {0}",
+                                 q)};
+        make.user = "root";
+        make.force = step.force;
+        step.force = false;
+        add(std::move(make));
+      }
+      step.kind = box::BuildStep::Kind::kUser;
+      step.text = "USER " + user;
+      step.user = user;
+    } else {
+      return fail(Errc::kInvalidArgument,
+                  fmt::format("Step {}: unknown step type '{}' (COPY, ENV, RUN, WORKDIR, USER)",
+                              index, s.type));
+    }
+    add(std::move(step));
+  }
+  return out;
+}
+
+std::string stepLabel(int engine_step, const std::vector<int>& origin) {
+  if (engine_step == box::BuildLog::kFinalizeStep) return "finalize";
+  if (engine_step < 0 || static_cast<size_t>(engine_step) >= origin.size()) return "base";
+  return std::to_string(origin[static_cast<size_t>(engine_step)]);
+}
+
+json logEntryJson(const LogLine& line) {
+  const int64_t seconds = line.unix_ms / 1000;
+  std::string stamp = rfc3339(seconds);
+  stamp.insert(stamp.size() - 1, fmt::format(".{:03}", line.unix_ms % 1000));
+  json j{{"timestamp", stamp}, {"level", line.level}, {"message", line.message}};
+  if (!line.step.empty()) j["step"] = line.step;
+  return j;
+}
+
+json buildInfoJson(const std::string& template_id, const std::string& build_id,
+                   std::string_view status, const std::vector<LogLine>& lines, size_t offset,
+                   const std::optional<LogLine>& reason) {
+  json entries = json::array();
+  json logs = json::array();
+  for (size_t i = offset; i < lines.size() && entries.size() < kLogPage; ++i) {
+    entries.push_back(logEntryJson(lines[i]));
+    logs.push_back(lines[i].message);
+  }
+  json j{{"templateID", template_id},
+         {"buildID", build_id},
+         {"status", status},
+         {"logEntries", entries},
+         {"logs", logs}};
+  if (reason) {
+    json r{{"message", reason->message}, {"logEntries", json::array()}};
+    if (!reason->step.empty()) r["step"] = reason->step;
+    j["reason"] = r;
+  }
+  return j;
+}
+
+std::string uploadToken(std::string_view secret, std::string_view owner, std::string_view hash,
+                        int64_t expires) {
+  const std::string message = fmt::format("hutch-e2b-upload:{}:{}:{}", owner, hash, expires);
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
+       reinterpret_cast<const unsigned char*>(message.data()), message.size(), mac, &n);
+  return api::hexEncode(mac, n);
+}
+
+Result<> checkUploadToken(std::string_view secret, std::string_view owner, std::string_view hash,
+                          std::string_view expires, std::string_view token, int64_t now) {
+  int64_t when = 0;
+  auto [end, ec] = std::from_chars(expires.data(), expires.data() + expires.size(), when);
+  if (ec != std::errc() || end != expires.data() + expires.size() || token.empty()) {
+    return fail(Errc::kUnauthenticated,
+                "This upload URL is not one hutchd gave out: ask for a new one "
+                "(GET /templates/{id}/files/{hash})");
+  }
+  const std::string want = uploadToken(secret, owner, hash, when);
+  if (want.size() != token.size() || CRYPTO_memcmp(want.data(), token.data(), want.size()) != 0) {
+    return fail(Errc::kUnauthenticated,
+                "This upload URL's token is wrong: ask for a new one "
+                "(GET /templates/{id}/files/{hash})");
+  }
+  if (now > when) {
+    return fail(
+        Errc::kUnauthenticated,
+        "This upload URL has expired: ask for a new one (GET /templates/{id}/files/{hash})");
+  }
+  return ok();
+}
+
+bool validFilesHash(std::string_view hash) {
+  if (hash.size() != 64) return false;
+  return std::all_of(hash.begin(), hash.end(), [](char c) {
+    return std::isdigit(static_cast<unsigned char>(c)) || (c >= 'a' && c <= 'f');
+  });
+}
+
+}  // namespace hutch::e2b

@@ -1,0 +1,224 @@
+#include "e2b/template_model.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+
+namespace hutch::e2b {
+namespace {
+
+namespace fs = std::filesystem;
+using box::BuildStep;
+using box::CopyItem;
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "e2b-template-XXXXXX").string();
+    path_ = ::mkdtemp(tmpl.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+  void write(const std::string& rel, const std::string& text, fs::perms mode = fs::perms(0644)) {
+    fs::create_directories((path_ / rel).parent_path());
+    std::ofstream(path_ / rel) << text;
+    fs::permissions(path_ / rel, mode);
+  }
+
+ private:
+  fs::path path_;
+};
+
+TEST(TemplateRefTest, NameAndTag) {
+  EXPECT_EQ(parseTemplateRef("app").value(), (TemplateRef{"app", "default"}));
+  EXPECT_EQ(parseTemplateRef("my-app.v2:V1_0").value(), (TemplateRef{"my-app.v2", "V1_0"}));
+  EXPECT_FALSE(parseTemplateRef(""));
+  EXPECT_FALSE(parseTemplateRef("App"));  // E2B's names are lower case
+  EXPECT_FALSE(parseTemplateRef("a/b"));
+  EXPECT_FALSE(parseTemplateRef("app:"));
+  EXPECT_FALSE(parseTemplateRef("-app"));
+}
+
+TEST(NewTemplateTest, TagsAndSize) {
+  auto t = parseNewTemplate(R"({"name":"app:v1","tags":["v2","v1"],"cpuCount":4,"memoryMB":2048})");
+  ASSERT_TRUE(t) << t.error().describe();
+  EXPECT_EQ(t->ref.name, "app");
+  EXPECT_EQ(t->tags, (std::vector<std::string>{"v1", "v2"}));
+  EXPECT_EQ(t->cpus, 4u);
+  EXPECT_EQ(t->memory_mib, 2048u);
+  EXPECT_EQ(parseNewTemplate(R"({"name":"app"})")->tags, std::vector<std::string>{"default"});
+  EXPECT_FALSE(parseNewTemplate(R"({"name":"app","cpuCount":0})"));
+  EXPECT_FALSE(parseNewTemplate(R"({"tags":["x"]})"));
+}
+
+TEST(BuildStartTest, ParsesTheSdksBody) {
+  auto s = parseBuildStart(R"({"fromTemplate":"base","force":true,"startCmd":"x","readyCmd":"y",
+    "steps":[{"type":"RUN","args":["echo hi","root"],"force":false},
+             {"type":"COPY","args":["a.txt","/app/","",""],"filesHash":"ab","force":true}]})");
+  ASSERT_TRUE(s) << s.error().describe();
+  EXPECT_EQ(s->from_template, "base");
+  EXPECT_TRUE(s->force);
+  ASSERT_EQ(s->steps.size(), 2u);
+  EXPECT_EQ(s->steps[1].files_hash, "ab");
+  EXPECT_TRUE(s->steps[1].force);
+  EXPECT_EQ(parseBuildStart(R"({"fromImage":"x","fromImageRegistry":{"type":"registry"}})")
+                .error()
+                .code(),
+            Errc::kUnsupported);
+  EXPECT_FALSE(parseBuildStart(R"({"steps":[]})"));
+  EXPECT_FALSE(parseBuildStart(R"({"fromImage":"x","steps":[{"args":[]}]})"));
+}
+
+TEST(GlobBaseTest, AsDoublestarSplitsPatterns) {
+  EXPECT_EQ(globBase("file.txt"), "file.txt");
+  EXPECT_EQ(globBase("dir/"), "dir");
+  EXPECT_EQ(globBase("src/*.js"), "src");
+  EXPECT_EQ(globBase("*.txt"), ".");
+  EXPECT_EQ(globBase("a/b/**/c"), "a/b");
+}
+
+TEST(CopyItemsTest, AFileToATargetOrIntoADirectory) {
+  TempDir d;
+  d.write("app/main.py", "print(1)\n", fs::perms(0755));
+  auto exact = copyItems(d.path(), "app/main.py", "/srv/run.py", "");
+  ASSERT_TRUE(exact) << exact.error().describe();
+  ASSERT_EQ(exact->size(), 1u);
+  EXPECT_EQ((*exact)[0].target, "/srv/run.py");
+  EXPECT_EQ((*exact)[0].mode, 0755u);
+  EXPECT_EQ((*exact)[0].source, d.path() / "app/main.py");
+  auto into = copyItems(d.path(), "app/main.py", "/srv/", "0600");
+  ASSERT_TRUE(into);
+  EXPECT_EQ((*into)[0].target, "/srv/main.py");
+  EXPECT_EQ((*into)[0].mode, 0600u);
+}
+
+TEST(CopyItemsTest, ADirectorysContentsMergeIntoTheTarget) {
+  TempDir d;
+  d.write("app/a.txt", "a");
+  d.write("app/sub/b.txt", "b");
+  fs::create_symlink("a.txt", d.path() / "app/link");
+  auto items = copyItems(d.path(), "app", "/home/user/app", "");
+  ASSERT_TRUE(items) << items.error().describe();
+  std::map<std::string, CopyItem::Type> got;
+  for (const auto& i : *items) got[i.target] = i.type;
+  EXPECT_EQ(got["/home/user/app/a.txt"], CopyItem::Type::kFile);
+  EXPECT_EQ(got["/home/user/app/sub"], CopyItem::Type::kDirectory);
+  EXPECT_EQ(got["/home/user/app/sub/b.txt"], CopyItem::Type::kFile);
+  EXPECT_EQ(got["/home/user/app/link"], CopyItem::Type::kSymlink);
+  // A glob's matches were all uploaded: its fixed part is what is copied.
+  auto glob = copyItems(d.path(), "app/*.txt", "/x/", "");
+  ASSERT_TRUE(glob);
+  EXPECT_EQ(glob->size(), 4u);
+}
+
+TEST(CopyItemsTest, NothingOutsideTheUpload) {
+  TempDir d;
+  d.write("a.txt", "a");
+  EXPECT_FALSE(copyItems(d.path(), "../etc/passwd", "/x", ""));
+  EXPECT_FALSE(copyItems(d.path(), "/etc/passwd", "/x", ""));
+  EXPECT_FALSE(copyItems(d.path(), "missing", "/x", ""));
+  fs::create_symlink("/etc", d.path() / "up");
+  EXPECT_FALSE(copyItems(d.path(), "up/passwd", "/x", ""));
+  EXPECT_FALSE(copyItems(d.path(), "a.txt", "/x", "999"));
+}
+
+TEST(PlanBuildTest, StepsMapBackToTheSdksSteps) {
+  TempDir d;
+  d.write("f.txt", "f");
+  const std::string hash(64, 'a');
+  BuildStart start;
+  start.from_template = "mine";
+  start.start_cmd = "serve";
+  start.ready_cmd = "[ -f /tmp/up ]";
+  start.steps = {{"RUN", {"echo hi"}, false, ""},
+                 {"USER", {"alice"}, false, ""},
+                 {"COPY", {"f.txt", "/app/", "", ""}, false, hash},
+                 {"ENV", {"A", "1", "B", "2"}, true, ""},
+                 {"WORKDIR", {"/app"}, false, ""},
+                 {"RUN", {"id", "root"}, false, ""}};
+  auto plan = planBuild(start, "hutch-mine", [&](const std::string& h) {
+    return h == hash ? std::optional<fs::path>(d.path()) : std::nullopt;
+  });
+  ASSERT_TRUE(plan) << plan.error().describe();
+  const auto& steps = plan->plan.steps;
+  EXPECT_EQ(plan->plan.base_template, "hutch-mine");
+  EXPECT_EQ(plan->plan.start_cmd, "serve");
+  // USER of a user the box may lack makes it first: one more step, from the same SDK step.
+  ASSERT_EQ(steps.size(), 7u);
+  EXPECT_EQ(plan->origin, (std::vector<int>{1, 2, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(steps[0].kind, BuildStep::Kind::kRun);
+  EXPECT_EQ(steps[0].argv, runArgv("echo hi"));
+  EXPECT_EQ(steps[1].user, "root");
+  EXPECT_EQ(steps[2].kind, BuildStep::Kind::kUser);
+  EXPECT_EQ(steps[3].kind, BuildStep::Kind::kCopy);
+  EXPECT_EQ(steps[3].chown, "alice");  // the USER's, as E2B's default owner
+  EXPECT_EQ(steps[3].items.at(0).target, "/app/f.txt");
+  EXPECT_EQ(steps[4].env,
+            (std::vector<std::pair<std::string, std::string>>{{"A", "1"}, {"B", "2"}}));
+  EXPECT_TRUE(steps[4].force);
+  EXPECT_EQ(steps[5].path, "/app");
+  EXPECT_EQ(steps[6].user, "root");
+  EXPECT_EQ(stepLabel(0, plan->origin), "1");
+  EXPECT_EQ(stepLabel(2, plan->origin), "2");
+  EXPECT_EQ(stepLabel(box::BuildLog::kBaseStep, plan->origin), "base");
+  EXPECT_EQ(stepLabel(box::BuildLog::kFinalizeStep, plan->origin), "finalize");
+
+  start.steps = {{"COPY", {"f.txt", "/app/"}, false, std::string(64, 'b')}};
+  auto missing = planBuild(start, "x", [](const std::string&) { return std::nullopt; });
+  EXPECT_EQ(missing.error().code(), Errc::kFailedPrecondition);
+  start.steps = {{"ENV", {"A"}, false, ""}};
+  EXPECT_FALSE(planBuild(start, "x", {}));
+  start.steps = {{"HEALTHCHECK", {"x"}, false, ""}};
+  EXPECT_FALSE(planBuild(start, "x", {}));
+}
+
+TEST(PlanBuildTest, ForceOfTheWholeBuildForcesItsFirstStep) {
+  BuildStart start;
+  start.from_image = "debian:12";
+  start.force = true;
+  start.steps = {{"RUN", {"a"}, false, ""}, {"RUN", {"b"}, false, ""}};
+  auto plan = planBuild(start, "", {});
+  ASSERT_TRUE(plan);
+  EXPECT_EQ(plan->plan.base_image, "debian:12");
+  EXPECT_TRUE(plan->plan.steps[0].force);
+  EXPECT_FALSE(plan->plan.steps[1].force);
+}
+
+TEST(BuildInfoTest, PagesOfAHundredAndTheReason) {
+  std::vector<LogLine> lines;
+  for (int i = 0; i < 250; ++i) lines.push_back({1700000000123, "info", std::to_string(i), "1"});
+  auto first = buildInfoJson("t", "b", "building", lines, 0, std::nullopt);
+  EXPECT_EQ(first["logEntries"].size(), 100u);
+  EXPECT_EQ(first["logs"].size(), 100u);
+  EXPECT_EQ(first["logEntries"][0]["timestamp"], "2023-11-14T22:13:20.123Z");
+  EXPECT_EQ(first["logEntries"][0]["step"], "1");
+  EXPECT_FALSE(first.contains("reason"));
+  auto last = buildInfoJson("t", "b", "error", lines, 200, LogLine{0, "error", "boom", "3"});
+  EXPECT_EQ(last["logEntries"].size(), 50u);
+  EXPECT_EQ(last["reason"]["message"], "boom");
+  EXPECT_EQ(last["reason"]["step"], "3");
+  EXPECT_EQ(buildInfoJson("t", "b", "ready", lines, 999, std::nullopt)["logEntries"].size(), 0u);
+}
+
+TEST(UploadTokenTest, SignedForOneOwnerHashAndTime) {
+  const std::string secret(32, 's');
+  const std::string hash(64, 'c');
+  const std::string token = uploadToken(secret, "k1", hash, 1000);
+  EXPECT_TRUE(checkUploadToken(secret, "k1", hash, "1000", token, 999));
+  EXPECT_FALSE(checkUploadToken(secret, "k1", hash, "1000", token, 1001));  // expired
+  EXPECT_FALSE(checkUploadToken(secret, "k2", hash, "1000", token, 999));   // another owner
+  EXPECT_FALSE(checkUploadToken(secret, "k1", std::string(64, 'd'), "1000", token, 999));
+  EXPECT_FALSE(checkUploadToken(secret, "k1", hash, "2000", token, 999));  // a longer life
+  EXPECT_FALSE(checkUploadToken(secret, "k1", hash, "x", token, 999));
+  EXPECT_FALSE(checkUploadToken(std::string(32, 't'), "k1", hash, "1000", token, 999));
+  EXPECT_TRUE(validFilesHash(hash));
+  EXPECT_FALSE(validFilesHash("ABC"));
+  EXPECT_FALSE(validFilesHash(std::string(64, 'C')));
+}
+
+}  // namespace
+}  // namespace hutch::e2b
