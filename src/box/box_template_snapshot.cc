@@ -115,7 +115,6 @@ asio::awaitable<Result<>> BoxService::runReadyCheck(guest::AgentClient& agent,
   };
   std::string last = "never ran";
   while (std::chrono::steady_clock::now() < deadline) {
-    proto::ExecRequest request = check;
     // A guest that never answers the exec (a wedged agent or kernel) must not hold the template
     // past the deadline either: then the agent connection is closed, which fails the exec.
     auto started = std::make_shared<bool>(false);
@@ -125,7 +124,7 @@ asio::awaitable<Result<>> BoxService::runReadyCheck(guest::AgentClient& agent,
       spdlog::warn("The template's ready check did not start by its deadline: closing the agent");
       agent.close();
     });
-    auto session = co_await agent.exec(request);
+    auto session = co_await agent.exec(check);
     *started = true;
     start_timer->cancel();
     // An image without the check is ready once its agent answers.
