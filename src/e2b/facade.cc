@@ -190,13 +190,15 @@ Facade::Facade(asio::any_io_executor executor, box::BoxService& service, FacadeO
   const FacadeOptions& o = options_;
   // E2B's template builder: its routes before DELETE /templates/{id} of snapshots, which it
   // takes over (a template's id first, else a snapshot's).
-  api::Route delete_snapshot = route([&s](RequestContext& ctx) { return deleteSnapshot(s, ctx); });
+  auto delete_snapshot = [&s] {
+    return route([&s](RequestContext& ctx) { return deleteSnapshot(s, ctx); });
+  };
   if (builder != nullptr && templates != nullptr && !options_.template_dir.empty()) {
     auto opened = TemplateBuilds::open(state_->executor, service_, *builder, *templates,
                                        options_.template_dir, options_);
     if (opened) {
       builds_ = std::move(*opened);
-      builds_->addRoutes(control_, std::move(delete_snapshot));
+      builds_->addRoutes(control_, delete_snapshot());
     } else {
       spdlog::error("E2B template builds are off: {}", opened.error().describe());
     }
@@ -232,7 +234,7 @@ Facade::Facade(asio::any_io_executor executor, box::BoxService& service, FacadeO
                route([&s](RequestContext& ctx) { return createSnapshot(s, ctx); }));
   control_.add(verb::get, "/snapshots",
                route([&s](RequestContext& ctx) { return listSnapshots(s, ctx); }));
-  if (!builds_) control_.add(verb::delete_, "/templates/{snapshot}", std::move(delete_snapshot));
+  if (!builds_) control_.add(verb::delete_, "/templates/{snapshot}", delete_snapshot());
 
   // envd: Connect RPCs, /files, /health. {box} comes from the plane's authentication.
   auto rpc = [this](const char* method, api::Route r, bool stream_body = false) {
