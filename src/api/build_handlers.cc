@@ -133,7 +133,8 @@ asio::awaitable<Result<std::pair<std::string, uint64_t>>> receiveContext(
 asio::awaitable<Reply> buildTemplate(box::TemplateBuilder& builder, RequestContext& ctx) {
   auto query = parseBuildQuery(ctx.query);
   if (!query) co_return errorResponse(query.error());
-  auto [name, options] = std::move(*query);
+  const std::string name = std::move(query->first);
+  const box::DockerfileOptions options = std::move(query->second);
   auto ws = builder.newWorkspace();
   if (!ws) co_return errorResponse(ws.error());
   auto workspace = std::make_shared<box::TemplateBuilder::Workspace>(std::move(*ws));
@@ -145,7 +146,7 @@ asio::awaitable<Reply> buildTemplate(box::TemplateBuilder& builder, RequestConte
   if (!plan) co_return errorResponse(plan.error());
   observe::Actor actor = ctx.principal.actor();
   TemplateMaker make = [&builder, workspace, name, plan = std::move(*plan),
-                        actor](box::TemplateService::Progress progress) {
+                        actor](const box::TemplateService::Progress& progress) {
     box::BuildProgress say = [progress](const box::BuildLog& log) {
       if (progress) progress(log.message + "\n");
     };

@@ -600,7 +600,8 @@ asio::awaitable<Result<TemplateBuilder::Ran>> TemplateBuilder::runSteps(
   }
 
   auto steps = [&]() -> asio::awaitable<Result<>> {
-    for (size_t i = static_cast<size_t>(resume + 1); i < plan.steps.size(); ++i) {
+    // After the last cached step (resume is -1 when none is).
+    for (size_t i = static_cast<size_t>(resume) + 1; i < plan.steps.size(); ++i) {
       const BuildStep& step = plan.steps[i];
       const int index = static_cast<int>(i);
       say({.step = index,
