@@ -585,6 +585,7 @@ asio::awaitable<Result<>> BoxService::boot(Box& box, std::shared_ptr<Runtime> ru
   if (restored) HUTCH_CO_TRY_VOID(co_await applyIdentity(box, *runtime, false));
   HUTCH_CO_TRY_VOID(co_await networkUp(box, *runtime));
   HUTCH_CO_TRY_VOID(co_await mountShares(box, runtime));
+  if (!restored) co_await runStartCommandOnColdBoot(box, *runtime);
   co_return ok();
 }
 

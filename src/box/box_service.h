@@ -403,9 +403,15 @@ class BoxService {
   asio::awaitable<Result<>> runReadyCheck(guest::AgentClient& agent, proto::ExecRequest check,
                                           bool absent_is_ready);
   // A template's start command (docs/templates.md "Start and ready commands"), started detached
-  // so that it runs in the snapshot, then its ready check (none given: 20 s, as E2B waits).
+  // so that it runs in the snapshot, then its ready check (none given and `settle`: 20 s, as
+  // E2B waits before its snapshot).
   asio::awaitable<Result<>> startTemplateCommand(guest::AgentClient& agent,
-                                                 const storage::Template& tmpl);
+                                                 const storage::Template& tmpl, bool settle);
+  // A box that booted cold (not restored from its template's snapshot, where the start command
+  // already runs) starts its template's start command and waits for its ready check, as a
+  // container runs its CMD at every start. A failure is the box's event "box.start_command"
+  // and a warning, not the boot's failure (as an unhealthy container still runs).
+  asio::awaitable<void> runStartCommandOnColdBoot(const Box& box, Runtime& runtime);
   // Runs `sync` in the guest, so that what it wrote but still holds in its page cache is on its
   // disk before a capture: a checkpoint's or fork's frozen layer, a template snapshot's layer and
   // a suspended box's disk then hold every file the guest wrote (what reads only the disk, like

@@ -17,6 +17,7 @@
 #include "event/offload.h"
 #include "guest/identity.h"
 #include "storage/overlay.h"
+#include "sys/files.h"
 
 namespace hutch::box {
 
@@ -160,7 +161,8 @@ asio::awaitable<Result<>> BoxService::runReadyCheck(guest::AgentClient& agent,
 }
 
 asio::awaitable<Result<>> BoxService::startTemplateCommand(guest::AgentClient& agent,
-                                                           const storage::Template& tmpl) {
+                                                           const storage::Template& tmpl,
+                                                           bool settle) {
   const json start = tmpl.manifest.value("start", json::object());
   const json defaults = tmpl.manifest.value("defaults", json::object());
   proto::ExecRequest base;
@@ -188,7 +190,7 @@ asio::awaitable<Result<>> BoxService::startTemplateCommand(guest::AgentClient& a
                  (*session)->pid(), (*session)->logPath());
   }
   if (ready.empty()) {
-    if (cmd.empty()) co_return ok();
+    if (cmd.empty() || !settle) co_return ok();
     // E2B's default when only a start command is given.
     asio::steady_timer wait(loop_, std::chrono::seconds(20));
     boost::system::error_code ec;
@@ -198,6 +200,34 @@ asio::awaitable<Result<>> BoxService::startTemplateCommand(guest::AgentClient& a
   proto::ExecRequest check = base;
   check.argv = {"/bin/sh", "-c", ready};
   co_return co_await runReadyCheck(agent, check, false);
+}
+
+asio::awaitable<void> BoxService::runStartCommandOnColdBoot(const Box& box, Runtime& runtime) {
+  if (box.image_dir.empty() || !runtime.agent) co_return;
+  const std::filesystem::path file = std::filesystem::path(box.image_dir) / "manifest.json";
+  // Named: GCC 12 destroys temporaries inside a co_await expression twice.
+  auto load = [file]() -> Result<std::string> {
+    std::error_code ec;
+    if (!std::filesystem::exists(file, ec)) return std::string();
+    return sys::readFile(file);
+  };
+  auto read = co_await event::offload(pool_, std::move(load));
+  if (!read || read->empty()) co_return;
+  storage::Template tmpl{.name = box.config.template_name,
+                         .manifest = json::parse(*read, nullptr, false)};
+  if (!tmpl.manifest.is_object() || !tmpl.manifest.value("start", json()).is_object() ||
+      tmpl.manifest["start"].value("cmd", "").empty()) {
+    co_return;
+  }
+  Result<> started = co_await startTemplateCommand(*runtime.agent, tmpl, /*settle=*/false);
+  if (started) {
+    publish("box.start_command", box, {{"ok", true}});
+    co_return;
+  }
+  Error error = started.error();
+  spdlog::warn("box {}: its template's start command on a cold boot: {}", box.name,
+               error.describe());
+  publish("box.start_command", box, {{"ok", false}, {"error", error.message()}});
 }
 
 asio::awaitable<Result<Snapshot>> BoxService::makeTemplateSnapshot(const storage::Template& tmpl,
@@ -302,7 +332,7 @@ asio::awaitable<Result<Snapshot>> BoxService::makeTemplateSnapshot(const storage
   // restored from the snapshot have what the image promises already running.
   Result<> ready = ok();
   if (tmpl.manifest.is_object() && tmpl.manifest.value("start", json()).is_object()) {
-    ready = co_await startTemplateCommand(**agent, tmpl);
+    ready = co_await startTemplateCommand(**agent, tmpl, /*settle=*/true);
   } else {
     proto::ExecRequest check;
     check.argv = {kReadyCheck};

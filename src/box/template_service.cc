@@ -10,6 +10,7 @@
 #include "box/box.h"
 #include "box/snapshot.h"
 #include "event/offload.h"
+#include "image/store_prune.h"
 #include "jail/box_dir.h"
 #include "sys/run.h"
 
@@ -329,35 +330,65 @@ Result<std::map<std::string, std::string>> TemplateService::imagesInUse() {
   return used;
 }
 
+std::map<std::string, std::string> TemplateService::pulledImagesInUse() {
+  std::map<std::string, std::string> used;
+  for (const std::string& name : templates_.names()) {
+    auto t = templates_.find(name);
+    if (!t) continue;
+    auto image = t->manifest.find("image");
+    if (image != t->manifest.end() && image->is_object() && image->contains("digest") &&
+        (*image)["digest"].is_string()) {
+      used.emplace((*image)["digest"].get<std::string>(), "template " + name);
+    }
+  }
+  return used;
+}
+
 boost::asio::awaitable<Result<nlohmann::json>> TemplateService::prune(
     storage::PruneOptions options) {
   HUTCH_CO_TRY(auto in_use, imagesInUse());
-  // A build the builder finished is in the cache before its template names it: while a
-  // template is being made, nothing is removed (a later prune does it).
+  // A build the builder finished is in the cache before its template names it, and a pull's
+  // blobs are in the store before its layout names them: while a template is being made,
+  // nothing is removed (a later prune does it).
   const bool making = making_ > 0;
-  auto plan = [this, in_use, options, making]() -> Result<std::vector<storage::PruneDecision>> {
+  struct Plan {
+    std::vector<storage::PruneDecision> decisions;
+    image::StorePrune store;
+  };
+  const image::StorePruneOptions store_options{.dry_run = options.dry_run || making,
+                                               .keep = options.keep};
+  auto plan = [this, in_use, options, making, store_options,
+               pulled = pulledImagesInUse()]() -> Result<Plan> {
     HUTCH_TRY(auto images, cache_.scan(in_use));
     auto decisions =
         storage::planPrune(images, in_use, options, std::filesystem::file_time_type::clock::now());
-    if (options.dry_run) return decisions;
-    for (storage::PruneDecision& d : decisions) {
-      if (!d.remove) continue;
-      if (making) {
-        d.remove = false;
-        d.reason = "a template is being made; prune again when it is done";
-        continue;
-      }
-      if (auto removed = cache_.remove(d.dir); !removed) {
-        d.remove = false;
-        d.reason = removed.error().message();
+    if (!options.dry_run) {
+      for (storage::PruneDecision& d : decisions) {
+        if (!d.remove) continue;
+        if (making) {
+          d.remove = false;
+          d.reason = "a template is being made; prune again when it is done";
+          continue;
+        }
+        if (auto removed = cache_.remove(d.dir); !removed) {
+          d.remove = false;
+          d.reason = removed.error().message();
+        }
       }
     }
-    return decisions;
+    // The pulled images' layouts and blobs: what no template names. hutchd's own prune (a cache
+    // size limit) leaves them alone unless it is asked for by a person.
+    image::StorePrune store;
+    if (!options.limit_bytes) {
+      HUTCH_TRY(store, image::pruneStore(config_.image.oci_dir, pulled, store_options,
+                                         config_.image.limits));
+    }
+    return Plan{std::move(decisions), std::move(store)};
   };
-  HUTCH_CO_TRY(auto decisions, co_await event::offload(pool_, std::move(plan)));
+  HUTCH_CO_TRY(Plan done, co_await event::offload(pool_, std::move(plan)));
   nlohmann::json images = nlohmann::json::array();
   uint64_t freed = 0;
-  for (const storage::PruneDecision& d : decisions) {
+  for (const storage::PruneDecision& d : done.decisions) {
     if (d.remove) {
       freed += d.bytes;
       if (!options.dry_run) {
@@ -369,8 +400,26 @@ boost::asio::awaitable<Result<nlohmann::json>> TemplateService::prune(
     images.push_back(
         {{"dir", d.dir.string()}, {"bytes", d.bytes}, {"kept", !d.remove}, {"reason", d.reason}});
   }
-  co_return nlohmann::json{
-      {"images", std::move(images)}, {"freed_bytes", freed}, {"dry_run", options.dry_run}};
+  nlohmann::json layouts = nlohmann::json::array();
+  for (image::LayoutDecision& d : done.store.layouts) {
+    if (making && d.remove) d.reason = "a template is being made; prune again when it is done";
+    const bool removed = d.remove && !making;
+    if (removed && !options.dry_run) spdlog::info("image store: removed the image {}", d.digest);
+    layouts.push_back({{"digest", d.digest}, {"kept", !removed}, {"reason", d.reason}});
+  }
+  for (const std::string& problem : done.store.problems) spdlog::warn("image store: {}", problem);
+  if (!making) freed += done.store.freed_bytes;
+  nlohmann::json blobs{{"removed", making ? 0 : done.store.blobs_removed},
+                       {"kept", done.store.blobs_kept + (making ? done.store.blobs_removed : 0)}};
+  if (!done.store.blobs_kept_because.empty()) blobs["reason"] = done.store.blobs_kept_because;
+  if (!options.dry_run && !making && done.store.blobs_removed > 0) {
+    spdlog::info("image store: removed {} blobs no image uses", done.store.blobs_removed);
+  }
+  co_return nlohmann::json{{"images", std::move(images)},
+                           {"pulled_images", std::move(layouts)},
+                           {"blobs", std::move(blobs)},
+                           {"freed_bytes", freed},
+                           {"dry_run", options.dry_run}};
 }
 
 }  // namespace hutch::box

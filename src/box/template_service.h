@@ -127,6 +127,9 @@ class TemplateService {
   // Removes the builds in the image cache that nothing uses: no template, box or snapshot of
   // this hutchd, no other hutchd that recorded a use, none within options.keep (their template
   // snapshots go with them). {"images": [{dir, bytes, kept, reason}], "freed_bytes", "dry_run"}
+  // With no limit_bytes (a person asked), also the pulled images no template names and the
+  // blobs only they used (image/store_prune.h): "pulled_images": [{digest, kept, reason}],
+  // "blobs": {removed, kept, reason?}.
   // (a dry run removes nothing: freed_bytes is what it would free).
   boost::asio::awaitable<Result<nlohmann::json>> prune(storage::PruneOptions options);
 
@@ -182,6 +185,8 @@ class TemplateService {
     int& count_;
   };
   int making_ = 0;
+  // The manifest digest of each pulled image a template was made from -> "template NAME".
+  std::map<std::string, std::string> pulledImagesInUse();
 
   boost::asio::thread_pool& pool_;
   storage::BoxStore& boxes_;

@@ -127,14 +127,9 @@ Result<UniqueFd> openBlob(const std::filesystem::path& blob_root, std::string_vi
   return out;
 }
 
-Result<ResolvedImage> resolveLayout(const std::filesystem::path& layout_dir,
-                                    const std::filesystem::path& blob_dir,
-                                    std::string_view ref_name, const Limits& limits,
-                                    const Platform& want) {
-  ResolvedImage out;
-  out.blob_root = blob_dir.empty() ? layout_dir / "blobs" : blob_dir;
-  LayoutReader reader(out.blob_root, limits);
+namespace {
 
+Result<std::string> readIndexJson(const std::filesystem::path& layout_dir, const Limits& limits) {
   std::filesystem::path index_path = layout_dir / "index.json";
   UniqueFd index_fd(::open(index_path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
   if (!index_fd) {
@@ -143,8 +138,59 @@ Result<ResolvedImage> resolveLayout(const std::filesystem::path& layout_dir,
                          errno));
   }
   HUTCH_TRY_VOID(regularSize(index_fd.get(), index_path.string()));
-  HUTCH_TRY(std::string index_text,
-            readAll(index_fd.get(), limits.max_document_bytes, index_path.string()));
+  return readAll(index_fd.get(), limits.max_document_bytes, index_path.string());
+}
+
+}  // namespace
+
+Result<std::set<std::string>> layoutBlobs(const std::filesystem::path& layout_dir,
+                                          const std::filesystem::path& blob_dir,
+                                          const Limits& limits) {
+  HUTCH_TRY(std::string index_text, readIndexJson(layout_dir, limits));
+  HUTCH_TRY(MediaDocument top, parseDocument(index_text, media::kOciIndex, limits));
+  const auto* index = std::get_if<Index>(&top);
+  if (index == nullptr) {
+    return fail(Errc::kInvalidArgument,
+                fmt::format("{} is not an image index", (layout_dir / "index.json").string()));
+  }
+  LayoutReader reader(blob_dir, limits);
+  std::set<std::string> out;
+  std::vector<std::pair<Descriptor, int>> pending;
+  for (const Descriptor& d : index->manifests) pending.emplace_back(d, 0);
+  while (!pending.empty()) {
+    auto [d, depth] = std::move(pending.back());
+    pending.pop_back();
+    if (!out.insert(d.digest).second) continue;
+    Result<std::string> text = reader.readJsonBlob(d);
+    if (!text) {
+      if (text.error().code() == Errc::kNotFound) continue;  // named, absent: nothing to follow
+      return fail(text.error());
+    }
+    HUTCH_TRY(MediaDocument doc, parseDocument(*text, d.media_type, limits));
+    if (const auto* manifest = std::get_if<Manifest>(&doc)) {
+      out.insert(manifest->config.digest);
+      for (const Descriptor& layer : manifest->layers) out.insert(layer.digest);
+    } else if (depth >= kMaxNestedIndexes) {
+      return fail(Errc::kInvalidArgument,
+                  fmt::format("The layout {} nests indexes more than {} deep", layout_dir.string(),
+                              kMaxNestedIndexes));
+    } else {
+      for (const Descriptor& m : std::get<Index>(doc).manifests) pending.emplace_back(m, depth + 1);
+    }
+  }
+  return out;
+}
+
+Result<ResolvedImage> resolveLayout(const std::filesystem::path& layout_dir,
+                                    const std::filesystem::path& blob_dir,
+                                    std::string_view ref_name, const Limits& limits,
+                                    const Platform& want) {
+  ResolvedImage out;
+  out.blob_root = blob_dir.empty() ? layout_dir / "blobs" : blob_dir;
+  LayoutReader reader(out.blob_root, limits);
+
+  const std::filesystem::path index_path = layout_dir / "index.json";
+  HUTCH_TRY(std::string index_text, readIndexJson(layout_dir, limits));
   HUTCH_TRY(MediaDocument top, parseDocument(index_text, media::kOciIndex, limits));
   auto* index = std::get_if<Index>(&top);
   if (index == nullptr) {

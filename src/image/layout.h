@@ -12,6 +12,7 @@
 #pragma once
 
 #include <filesystem>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -50,6 +51,15 @@ Result<ResolvedImage> resolveLayout(const std::filesystem::path& layout_dir,
                                     const std::filesystem::path& blob_dir,
                                     std::string_view ref_name, const Limits& limits = {},
                                     const Platform& want = {"linux", "amd64", ""});
+
+// Every blob the layout reaches from its index.json: the manifests and indexes it names (through
+// at most two nested indexes), and each image's config and layers. A blob that is not in
+// `blob_dir` is still listed (it is named) but not followed. kInvalidArgument (or the parse
+// errors) when index.json or a present manifest or index cannot be read as one: then which blobs
+// the layout needs is not known, and a caller removing blobs must remove none.
+Result<std::set<std::string>> layoutBlobs(const std::filesystem::path& layout_dir,
+                                          const std::filesystem::path& blob_dir,
+                                          const Limits& limits = {});
 
 // Opens the blob `digest` (validated) under `blob_root` (BLOBS, holding sha256/<hex>) for
 // reading: a regular file reached without any symlink. kInvalidArgument for a bad digest or a

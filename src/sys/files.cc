@@ -89,8 +89,11 @@ Result<std::string> readTail(const std::filesystem::path& path, size_t max_bytes
 }
 
 Result<> writeFileAtomic(const std::filesystem::path& path, std::string_view content, mode_t mode) {
+  // Named by the thread, not the process: two workers of one hutchd writing the same file at
+  // once (two image pulls writing the store's policy.json) must not share a temporary file. A
+  // thread id is unique on the host while it lives (the main thread's is the pid).
   std::filesystem::path tmp = path;
-  tmp += ".tmp." + std::to_string(::getpid());
+  tmp += ".tmp." + std::to_string(::gettid());
   // Exclusive: whatever already has the name (a crash's leftover, or a symlink planted in a box
   // directory) is removed, never written through.
   constexpr int kFlags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;

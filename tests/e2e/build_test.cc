@@ -203,6 +203,17 @@ TEST_F(BuildTest, AStartCommandRunsInEveryBoxOfTheTemplate) {
                                  "cat /tmp/started; pgrep -x sleep >/dev/null && echo running"});
   EXPECT_EQ(running.out, "started in /srv\nrunning\n") << running.err;
   EXPECT_EQ(daemon_->hutch({"rm", "-f", "svc1"}).exit_code, 0);
+  // A box that boots cold (a larger disk than the snapshot's) starts it too, as a container
+  // runs its CMD, and is made once the check passed.
+  ASSERT_EQ(
+      daemon_->hutch({"run", "--name", "svc2", "--template", "service", "--disk", "3G"}).exit_code,
+      0);
+  EXPECT_NE(daemon_->inspect("svc2").value("boot", "").find("cold"), std::string::npos)
+      << daemon_->inspect("svc2").dump();
+  auto cold = daemon_->hutch({"exec", "svc2", "--", "sh", "-c",
+                              "cat /tmp/started; pgrep -x sleep >/dev/null && echo running"});
+  EXPECT_EQ(cold.out, "started in /srv\nrunning\n") << cold.err;
+  EXPECT_EQ(daemon_->hutch({"rm", "-f", "svc2"}).exit_code, 0);
 
   // A ready check that never passes fails the build (not a user's first create).
   auto never = build("never-ready", {"--start-cmd", "sleep 100000", "--ready-cmd", "false"});

@@ -280,5 +280,78 @@ TEST_F(ImageTest, LayersAreAppliedWithWhiteoutsLinksAndXattrsAndBlobsAreSharedBy
   }
 }
 
+// Two creates of one image at once fetch each blob once; `hutch image prune` keeps a pulled
+// image while a template names it and then drops its layout and the blobs only it used.
+TEST_F(ImageTest, TwoCreatesAtOncePullOnceAndPruneDropsWhatNoTemplateUses) {
+  daemon_->hutch({"template", "rm", "bare"});  // another test's template of the same image
+  auto emptied = daemon_->hutch({"image", "prune", "--keep", "0"});
+  ASSERT_EQ(emptied.exit_code, 0) << emptied.err;
+  login();
+  const fs::path log = *dir_ / "registry" / "registry.log";
+  const size_t log_start = readFile(log).size();
+  const fs::path out_a = *dir_ / "a.out", err_a = *dir_ / "a.err";
+  const fs::path out_b = *dir_ / "b.out", err_b = *dir_ / "b.err";
+  pid_t a =
+      daemon_->start({"template", "create", "--from-image", ref("static"), "st-a"}, out_a, err_a);
+  pid_t b =
+      daemon_->start({"template", "create", "--from-image", ref("static"), "st-b"}, out_b, err_b);
+  auto made_a = collect(a, out_a, err_a);
+  auto made_b = collect(b, out_b, err_b);
+  ASSERT_EQ(made_a.exit_code, 0) << made_a.err;
+  ASSERT_EQ(made_b.exit_code, 0) << made_b.err;
+  // Every blob the registry served in that time, by digest: each exactly once.
+  std::map<std::string, int> served;
+  std::istringstream lines(readFile(log).substr(log_start));
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("response completed") == std::string::npos ||
+        line.find("http.request.method=GET") == std::string::npos ||
+        line.find("http.response.status=200") == std::string::npos) {
+      continue;
+    }
+    const size_t at = line.find("/test/static/blobs/sha256:");
+    if (at != std::string::npos) {
+      ++served[line.substr(at + std::string("/test/static/blobs/").size(), 71)];
+    }
+  }
+  auto blob = [](const std::string& digest) {
+    return daemon_->stateDir() / "oci/blobs/sha256" / digest.substr(7);
+  };
+  // Each layer was fetched once (skopeo reads the small config blob on every copy).
+  const std::string image_digest =
+      templateNamed("st-a").value("image", json::object()).value("digest", "");
+  ASSERT_EQ(templateNamed("st-b").value("image", json::object()).value("digest", ""), image_digest);
+  json manifest = json::parse(readFile(blob(image_digest)), nullptr, false);
+  ASSERT_TRUE(manifest.contains("layers")) << image_digest;
+  for (const auto& layer : manifest["layers"]) {
+    EXPECT_EQ(served[layer.value("digest", "")], 1) << layer.dump();
+  }
+  // One template goes: the image stays for the other.
+  ASSERT_EQ(daemon_->hutch({"template", "rm", "st-a"}).exit_code, 0);
+  auto kept = daemon_->hutch({"--json", "image", "prune", "--keep", "0"});
+  ASSERT_EQ(kept.exit_code, 0) << kept.err;
+  json pulled = json::parse(kept.out, nullptr, false).value("pulled_images", json::array());
+  std::string digest;
+  for (const auto& p : pulled) {
+    if (p.value("reason", "") == "template st-b") digest = p.value("digest", "");
+  }
+  ASSERT_FALSE(digest.empty()) << kept.out;
+  for (const auto& [d, times] : served) EXPECT_TRUE(fs::exists(blob(d))) << d;
+  // The last one goes: so do its layout and its blobs, and the text output says so.
+  ASSERT_EQ(daemon_->hutch({"template", "rm", "st-b"}).exit_code, 0);
+  auto dry = daemon_->hutch({"image", "prune", "--keep", "0", "--dry-run"});
+  ASSERT_EQ(dry.exit_code, 0) << dry.err;
+  EXPECT_NE(dry.out.find(digest.substr(0, 19) + "   would remove"), std::string::npos) << dry.out;
+  for (const auto& [d, times] : served) EXPECT_TRUE(fs::exists(blob(d))) << d;
+  auto gone = daemon_->hutch({"image", "prune", "--keep", "0"});
+  ASSERT_EQ(gone.exit_code, 0) << gone.err;
+  EXPECT_NE(gone.out.find(digest.substr(0, 19) + "   removed"), std::string::npos) << gone.out;
+  EXPECT_FALSE(fs::exists(daemon_->stateDir() / "oci/layouts" / digest.substr(7)));
+  for (const auto& [d, times] : served) EXPECT_FALSE(fs::exists(blob(d))) << d;
+  // And the image can be pulled again.
+  auto again = create("st-c", ref("static"));
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(daemon_->hutch({"template", "rm", "st-c"}).exit_code, 0);
+}
+
 }  // namespace
 }  // namespace hutch::e2e

@@ -114,6 +114,24 @@ int cmdImagePrune(const ApiClient& client, const Output& out, bool dry_run,
                     image.value("reason", "")});
   }
   printTable({"BUILD", "DISK", "", "WHY"}, rows);
+  // The pulled images (hutch template create --from-image/--from-archive) and their blobs.
+  const auto& pulled = (*pruned).value("pulled_images", nlohmann::json::array());
+  if (!pulled.empty()) {
+    std::vector<std::vector<std::string>> images;
+    for (const auto& image : pulled) {
+      const bool kept = image.value("kept", true);
+      images.push_back({image.value("digest", "").substr(0, 19),
+                        kept ? "kept" : (dry_run ? "would remove" : "removed"),
+                        image.value("reason", "")});
+    }
+    fmt::print("\n");
+    printTable({"PULLED IMAGE", "", "WHY"}, images);
+  }
+  if (const auto& blobs = (*pruned).value("blobs", nlohmann::json::object()); !blobs.empty()) {
+    fmt::print("Blobs: {} {}, {} kept{}\n", blobs.value("removed", uint64_t{0}),
+               dry_run ? "would be removed" : "removed", blobs.value("kept", uint64_t{0}),
+               blobs.contains("reason") ? " (" + blobs.value("reason", "") + ")" : "");
+  }
   fmt::print("{} {} MiB\n", dry_run ? "Would free" : "Freed",
              (*pruned).value("freed_bytes", uint64_t{0}) >> 20);
   return 0;
