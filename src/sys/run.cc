@@ -83,8 +83,9 @@ Result<std::string> runCapture(std::vector<std::string> argv,
   UniqueFd read_end(pipefd[0]);
   UniqueFd write_end(pipefd[1]);
   std::string tool = argv.front();
-  HUTCH_TRY(pid_t pid,
-            spawn({.argv = std::move(argv), .fds = {{write_end.get(), 1}, {write_end.get(), 2}}}));
+  HUTCH_TRY(pid_t pid, spawn({.argv = std::move(argv),
+                              .fds = {{write_end.get(), 1}, {write_end.get(), 2}},
+                              .die_with_parent = true}));
   write_end.reset();
   Stopper stopper(tool, limits);
   std::string output;
@@ -117,8 +118,9 @@ Result<std::string> runStdout(std::vector<std::string> argv, size_t limit,
   UniqueFd err_read(err_pipe[0]);
   UniqueFd err_write(err_pipe[1]);
   std::string tool = argv.front();
-  HUTCH_TRY(pid_t pid,
-            spawn({.argv = std::move(argv), .fds = {{out_write.get(), 1}, {err_write.get(), 2}}}));
+  HUTCH_TRY(pid_t pid, spawn({.argv = std::move(argv),
+                              .fds = {{out_write.get(), 1}, {err_write.get(), 2}},
+                              .die_with_parent = true}));
   out_write.reset();
   err_write.reset();
   constexpr size_t kKeptErrors = size_t{64} << 10;

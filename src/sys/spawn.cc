@@ -4,6 +4,7 @@
 #include <linux/close_range.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -40,7 +41,11 @@ void markAllCloexec(int first) {
 
 // Runs in the forked child: only async-signal-safe calls from here on.
 [[noreturn]] void runChild(const SpawnOptions& options, const char* program, char* const* argv,
-                           char* const* envp, int report_fd) {
+                           char* const* envp, int report_fd, pid_t parent) {
+  if (options.die_with_parent && options.clone_flags == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);  // it died before the line above
+  }
   sigset_t all;
   ::sigemptyset(&all);
   ::sigprocmask(SIG_SETMASK, &all, nullptr);
@@ -134,6 +139,7 @@ Result<pid_t> spawn(const SpawnOptions& options) {
   }
   char* const* env_ptr = options.env ? envp.data() : environ;
 
+  const pid_t parent = ::getpid();
   int report[2];
   if (::pipe2(report, O_CLOEXEC) != 0) return fail(sysError("Cannot create a pipe", errno));
   // A clone without CLONE_VM and without a new stack behaves like fork(); glibc's fork handlers do
@@ -150,7 +156,7 @@ Result<pid_t> spawn(const SpawnOptions& options) {
   }
   if (pid == 0) {
     ::close(report[0]);
-    runChild(options, program.c_str(), argv.data(), env_ptr, report[1]);
+    runChild(options, program.c_str(), argv.data(), env_ptr, report[1], parent);
   }
   ::close(report[1]);
   int child_errno = 0;

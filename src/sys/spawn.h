@@ -34,6 +34,12 @@ struct SpawnOptions {
   // returned pid (the jail uses this so that QEMU, exec'd in place, is what we wait for).
   // Only namespace flags are accepted; 0 (the default) forks as before.
   unsigned long clone_flags = 0;
+  // PR_SET_PDEATHSIG(SIGKILL): the child is killed when the thread that spawned it ends, which
+  // for a caller that waits for the child (runCapture, runStdout) means when hutchd dies. A
+  // tool hutchd runs for its own work then never outlives it (a skopeo left pulling into the
+  // store a restarted hutchd cleans). Not with clone_flags (a new PID namespace's parent is
+  // not visible to the check).
+  bool die_with_parent = false;
 };
 
 // Forks (or clones, see clone_flags) and execs. Returns once exec succeeded; an exec failure

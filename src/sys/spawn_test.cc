@@ -87,6 +87,51 @@ TEST_F(SpawnTest, NewSessionMakesTheChildASessionLeader) {
   EXPECT_TRUE(WIFSIGNALED(status));
 }
 
+// Spawns `sleep 600` from a process of its own that then exits; returns the sleep's pid.
+pid_t sleepOfAParentThatExits(bool die_with_parent) {
+  int fds[2];
+  if (::pipe(fds) != 0) return -1;
+  pid_t middle = ::fork();
+  if (middle == 0) {
+    ::close(fds[0]);
+    auto pid = spawn({.argv = {"sleep", "600"}, .die_with_parent = die_with_parent});
+    pid_t sent = pid ? *pid : -1;
+    ssize_t unused = ::write(fds[1], &sent, sizeof sent);
+    (void)unused;
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  pid_t child = -1;
+  if (::read(fds[0], &child, sizeof child) != sizeof child) child = -1;
+  ::close(fds[0]);
+  ::waitpid(middle, nullptr, 0);
+  return child;
+}
+
+// Alive and not a zombie.
+bool running(pid_t pid) {
+  auto stat = readFile("/proc/" + std::to_string(pid) + "/stat");
+  if (!stat) return false;
+  size_t paren = stat->rfind(')');
+  return paren != std::string::npos && paren + 2 < stat->size() && (*stat)[paren + 2] != 'Z';
+}
+
+TEST_F(SpawnTest, AChildThatDiesWithItsParentIsKilledWhenTheParentEnds) {
+  pid_t bound = sleepOfAParentThatExits(true);
+  ASSERT_GT(bound, 0);
+  bool gone = false;
+  for (int i = 0; i < 200 && !gone; ++i) {  // the kernel signals at the parent's exit
+    gone = !running(bound);
+    if (!gone) ::usleep(100 * 1000);
+  }
+  EXPECT_TRUE(gone) << "pid " << bound << " outlived its parent";
+  // Without it, the child runs on.
+  pid_t free = sleepOfAParentThatExits(false);
+  ASSERT_GT(free, 0);
+  EXPECT_TRUE(running(free));
+  ::kill(free, SIGKILL);
+}
+
 TEST_F(SpawnTest, SignalDispositionsAreReset) {
   // An ignored SIGPIPE would otherwise be inherited across exec.
   auto old = std::signal(SIGPIPE, SIG_IGN);

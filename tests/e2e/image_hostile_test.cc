@@ -222,5 +222,31 @@ TEST_F(HostileRegistryTest, APullWhoseClientWentAwayIsStopped) {
   expectGoodPullWorks(d, "good");
 }
 
+// hutchd dies in the middle of a pull: the skopeo it ran dies with it (nothing keeps writing into
+// the store the next hutchd cleans), the next hutchd leaves nothing half-made, and the same
+// image then pulls whole (the blobs that were complete are kept; the cut one is fetched again).
+TEST_F(HostileRegistryTest, APullCutByACrashLeavesNothingAndTheNextPullWorks) {
+  Daemon d({"--image-pull-timeout", "3600"});
+  const size_t log_before = registryLog().size();
+  const fs::path out = d.dir() / "cut.out";
+  const fs::path err = d.dir() / "cut.err";
+  pid_t cli = d.start({"template", "create", "--from-image", ref("hang-blob"), "cut"}, out, err);
+  ASSERT_GT(cli, 0);
+  ASSERT_TRUE(eventually(
+      [&] { return registryLog().substr(log_before).find("-> hang (blob") != std::string::npos; },
+      seconds(120)))
+      << registryLog().substr(log_before);
+  const std::string oci = d.stateDir().string() + "/oci";
+  ASSERT_FALSE(pidsMentioning(oci).empty()) << "no skopeo runs";
+  d.crashAndRestart();
+  EXPECT_TRUE(eventually([&] { return pidsMentioning(oci).empty(); }, seconds(60)))
+      << "the dead hutchd's skopeo still runs";
+  CommandResult cut = collect(cli, out, err);
+  EXPECT_NE(cut.exit_code, 0) << cut.out;
+  EXPECT_EQ(leftoversOf(d, "cut"), "");
+  EXPECT_EQ(poisonedBlob(d), "");
+  expectGoodPullWorks(d, "good");
+}
+
 }  // namespace
 }  // namespace hutch::e2e
