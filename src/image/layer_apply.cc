@@ -306,7 +306,7 @@ Result<> Applier::applyEntry(archive* tar, archive_entry* e) {
   size_t slash = path.rfind('/');
   std::string dir = slash == std::string::npos ? "" : path.substr(0, slash);
   std::string_view base = std::string_view(path).substr(slash == std::string::npos ? 0 : slash + 1);
-  if (base.starts_with(kWhiteout)) return whiteout(dir, base, path);
+  if (limits_.whiteouts && base.starts_with(kWhiteout)) return whiteout(dir, base, path);
 
   mode_t type = archive_entry_filetype(e);
   const char* link_target = archive_entry_hardlink(e);

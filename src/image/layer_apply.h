@@ -41,6 +41,9 @@ struct ApplyLimits {
   bool verify_digest = true;
   // false only for tests and fuzzing as an unprivileged user: files stay the caller's.
   bool keep_owners = true;
+  // false for a tar that is not an image layer (a build's context): a `.wh.*` name is a file
+  // like any other, not a whiteout.
+  bool whiteouts = true;
 };
 
 // What the layers applied so far used, against ApplyLimits; one per image, passed to every

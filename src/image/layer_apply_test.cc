@@ -199,6 +199,19 @@ TEST_F(LayerApplyTest, Whiteouts) {
   expectRefused({file("a/.wh..", "")}, Errc::kInvalidArgument, "names no file");
 }
 
+TEST_F(LayerApplyTest, WithoutWhiteoutsAWhiteoutNameIsAFile) {
+  // A build context or uploaded files: `.wh.x` is a file of the user's, nothing is hidden.
+  limits_.whiteouts = false;
+  ASSERT_TRUE(apply({file("x", "1"), file("d/y", "2")}));
+  auto r = apply({file(".wh.x", "a"), file("d/.wh..wh..opq", "b")});
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ(r->whiteouts, 0u);
+  EXPECT_EQ(readHost(host_ / "x"), "1");
+  EXPECT_EQ(readHost(host_ / "d/y"), "2");
+  EXPECT_EQ(readHost(host_ / ".wh.x"), "a");
+  EXPECT_EQ(readHost(host_ / "d/.wh..wh..opq"), "b");
+}
+
 TEST_F(LayerApplyTest, OpaqueDirectories) {
   ASSERT_TRUE(
       apply({file("d/old", "1"), file("d/sub/z", "2"), file("d/sub/w", "3"), file("other", "4")}));

@@ -1,5 +1,5 @@
 // The dashboard in a real browser (Debian's Chromium, headless, driven by playwright-core)
-// against a real hutchd with real boxes. run.sh starts hutchd (tests/support/hutchd_daemon.py)
+// against a real hutchd with real boxes (and a registry on loopback for New template). run.sh starts hutchd (tests/support/hutchd_daemon.py)
 // and passes its endpoints in HUTCH_DAEMON_JSON; the CLI is HUTCH_CLI.
 //
 // The steps depend on each other (one box goes through log-in, terminal, checkpoint, fork,
@@ -273,6 +273,83 @@ test("removing from the page asks first, then the box is gone", { timeout: 180_0
     assert.equal(res.status, 404, `${name} still exists: ${JSON.stringify(res.body)}`);
   }
   await page.getByText("No boxes yet").waitFor({ timeout: SHORT });
+});
+
+test("the templates view lists them; an ordinary key may not make one", async () => {
+  await page.getByRole("navigation", { name: "Views" }).getByRole("link", { name: "Templates" }).click();
+  const table = page.getByRole("table", { name: "Templates" });
+  await table.getByRole("rowheader", { name: "base", exact: true }).waitFor({ timeout: SHORT });
+  const button = page.getByRole("button", { name: "New template" });
+  assert.equal(await button.isDisabled(), true);
+  assert.equal(await button.getAttribute("title"), "Only admin keys make templates");
+});
+
+// A registry on loopback (Debian's docker-registry, tests/registry) with the busybox test image;
+// hutchd pulls plain HTTP from loopback.
+async function startRegistry() {
+  registryDir = path.join(daemon.dir, "registry");
+  const scripts = path.join(repo, "tests", "registry");
+  const images = (await run("bash", [path.join(scripts, "images.sh"), path.join(daemon.dir, "images"), "busybox"], { timeout: LONG })).stdout;
+  const busybox = /^busybox (\S+)$/m.exec(images)?.[1];
+  assert.ok(busybox, `images.sh printed no busybox layout: ${images}`);
+  const started = (await run("bash", [path.join(scripts, "registry.sh"), "start", registryDir, "--plain-http", "--no-auth"], { timeout: LONG })).stdout;
+  const registry = /^REGISTRY=(\S+)$/m.exec(started)?.[1];
+  assert.ok(registry, started);
+  await run("bash", [path.join(scripts, "registry.sh"), "push", registryDir, `${busybox}:latest`, "test/busybox:latest"], { timeout: LONG });
+  return registry;
+}
+let registryDir;
+after(async () => {
+  if (registryDir) await run("bash", [path.join(repo, "tests", "registry", "registry.sh"), "stop", registryDir]).catch(() => undefined);
+});
+
+test("an admin makes a template of a registry image in New template, with its progress; errors are shown", { timeout: LONG }, async () => {
+  const registry = await startRegistry();
+  await page.getByRole("button", { name: "Log out" }).click();
+  await page.getByLabel("API key").fill(daemon.admin_key);
+  await page.getByRole("button", { name: "Log in" }).click();
+  await page.getByText("Key test-admin (admin)").waitFor({ timeout: SHORT });
+  await page.getByRole("link", { name: "Templates" }).click();
+  await page.getByRole("button", { name: "New template" }).click();
+  const dialog = page.getByRole("dialog", { name: "New template" });
+
+  // A tag the registry does not have: hutchd's error, in the dialog, which stays open.
+  await dialog.getByLabel("Name").fill("dash-busybox");
+  await dialog.getByLabel("Image").fill(`${registry}/test/missing:1`);
+  await dialog.getByRole("button", { name: "Create" }).click();
+  const alert = dialog.getByRole("alert");
+  await alert.filter({ hasText: "Cannot make template dash-busybox" }).waitFor({ timeout: SHORT });
+  assert.match(await alert.textContent(), /test\/missing/);
+
+  // A Dockerfile hutchd cannot read: the error names its line (no VM is started for it).
+  await dialog.getByLabel("Source").selectOption("dockerfile");
+  await dialog.getByLabel(/^Dockerfile/).fill("FROM base\nFROBNICATE now\n");
+  await dialog.getByRole("button", { name: "Create" }).click();
+  await alert.filter({ hasText: "Dockerfile line 2" }).waitFor({ timeout: SHORT });
+
+  // The image that is there: progress lines as the pull goes, then the template.
+  await dialog.getByLabel("Source").selectOption("image");
+  await dialog.getByLabel("Image").fill(`${registry}/test/busybox:latest`);
+  await dialog.getByRole("button", { name: "Create" }).click();
+  await dialog.getByRole("status").filter({ hasText: "Template dash-busybox made (image)" }).waitFor({ timeout: LONG });
+  assert.notEqual((await dialog.getByRole("log", { name: "Progress" }).textContent()).trim(), "");
+  assert.equal(await alert.count(), 0); // the earlier error is gone
+  await page.screenshot({ path: path.join(images, "dashboard-new-template.png") });
+  await dialog.getByRole("button", { name: "Close" }).click();
+  await dialog.waitFor({ state: "detached", timeout: SHORT });
+  const row = page.getByRole("table", { name: "Templates" }).getByRole("row").filter({ hasText: "dash-busybox" });
+  await row.filter({ hasText: `${registry}/test/busybox:latest` }).waitFor({ timeout: SHORT });
+
+  const listed = (await api("/v1/templates", daemon.admin_key)).body.templates.find((t) => t.name === "dash-busybox");
+  assert.equal(listed?.source, "image");
+  assert.equal(listed?.image?.ref, `${registry}/test/busybox:latest`);
+  const removed = await fetch(new URL("/v1/templates/dash-busybox", base), {
+    method: "DELETE",
+    headers: { Authorization: `Bearer ${daemon.admin_key}` },
+  });
+  assert.equal(removed.status, 200);
+  await page.getByRole("link", { name: "Boxes", exact: true }).click();
+  await page.getByRole("heading", { name: "Boxes" }).waitFor({ timeout: SHORT });
 });
 
 test("log out forgets the key", async () => {

@@ -101,15 +101,20 @@ class HutchDaemon:
     _argv = None
 
     def _linked_image_cache(self) -> pathlib.Path:
-        host = pathlib.Path(os.environ.get("HUTCH_CACHE_DIR") or "/var/cache/hutch") / "images"
-        mine = self.dir / "image-cache" / "images"
-        mine.mkdir(parents=True, exist_ok=True)
-        if host.is_dir():
-            for build in host.iterdir():
-                link = mine / build.name
-                if not build.name.startswith(".") and build.is_dir() and not link.exists():
-                    link.symlink_to(build)
-        return mine.parent
+        """An image cache of this daemon's own whose entries link the host's: the image builds
+        (templates), and the kernels' builds, whose modules a template from an OCI image gets.
+        Links one by one, so what a test builds lands here, never in the host's cache."""
+        host = pathlib.Path(os.environ.get("HUTCH_CACHE_DIR") or "/var/cache/hutch")
+        cache = self.dir / "image-cache"
+        for part in ("images", "kernel"):
+            mine = cache / part
+            mine.mkdir(parents=True, exist_ok=True)
+            if (host / part).is_dir():
+                for build in (host / part).iterdir():
+                    link = mine / build.name
+                    if not build.name.startswith(".") and build.is_dir() and not link.exists():
+                        link.symlink_to(build)
+        return cache
 
     def start(self):
         hutchd = self.build / "src" / "daemon" / "hutchd"

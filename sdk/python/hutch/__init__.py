@@ -62,6 +62,10 @@ from ._models import (
     Secret,
     Service,
     Template,
+    TemplateBuild,
+    TemplateDefaults,
+    TemplateImage,
+    TemplateStart,
 )
 from ._sync import (
     Box,
@@ -89,6 +93,7 @@ __all__ = [
     "HutchTimeoutError", "Info", "InternalError", "InvalidArgumentError", "Key", "Keys",
     "NotFoundError", "PermissionDeniedError", "Policy", "PolicyLog", "PolicyLogEntry", "Port",
     "Ports", "Process", "Processes", "ProtocolError", "ResourceExhaustedError", "Secret",
-    "Secrets", "Service", "TLSError", "Template", "Templates", "UnauthenticatedError",
+    "Secrets", "Service", "TLSError", "Template", "TemplateBuild", "TemplateDefaults",
+    "TemplateImage", "TemplateStart", "Templates", "UnauthenticatedError",
     "UnavailableError", "UnsupportedError", "__version__", "certificate_fingerprint",
 ]

@@ -351,11 +351,86 @@ def list_templates() -> Call[List[Template]]:
     return Call("GET", "/v1/templates", lambda d: list_from_json(Template, d, "templates"))
 
 
-def create_template(name: str, from_box: str | None = None) -> Call[Template]:
+def create_template(name: str, from_box: str | None = None,
+                    from_image: str | None = None) -> Call[Template]:
+    if not isinstance(name, str) or not name:
+        raise InvalidArgumentError(f"A template needs a non-empty name, got {name!r}")
+    if from_box is not None and from_image is not None:
+        raise InvalidArgumentError("Give from_box or from_image, not both: a template comes "
+                                   "from one source")
     body = {"name": name}
     if from_box is not None:
         body["from_box"] = from_box
+    if from_image is not None:
+        if not isinstance(from_image, str) or not from_image.strip():
+            raise InvalidArgumentError(f"from_image is an image reference such as "
+                                       f"'python:3.12-slim', got {from_image!r}")
+        body["from_image"] = from_image
     return Call("POST", "/v1/templates", lambda d: from_json(Template, d), json=body)
+
+
+def template_archive_path(name: str) -> str:
+    return f"/v1/templates/{seg(name)}/archive"
+
+
+def archive_params(image: str | None) -> dict[str, str] | None:
+    if image is None:
+        return None
+    if not isinstance(image, str) or not image:
+        raise InvalidArgumentError(f"image names one image of the archive (a tag, or '@N'), "
+                                   f"got {image!r}")
+    return {"image": image}
+
+
+def build_params(name: str, dockerfile: str, *, build_args: Mapping[str, str] | None = None,
+                 target: str | None = None, no_cache: bool = False,
+                 start_cmd: str | None = None, ready_cmd: str | None = None,
+                 network_policy: str | Mapping[str, Any] | None = None,
+                 cpus: int | None = None, memory: int | str | None = None,
+                 disk: int | str | None = None,
+                 step_timeout: float | None = None) -> dict[str, str]:
+    """The query of ``POST /v1/builds`` (the body is the context's tar)."""
+    if not isinstance(name, str) or not name:
+        raise InvalidArgumentError(f"A template needs a non-empty name, got {name!r}")
+    params: dict[str, str] = {"name": name, "dockerfile": dockerfile}
+    if build_args is not None:
+        if not isinstance(build_args, Mapping):
+            raise InvalidArgumentError("build_args is a dict of ARG names to string values")
+        for key, value in build_args.items():
+            if not isinstance(key, str) or not key or not isinstance(value, str):
+                raise InvalidArgumentError(f"build_args maps names to strings, got "
+                                           f"{key!r}: {value!r}")
+        params["build_args"] = json.dumps(dict(build_args))
+    for key, text in (("target", target), ("start_cmd", start_cmd), ("ready_cmd", ready_cmd)):
+        if text is not None:
+            if not isinstance(text, str) or not text:
+                raise InvalidArgumentError(f"{key} is a non-empty string, got {text!r}")
+            params[key] = text
+    if no_cache:
+        params["no_cache"] = "true"
+    if network_policy is not None:
+        if isinstance(network_policy, str):
+            params["network_policy"] = network_policy
+        elif isinstance(network_policy, Mapping):
+            params["network_policy"] = json.dumps(dict(network_policy))
+        else:
+            raise InvalidArgumentError("network_policy is a preset name (none, allow-all, "
+                                       "debian-mirrors, npm, pypi) or a policy dict")
+    if cpus is not None:
+        if isinstance(cpus, bool) or not isinstance(cpus, int) or cpus < 1:
+            raise InvalidArgumentError(f"cpus is a positive int, got {cpus!r}")
+        params["cpus"] = str(cpus)
+    if memory is not None:
+        params["memory_mib"] = str(parse_mib(memory, "memory"))
+    if disk is not None:
+        params["disk_mib"] = str(parse_mib(disk, "disk"))
+    if step_timeout is not None:
+        if isinstance(step_timeout, bool) or not isinstance(step_timeout, (int, float)) \
+                or step_timeout < 1:
+            raise InvalidArgumentError(f"step_timeout is seconds (1 or more), got "
+                                       f"{step_timeout!r}")
+        params["step_timeout_s"] = str(int(step_timeout))
+    return params
 
 
 def remove_template(name: str) -> Call[None]:

@@ -128,9 +128,72 @@ class Service:
 
 
 @dataclass
+class TemplateImage:
+    """Which image a template was made of (``source`` ``image``), pinned by digest."""
+
+    #: The reference pulled, or the image's name in its archive (empty when it had none).
+    ref: str = ""
+    #: ``docker-archive`` or ``oci-archive`` for an uploaded archive, empty for a pull.
+    archive: str = ""
+    digest: str = ""
+    config_digest: str = ""
+    platform: str = ""
+    layers: int = 0
+    #: The layers' unpacked size.
+    bytes: int = 0
+    raw: dict[str, Any] = _raw()
+
+
+@dataclass
+class TemplateBuild:
+    """How a template was built from a Dockerfile (``source`` ``build``)."""
+
+    #: The cache key of its last step.
+    key: str = ""
+    base_template: str = ""
+    #: The Dockerfile's ``FROM`` when it named an image (empty for a template base).
+    base_image: str = ""
+    steps: int = 0
+    #: Steps that came from the build cache.
+    cached_steps: int = 0
+    raw: dict[str, Any] = _raw()
+
+
+@dataclass
+class TemplateStart:
+    """The start command and ready check the template's snapshot runs."""
+
+    cmd: str = ""
+    ready: str = ""
+    raw: dict[str, Any] = _raw()
+
+
+@dataclass
+class TemplateDefaults:
+    """What an image's config (or a Dockerfile) gives the template's boxes: an exec gets the
+    environment, the user and the working directory, as ``docker run`` would."""
+
+    env: list[str] = field(default_factory=list)
+    workdir: str = ""
+    user: str = ""
+    entrypoint: list[str] = field(default_factory=list)
+    cmd: list[str] = field(default_factory=list)
+    exposed_ports: list[str] = field(default_factory=list)
+    labels: dict[str, str] = field(default_factory=dict)
+    stop_signal: str = ""
+    raw: dict[str, Any] = _raw()
+
+
+def _nested(cls: type[T], value: Any) -> T | None:
+    if value is None or isinstance(value, cls):
+        return value
+    return from_json(cls, value)
+
+
+@dataclass
 class Template:
     name: str = ""
-    #: ``recipe`` or ``box``.
+    #: ``recipe``, ``box``, ``image`` (a registry or an archive) or ``build`` (a Dockerfile).
     source: str = ""
     source_box: str = ""
     dir: str = ""
@@ -139,7 +202,21 @@ class Template:
     created: Any = None
     disk_bytes: int = 0
     used_by: list[str] = field(default_factory=list)
+    #: Set for ``source`` ``image``: which image, by digest.
+    image: TemplateImage | None = None
+    #: Set for ``source`` ``build``: the base and the cache.
+    build: TemplateBuild | None = None
+    #: The start command and ready check, when the template has them.
+    start: TemplateStart | None = None
+    #: The image's (or Dockerfile's) ENV, USER, WORKDIR, ... for images and builds.
+    defaults: TemplateDefaults | None = None
     raw: dict[str, Any] = _raw()
+
+    def __post_init__(self) -> None:
+        self.image = _nested(TemplateImage, self.image)
+        self.build = _nested(TemplateBuild, self.build)
+        self.start = _nested(TemplateStart, self.start)
+        self.defaults = _nested(TemplateDefaults, self.defaults)
 
 
 @dataclass

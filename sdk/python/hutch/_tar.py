@@ -1,4 +1,5 @@
-"""Tar streams for ``files.upload``/``files.download`` (the /files/archive endpoints).
+"""Tar streams for ``files.upload``/``files.download`` (the /files/archive endpoints) and for
+the context of ``templates.build`` (``POST /v1/builds``).
 
 Both directions stream: the writer yields a header, the file's bytes in chunks and the padding,
 one file at a time; the reader extracts from a non-seekable stream (``tarfile`` mode ``r|``).
@@ -11,6 +12,8 @@ import io
 import os
 import stat
 import tarfile
+import time
+from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
 from ._errors import InvalidArgumentError, ProtocolError
@@ -66,29 +69,112 @@ def _entry(path: str, name: str) -> Iterator[bytes]:
     # Sockets, FIFOs and devices are not copied (as cp -r of a tree into a box would not).
 
 
+def _tree(root: str) -> Iterator[bytes]:
+    """The entries of directory ``root``'s contents, named relative to it (no end blocks)."""
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames.sort()
+        rel = os.path.relpath(dirpath, root)
+        for name in sorted(filenames) + [d for d in dirnames
+                                         if os.path.islink(os.path.join(dirpath, d))]:
+            yield from _entry(os.path.join(dirpath, name),
+                              name if rel == "." else f"{rel}/{name}")
+        real_dirs = [d for d in dirnames if not os.path.islink(os.path.join(dirpath, d))]
+        dirnames[:] = real_dirs
+        for name in real_dirs:
+            yield from _entry(os.path.join(dirpath, name),
+                              name if rel == "." else f"{rel}/{name}")
+
+
 def tar_stream(local_path: str | os.PathLike[str]) -> Iterator[bytes]:
     """A tar of ``local_path``: a directory's contents (names relative to it), or one file
     (named after it)."""
     root = os.fspath(local_path)
     st = os.lstat(root)
     if stat.S_ISDIR(st.st_mode):
-        for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-            dirnames.sort()
-            rel = os.path.relpath(dirpath, root)
-            for name in sorted(filenames) + [d for d in dirnames
-                                             if os.path.islink(os.path.join(dirpath, d))]:
-                yield from _entry(os.path.join(dirpath, name),
-                                  name if rel == "." else f"{rel}/{name}")
-            real_dirs = [d for d in dirnames if not os.path.islink(os.path.join(dirpath, d))]
-            dirnames[:] = real_dirs
-            for name in real_dirs:
-                yield from _entry(os.path.join(dirpath, name),
-                                  name if rel == "." else f"{rel}/{name}")
+        yield from _tree(root)
     elif stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode):
         yield from _entry(root, os.path.basename(root.rstrip("/")))
     else:
         raise InvalidArgumentError(f"{root} is neither a file nor a directory")
     yield b"\0" * (2 * _BLOCK)
+
+
+#: The name a Dockerfile from outside the context (or given as text) gets in the context's tar,
+#: as the CLI names it.
+OUTSIDE_DOCKERFILE = ".hutch-dockerfile"
+
+
+@dataclass
+class BuildContext:
+    """What ``POST /v1/builds`` is sent: the context directory's contents (None: no context,
+    the Dockerfile alone) and the Dockerfile, named ``dockerfile`` in the tar. ``extra`` is the
+    Dockerfile's text or its local path when it is not already inside the context."""
+
+    directory: str | None
+    dockerfile: str
+    extra: bytes | str | None
+
+    def stream(self) -> Iterator[bytes]:
+        """The tar, made as it is sent. The server applies the context's .dockerignore itself."""
+        if self.directory is not None:
+            try:
+                yield from _tree(self.directory)
+            except OSError as e:
+                raise InvalidArgumentError(f"Cannot read the build context {self.directory}: "
+                                           f"{e}") from e
+        if isinstance(self.extra, bytes):
+            info = tarfile.TarInfo(self.dockerfile)
+            info.type = tarfile.REGTYPE
+            info.mode = 0o644
+            info.size = len(self.extra)
+            info.mtime = int(time.time())
+            info.uname = info.gname = ""
+            yield _header(info)
+            yield self.extra
+            if len(self.extra) % _BLOCK:
+                yield b"\0" * (_BLOCK - len(self.extra) % _BLOCK)
+        elif isinstance(self.extra, str):
+            yield from _file_entry(self.extra, self.dockerfile, os.stat(self.extra))
+        yield b"\0" * (2 * _BLOCK)
+
+
+def build_context(context: str | os.PathLike[str] | None,
+                  dockerfile: str | os.PathLike[str] | None,
+                  dockerfile_content: str | bytes | None) -> BuildContext:
+    """Checks a build's inputs on this side (before anything is sent) and says what to send,
+    as ``hutch template build -f FILE CONTEXT`` does."""
+    if dockerfile is not None and dockerfile_content is not None:
+        raise InvalidArgumentError("Give dockerfile (a path) or dockerfile_content (its text), "
+                                   "not both")
+    directory: str | None = None
+    if context is not None:
+        directory = os.fspath(context)
+        if not os.path.isdir(directory):
+            what = "does not exist" if not os.path.lexists(directory) else "is not a directory"
+            raise InvalidArgumentError(f"The build context {directory} {what}: give a "
+                                       f"directory (or no context, with the Dockerfile alone)")
+    if dockerfile_content is not None:
+        text = (dockerfile_content.encode("utf-8") if isinstance(dockerfile_content, str)
+                else bytes(dockerfile_content))
+        if not text.strip():
+            raise InvalidArgumentError("dockerfile_content is empty")
+        return BuildContext(directory, OUTSIDE_DOCKERFILE, text)
+    if dockerfile is None:
+        if directory is None:
+            raise InvalidArgumentError("A build needs a context directory, a dockerfile path or "
+                                       "dockerfile_content")
+        path = os.path.join(directory, "Dockerfile")
+        if not os.path.isfile(path):
+            raise InvalidArgumentError(f"{path}: no such Dockerfile (give one with dockerfile=)")
+        return BuildContext(directory, "Dockerfile", None)
+    path = os.fspath(dockerfile)
+    if not os.path.isfile(path):
+        raise InvalidArgumentError(f"{path}: no such Dockerfile")
+    if directory is not None:
+        rel = os.path.relpath(os.path.realpath(path), os.path.realpath(directory))
+        if rel != "." and rel != ".." and not rel.startswith(".." + os.sep):
+            return BuildContext(directory, rel.replace(os.sep, "/"), None)
+    return BuildContext(directory, OUTSIDE_DOCKERFILE, path)
 
 
 class ChunkReader(io.RawIOBase):

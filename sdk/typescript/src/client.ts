@@ -3,25 +3,23 @@
 
 import { Box, type CreateBoxOptions, createBoxRequest } from "./box.js";
 import { type ClientOptions, resolveEndpoint } from "./config.js";
-import { InvalidArgumentError, NotFoundError, ProtocolError, UnavailableError, errorForCode } from "./errors.js";
+import { InvalidArgumentError, ProtocolError } from "./errors.js";
 import {
   type ApiKey,
   type DiskUsage,
   type Info,
   type PoolStatus,
   type Secret,
-  type Template,
   boxInfoFromJson,
   diskUsageFromJson,
   infoFromJson,
   keyFromJson,
   poolFromJson,
   secretFromJson,
-  templateFromJson,
 } from "./models.js";
-import { ndjson } from "./ndjson.js";
-import { Transport, pathOf, readText } from "./transport.js";
-import { asObject, objects, parseJson, str } from "./wire.js";
+import { Templates } from "./templates.js";
+import { Transport, pathOf } from "./transport.js";
+import { asObject, objects } from "./wire.js";
 
 export class Boxes {
   /** @internal */
@@ -49,77 +47,6 @@ export class Boxes {
     if (typeof box !== "string" || box === "") throw new InvalidArgumentError("A box is named by its name, id or id prefix");
     const info = await this.client.transport.json({ method: "GET", path: pathOf`/v1/boxes/${box}` }, boxInfoFromJson);
     return new Box(this.client, info);
-  }
-}
-
-export interface BuildOptions {
-  /** Each line of the build log as it comes. */
-  onProgress?: (line: string) => void;
-  abortSignal?: AbortSignal;
-}
-
-export class Templates {
-  /** @internal */
-  constructor(private readonly transport: Transport) {}
-
-  async list(): Promise<Template[]> {
-    return this.transport.json({ method: "GET", path: "/v1/templates" }, (v) =>
-      objects(asObject(v, "a template list"), "templates", "a template list").map(templateFromJson),
-    );
-  }
-
-  async get(name: string): Promise<Template> {
-    const found = (await this.list()).find((t) => t.name === name);
-    if (found === undefined) {
-      throw new NotFoundError(`No template ${name}`);
-    }
-    return found;
-  }
-
-  /**
-   * Builds the recipe images/NAME on the daemon's host (admin only), streaming the build log
-   * (Accept: application/x-ndjson); resolves with the template when it is done.
-   */
-  async build(name: string, options: BuildOptions = {}): Promise<Template> {
-    const res = await this.transport.send({
-      method: "POST",
-      path: "/v1/templates",
-      json: { name },
-      accept: "application/x-ndjson",
-      signal: options.abortSignal,
-    });
-    const type = String(res.headers["content-type"] ?? "");
-    try {
-      if (!type.includes("ndjson")) {
-        // A daemon that answers when done (no stream): the body is the Template.
-        return templateFromJson(parseJson(await readText(res), "a template"));
-      }
-      for await (const line of ndjson(res, "a template build line")) {
-        const o = asObject(line, "a template build line");
-        if (typeof o["progress"] === "string") {
-          options.onProgress?.(o["progress"]);
-        } else if (o["template"] !== undefined) {
-          return templateFromJson(o["template"]);
-        } else if (o["error"] !== undefined) {
-          const e = asObject(o["error"], "a template build error");
-          throw errorForCode(str(e, "code", "a build error", "internal"), str(e, "message", "a build error"));
-        }
-      }
-    } catch (e) {
-      throw this.transport.connectionError(e);
-    }
-    throw new UnavailableError(`The build of template ${name} ended without a result (the connection closed)`);
-  }
-
-  /** Freezes a stopped box as a template (admin only). */
-  async createFromBox(name: string, box: string | Box): Promise<Template> {
-    const fromBox = typeof box === "string" ? box : box.id;
-    return this.transport.json({ method: "POST", path: "/v1/templates", json: { name, from_box: fromBox } }, templateFromJson);
-  }
-
-  /** Removes a template no box uses (admin only). */
-  async remove(name: string): Promise<void> {
-    await this.transport.json({ method: "DELETE", path: pathOf`/v1/templates/${name}` }, (v) => asObject(v, "a template removal"));
   }
 }
 

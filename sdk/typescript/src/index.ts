@@ -1,7 +1,9 @@
 // @hutch/sdk: the TypeScript client of hutchd (docs/api.md).
 
-export { Client, Boxes, Templates, Secrets, Keys, SystemApi } from "./client.js";
-export type { BuildOptions, SetSecretOptions, CreateKeyOptions } from "./client.js";
+export { Client, Boxes, Secrets, Keys, SystemApi } from "./client.js";
+export type { SetSecretOptions, CreateKeyOptions } from "./client.js";
+export { Templates } from "./templates.js";
+export type { BuildOptions, ProgressOptions, ArchiveOptions, ArchiveInput } from "./templates.js";
 export { Box, Ports, PolicyApi, Processes } from "./box.js";
 export type { CreateBoxOptions, ExecOptions, ForkOptions, PublishOptions, PolicyLog } from "./box.js";
 export { Files } from "./files.js";

@@ -183,7 +183,8 @@ export function serviceFromJson(value: unknown): ServiceInfo {
 
 export interface Template {
   name: string;
-  source: "recipe" | "box" | string;
+  /** "recipe", "box", "image" (a registry or an archive) or "build" (a Dockerfile). */
+  source: "recipe" | "box" | "image" | "build" | string;
   sourceBox: string;
   dir: string;
   imageKey: string;
@@ -192,12 +193,60 @@ export interface Template {
   diskBytes: number;
   /** Names of the boxes made from it. */
   usedBy: string[];
+  /** For source "image": which image, pinned by digest. */
+  image?: TemplateImage;
+  /** For source "build": its base and cache key. */
+  build?: TemplateBuild;
+  /** The start command and ready check its snapshot runs, when it has them. */
+  start?: TemplateStart;
+  /** What the image's config (or the Dockerfile) gives its boxes: ENV, USER, WORKDIR, ... */
+  defaults?: TemplateDefaults;
+}
+
+export interface TemplateImage {
+  /** The reference pulled, or the image's name in its archive ("" when it had none). */
+  ref: string;
+  /** "docker-archive" or "oci-archive" for an uploaded archive, "" for a pull. */
+  archive: string;
+  digest: string;
+  configDigest: string;
+  platform: string;
+  layers: number;
+  /** The layers' unpacked size. */
+  bytes: number;
+}
+
+export interface TemplateBuild {
+  /** The cache key of its last step. */
+  key: string;
+  baseTemplate: string;
+  /** The Dockerfile's FROM when it named an image ("" for a template base). */
+  baseImage: string;
+  steps: number;
+  /** Steps that came from the build cache. */
+  cachedSteps: number;
+}
+
+export interface TemplateStart {
+  cmd: string;
+  ready: string;
+}
+
+export interface TemplateDefaults {
+  env: string[];
+  workdir: string;
+  user: string;
+  entrypoint: string[];
+  cmd: string[];
+  exposedPorts: string[];
+  labels: Record<string, string>;
+  stopSignal: string;
 }
 
 export function templateFromJson(value: unknown): Template {
   const o = asObject(value, "a template");
   const w = "a template";
-  return {
+  const t: Template = {
     name: str(o, "name", w),
     source: str(o, "source", w),
     sourceBox: str(o, "source_box", w),
@@ -208,6 +257,49 @@ export function templateFromJson(value: unknown): Template {
     diskBytes: num(o, "disk_bytes", w),
     usedBy: strings(o, "used_by", w),
   };
+  if (o["image"] !== undefined && o["image"] !== null) {
+    const i = obj(o, "image", w);
+    const wi = "a template's image";
+    t.image = {
+      ref: str(i, "ref", wi),
+      archive: str(i, "archive", wi),
+      digest: str(i, "digest", wi),
+      configDigest: str(i, "config_digest", wi),
+      platform: str(i, "platform", wi),
+      layers: num(i, "layers", wi),
+      bytes: num(i, "bytes", wi),
+    };
+  }
+  if (o["build"] !== undefined && o["build"] !== null) {
+    const b = obj(o, "build", w);
+    const wb = "a template's build";
+    t.build = {
+      key: str(b, "key", wb),
+      baseTemplate: str(b, "base_template", wb),
+      baseImage: str(b, "base_image", wb),
+      steps: num(b, "steps", wb),
+      cachedSteps: num(b, "cached_steps", wb),
+    };
+  }
+  if (o["start"] !== undefined && o["start"] !== null) {
+    const s = obj(o, "start", w);
+    t.start = { cmd: str(s, "cmd", "a template's start"), ready: str(s, "ready", "a template's start") };
+  }
+  if (o["defaults"] !== undefined && o["defaults"] !== null) {
+    const d = obj(o, "defaults", w);
+    const wd = "a template's defaults";
+    t.defaults = {
+      env: strings(d, "env", wd),
+      workdir: str(d, "workdir", wd),
+      user: str(d, "user", wd),
+      entrypoint: strings(d, "entrypoint", wd),
+      cmd: strings(d, "cmd", wd),
+      exposedPorts: strings(d, "exposed_ports", wd),
+      labels: stringMap(d, "labels", wd),
+      stopSignal: str(d, "stop_signal", wd),
+    };
+  }
+  return t;
 }
 
 export interface Secret {

@@ -45,6 +45,8 @@ export interface RequestSpec {
   json?: unknown;
   body?: BodyInput;
   contentType?: string;
+  /** The length of a streamed body, when it is known (else it is sent chunked). */
+  contentLength?: number;
   accept?: string;
   signal?: AbortSignal;
 }
@@ -243,6 +245,8 @@ export class Transport {
     }
     if (body !== undefined) {
       headers["Content-Length"] = String(typeof body === "string" ? Buffer.byteLength(body) : body.byteLength);
+    } else if (stream !== undefined && spec.contentLength !== undefined) {
+      headers["Content-Length"] = String(spec.contentLength);
     } else if (stream === undefined && spec.method !== "GET" && spec.method !== "DELETE") {
       headers["Content-Length"] = "0";
     }

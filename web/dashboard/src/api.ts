@@ -80,8 +80,15 @@ export interface PolicyLogEntry {
 
 export interface Template {
   name: string;
+  // recipe, box, image (a registry or an archive) or build (a Dockerfile)
   source: string;
+  source_box?: string;
   disk_bytes?: number;
+  created?: string;
+  used_by?: string[];
+  image?: { ref: string; archive?: string; digest: string; platform: string; layers: number; bytes: number };
+  build?: { base_template: string; base_image: string; steps: number; cached_steps: number };
+  start?: { cmd: string; ready: string };
 }
 
 export interface Info {
@@ -211,6 +218,89 @@ export class Api {
   async templates(): Promise<Template[]> {
     return (await this.json<{ templates: Template[] }>("GET", "/v1/templates")).templates;
   }
+  removeTemplate(name: string): Promise<{ removed: string }> {
+    return this.json("DELETE", `/v1/templates/${enc(name)}`);
+  }
+
+  // POST /v1/templates {"name", "from_image"}: an image pulled from a registry (admin only).
+  // `onProgress` gets each line of the pull's log as hutchd streams it (NDJSON).
+  createTemplateFromImage(
+    name: string,
+    image: string,
+    onProgress: (line: string) => void,
+    signal?: AbortSignal,
+  ): Promise<Template> {
+    const body = JSON.stringify({ name, from_image: image });
+    return this.templateStream("/v1/templates", "application/json", body, onProgress, signal);
+  }
+
+  // POST /v1/builds: a Dockerfile without a context (its text is the only file of the tar).
+  buildTemplate(
+    name: string,
+    dockerfile: string,
+    onProgress: (line: string) => void,
+    signal?: AbortSignal,
+  ): Promise<Template> {
+    const path = `/v1/builds?name=${enc(name)}&dockerfile=Dockerfile`;
+    const tar = singleFileTar("Dockerfile", new TextEncoder().encode(dockerfile));
+    return this.templateStream(path, "application/x-tar", tar, onProgress, signal);
+  }
+
+  // A template creation answered as NDJSON: {"progress"}... then {"template"} or {"error"}.
+  private async templateStream(
+    path: string,
+    contentType: string,
+    body: BodyInit,
+    onProgress: (line: string) => void,
+    signal?: AbortSignal,
+  ): Promise<Template> {
+    const headers = {
+      Authorization: `Bearer ${this.key}`,
+      "Content-Type": contentType,
+      Accept: "application/x-ndjson",
+    };
+    let res: Response;
+    try {
+      res = await fetch(this.url(path), { method: "POST", headers, body, cache: "no-store", signal });
+    } catch (e) {
+      if (signal?.aborted) throw new ApiError(0, "cancelled", "Cancelled");
+      throw new ApiError(0, "unavailable", `hutchd cannot be reached (${String(e)})`);
+    }
+    if (!res.ok) throw await errorOf(res);
+    if (!(res.headers.get("Content-Type") ?? "").includes("ndjson") || !res.body) {
+      return (await res.json()) as Template;
+    }
+    const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buffered = "";
+    for (;;) {
+      let chunk: ReadableStreamReadResult<string>;
+      try {
+        chunk = await reader.read();
+      } catch (e) {
+        if (signal?.aborted) throw new ApiError(0, "cancelled", "Cancelled");
+        throw new ApiError(0, "unavailable", `The connection to hutchd broke (${String(e)})`);
+      }
+      if (chunk.value) buffered += chunk.value;
+      let nl: number;
+      while ((nl = buffered.indexOf("\n")) >= 0 || (chunk.done && buffered.trim() !== "")) {
+        const line = (nl >= 0 ? buffered.slice(0, nl) : buffered).trim();
+        buffered = nl >= 0 ? buffered.slice(nl + 1) : "";
+        if (line === "") continue;
+        const event = JSON.parse(line) as {
+          progress?: string;
+          template?: Template;
+          error?: { code?: string; message?: string };
+        };
+        if (typeof event.progress === "string") onProgress(event.progress);
+        else if (event.template) return event.template;
+        else if (event.error) {
+          throw new ApiError(200, event.error.code ?? "internal", event.error.message ?? "The template was not made");
+        }
+      }
+      if (chunk.done) break;
+    }
+    throw new ApiError(0, "unavailable", "hutchd closed the stream before the template was made");
+  }
 
   // The streaming exec (GET /v1/boxes/{box}/exec/ws, subprotocol hutch.exec.v1). Browsers cannot
   // set headers on a WebSocket, so the key goes as a second subprotocol, hutch.key.KEY; hutchd
@@ -222,6 +312,34 @@ export class Api {
     ws.binaryType = "arraybuffer";
     return ws;
   }
+}
+
+// A tar (ustar) holding one regular file: what POST /v1/builds takes as the build context.
+export function singleFileTar(name: string, data: Uint8Array): Uint8Array<ArrayBuffer> {
+  const header = new Uint8Array(512);
+  const put = (text: string, at: number, len: number) => {
+    const bytes = new TextEncoder().encode(text);
+    header.set(bytes.subarray(0, len), at);
+  };
+  const octal = (n: number, len: number) => n.toString(8).padStart(len - 1, "0");
+  put(name, 0, 100);
+  put(octal(0o644, 8), 100, 8);
+  put(octal(0, 8), 108, 8); // uid
+  put(octal(0, 8), 116, 8); // gid
+  put(octal(data.length, 12), 124, 12);
+  put(octal(Math.floor(Date.now() / 1000), 12), 136, 12);
+  put("        ", 148, 8); // the checksum field counts as spaces
+  put("0", 156, 1); // a regular file
+  put("ustar\0", 257, 6);
+  put("00", 263, 2);
+  let sum = 0;
+  for (const b of header) sum += b;
+  put(`${octal(sum, 7)}\0 `, 148, 8);
+  const padded = Math.ceil(data.length / 512) * 512;
+  const out = new Uint8Array(512 + padded + 1024);
+  out.set(header, 0);
+  out.set(data, 512);
+  return out;
 }
 
 function enc(segment: string): string {

@@ -57,6 +57,8 @@ export class Busy {
 
 export interface Context {
   api: Api;
+  // The key is an admin key (GET /v1/info's caller): admin-only actions are offered.
+  admin: boolean;
   notices: Notices;
   busy: Busy;
   stats: StatsHistory;

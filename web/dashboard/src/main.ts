@@ -1,4 +1,5 @@
-// hutch's dashboard: log in with an API key, then the box list (#/) and box pages (#/boxes/ID).
+// hutch's dashboard: log in with an API key, then the box list (#/), box pages (#/boxes/ID) and
+// the templates (#/templates).
 // The key lives in sessionStorage: it is gone when the tab closes, and never leaves this origin
 // except in the requests to hutchd itself.
 
@@ -11,6 +12,7 @@ import { Busy, type Context, Notices } from "./context";
 import { clear, h, setText } from "./dom";
 import { ListView } from "./list_view";
 import { StatsHistory } from "./stats";
+import { TemplatesView } from "./templates_view";
 
 const kKeyItem = "hutch.apiKey";
 
@@ -24,6 +26,8 @@ class App {
   private readonly main = h("main", { id: "main" });
   private readonly notices = new Notices();
   private readonly who = h("span", { class: "who" });
+  private readonly boxesLink = h("a", { href: "#/" }, "Boxes");
+  private readonly templatesLink = h("a", { href: "#/templates" }, "Templates");
   private readonly logoutButton: HTMLButtonElement;
   private readonly header: HTMLElement;
   private ctx: Context | undefined;
@@ -36,6 +40,7 @@ class App {
       "header",
       { class: "top" },
       h("h1", {}, h("a", { href: "#/" }, "hutch")),
+      h("nav", { "aria-label": "Views" }, this.boxesLink, this.templatesLink),
       h("span", { class: "spacer" }),
       this.who,
       this.logoutButton,
@@ -75,6 +80,7 @@ class App {
     );
     this.ctx = {
       api,
+      admin: caller?.admin ?? false,
       notices: this.notices,
       busy: new Busy(),
       stats: new StatsHistory(),
@@ -151,8 +157,15 @@ class App {
     this.view?.destroy();
     clear(this.main);
     const m = /^#\/boxes\/([^/]+)$/.exec(window.location.hash);
+    const onTemplates = window.location.hash === "#/templates";
+    this.boxesLink.removeAttribute("aria-current");
+    this.templatesLink.removeAttribute("aria-current");
+    (onTemplates ? this.templatesLink : this.boxesLink).setAttribute("aria-current", "page");
     if (m) {
       this.view = new BoxView(ctx, decodeURIComponent(m[1]));
+    } else if (onTemplates) {
+      document.title = "Templates · hutch";
+      this.view = new TemplatesView(ctx);
     } else {
       document.title = "Boxes · hutch";
       this.view = new ListView(ctx);

@@ -5,16 +5,24 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pathlib
+import stat
 from typing import Any, Generator, Iterator, Callable, List, Mapping, Sequence, TypeVar
 
 import httpx
 
-from .. import _api
+from .. import _api, _tar
 from .._api import Call
 from .._connection import Connection, resolve
-from .._errors import HutchError, NotFoundError, ProtocolError, error_from_response
+from .._errors import (
+    HutchError,
+    InvalidArgumentError,
+    NotFoundError,
+    UnavailableError,
+    error_from_response,
+)
 from .._failures import map_transport_error
-from .._models import BoxInfo, Info, Key, Secret, Template
+from .._models import BoxInfo, Info, Key, Secret, Template, from_json
 from . import _backend
 from ._box import Box
 
@@ -178,20 +186,115 @@ class Templates:
                 return template
         raise NotFoundError(f"No template named {name!r}", status=404)
 
-    def build(self, name: str,
-                    on_progress: Callable[[str], Any] | None = None) -> Template:
-        """Builds recipe ``images/NAME`` on the host; ``on_progress`` gets each line of the
-        build log as it goes (the NDJSON stream of ``POST /v1/templates``)."""
-        call = _api.create_template(name)
-        with self._client._stream(
-                "POST", call.path, content=_api.json_body(call.json),
-                headers={"Accept": "application/x-ndjson",
-                         "Content-Type": "application/json"}) as response:
+    def build(self, name: str, on_progress: Callable[[str], Any] | None = None, *,
+                    context: str | os.PathLike[str] | None = None,
+                    dockerfile: str | os.PathLike[str] | None = None,
+                    dockerfile_content: str | bytes | None = None,
+                    build_args: Mapping[str, str] | None = None, target: str | None = None,
+                    no_cache: bool = False, start_cmd: str | None = None,
+                    ready_cmd: str | None = None,
+                    network_policy: str | Mapping[str, Any] | None = None,
+                    cpus: int | None = None, memory: int | str | None = None,
+                    disk: int | str | None = None,
+                    step_timeout: float | None = None) -> Template:
+        """Builds template ``name``; ``on_progress`` gets each line of the build's log as it
+        goes (the NDJSON stream).
+
+        With ``context`` (a local directory), ``dockerfile`` (a local path, default
+        ``CONTEXT/Dockerfile``) or ``dockerfile_content`` (the Dockerfile's text), it builds a
+        Dockerfile (``POST /v1/builds``, as ``hutch template build NAME -f FILE CONTEXT``):
+        the context is sent as a tar made while it is sent (hutchd leaves out what its
+        ``.dockerignore`` names), and every step runs in a box on hutchd's host.
+        ``build_args`` are ARG values, ``target`` the stage to build, ``no_cache`` runs every
+        step again, ``start_cmd``/``ready_cmd`` a process the template's boxes start with and
+        the check polled until it is ready, ``network_policy`` the egress of the RUN steps,
+        ``cpus``/``memory``/``disk`` the build box's size (MiB or ``"2G"``), ``step_timeout``
+        seconds per step. A Dockerfile hutchd cannot read is an :class:`InvalidArgumentError`
+        naming its line, a failed step an error naming the step.
+
+        Without any of those it builds hutch's recipe ``images/NAME`` on the host."""
+        if context is None and dockerfile is None and dockerfile_content is None:
+            extra = dict(build_args=build_args, target=target, start_cmd=start_cmd,
+                         ready_cmd=ready_cmd, network_policy=network_policy, cpus=cpus,
+                         memory=memory, disk=disk, step_timeout=step_timeout)
+            given = sorted(k for k, v in extra.items() if v is not None)
+            if given or no_cache:
+                raise InvalidArgumentError(
+                    f"{', '.join(given or ['no_cache'])} apply to Dockerfile builds: give "
+                    f"context=, dockerfile= or dockerfile_content= (without them, build() "
+                    f"builds recipe images/{name})")
+            call = _api.create_template(name)
+            return self._stream_template(
+                "POST", call.path, f"The build of template {name!r}", on_progress,
+                content=_api.json_body(call.json), content_type="application/json")
+        plan = _tar.build_context(context, dockerfile, dockerfile_content)
+        params = _api.build_params(
+            name, plan.dockerfile, build_args=build_args, target=target, no_cache=no_cache,
+            start_cmd=start_cmd, ready_cmd=ready_cmd, network_policy=network_policy,
+            cpus=cpus, memory=memory, disk=disk, step_timeout=step_timeout)
+        return self._stream_template(
+            "POST", "/v1/builds", f"The build of template {name!r}", on_progress,
+            params=params, content=_backend.iterate_blocking(plan.stream()),
+            content_type="application/x-tar")
+
+    def create(self, name: str, from_box: str | Box | None = None, *,
+                     from_image: str | None = None,
+                     from_archive: Any = None, image: str | None = None,
+                     on_progress: Callable[[str], Any] | None = None) -> Template:
+        """Makes template ``name`` from one source (admins only):
+
+        - ``from_box``: freezes that stopped box;
+        - ``from_image``: pulls an OCI or Docker image from a registry hutchd reaches
+          (``"python:3.12-slim"``, ``"registry.example:5000/team/app:1"``, ``"NAME@sha256:..."``;
+          credentials are the host's, ``hutch registry login``);
+        - ``from_archive``: an image archive sent from here, streamed: a local path (a
+          ``docker save`` tar or an OCI archive, plain or compressed, or an OCI image layout
+          directory), a binary file object or an iterable of bytes. ``image`` picks one image
+          of an archive that holds several (a tag, or ``"@N"``).
+
+        ``on_progress`` gets each progress line of a pull or an import as it comes."""
+        given = [k for k, v in (("from_box", from_box), ("from_image", from_image),
+                                ("from_archive", from_archive)) if v is not None]
+        if len(given) != 1:
+            raise InvalidArgumentError(
+                "Give one of from_box, from_image and from_archive" if not given else
+                f"Give one of from_box, from_image and from_archive, not {' and '.join(given)}")
+        if image is not None and from_archive is None:
+            raise InvalidArgumentError("image picks an image of an archive: it goes with "
+                                       "from_archive")
+        if from_box is not None:
+            box = from_box.id if isinstance(from_box, Box) else from_box
+            return self._client._call(_api.create_template(name, box))
+        if from_image is not None:
+            call = _api.create_template(name, from_image=from_image)
+            return self._stream_template(
+                "POST", call.path, f"The pull of {from_image} as template {name!r}", on_progress,
+                content=_api.json_body(call.json), content_type="application/json")
+        path = _api.template_archive_path(name)
+        params = _api.archive_params(image)
+        content, length = _archive_body(from_archive)
+        return self._stream_template(
+            "POST", path, f"The import of the archive as template {name!r}", on_progress,
+            params=params, content=content, content_type="application/x-tar",
+            content_length=length)
+
+    def _stream_template(self, method: str, path: str, what: str,
+                               on_progress: Callable[[str], Any] | None, *,
+                               content: Any, content_type: str,
+                               params: Mapping[str, str] | None = None,
+                               content_length: int | None = None) -> Template:
+        """Sends a template creation asking for NDJSON progress; the template it ends with."""
+        headers = {"Accept": "application/x-ndjson", "Content-Type": content_type}
+        if content_length is not None:
+            headers["Content-Length"] = str(content_length)
+        with self._client._stream(method, path, params=params, content=content,
+                                        headers=headers) as response:
             streamed = (response.status_code == 200
                         or "ndjson" in response.headers.get("content-type", ""))
             if not streamed:
-                # 201: a hutchd without streaming answers once, when the build is done.
-                return _api.finish(call, response.status_code, response.read(),
+                # 201: a hutchd without streaming answers once, when the template is made.
+                return _api.finish(_api.Call(method, path, lambda d: from_json(Template, d)),
+                                   response.status_code, response.read(),
                                    response.headers)
             template: Template | None = None
             failure: HutchError | None = None
@@ -213,16 +316,41 @@ class Templates:
         if failure is not None:
             raise failure
         if template is None:
-            raise ProtocolError(f"The build of template {name!r} ended without a result")
+            raise UnavailableError(f"{what} ended without a result (the connection closed)")
         return template
-
-    def create(self, name: str, from_box: str | Box) -> Template:
-        """Freezes stopped box ``from_box`` as template ``name``."""
-        box = from_box.id if isinstance(from_box, Box) else from_box
-        return self._client._call(_api.create_template(name, box))
 
     def remove(self, name: str) -> None:
         self._client._call(_api.remove_template(name))
+
+
+def _archive_body(source: Any) -> tuple[Any, int | None]:
+    """An image archive as a request body, streamed: a path (a file as it is, an OCI layout
+    directory as a tar made on the fly), a binary file object, bytes or an iterable of bytes.
+    A regular file's length is announced, so hutchd refuses one past its limit before it is
+    sent."""
+    if isinstance(source, (str, os.PathLike)):
+        path = os.fspath(source)
+        try:
+            st = os.stat(path)
+        except OSError as e:
+            raise InvalidArgumentError(f"Cannot read the image archive {path}: "
+                                       f"{e.strerror}") from e
+        if stat.S_ISDIR(st.st_mode):
+            if not os.path.isfile(os.path.join(path, "index.json")):
+                raise InvalidArgumentError(
+                    f"{path} is a directory without index.json: give an OCI image layout, or "
+                    f"a docker save archive as a file")
+            return _backend.iterate_blocking(_tar.tar_stream(path)), None
+        if not stat.S_ISREG(st.st_mode):
+            return _backend.body_source(pathlib.Path(path)), None
+        return _backend.body_source(pathlib.Path(path)), st.st_size
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return bytes(source), None
+    try:
+        return _backend.body_source(source), None
+    except TypeError as e:
+        raise InvalidArgumentError(f"from_archive is a path, a binary file or an iterable of "
+                                   f"bytes, not {type(source).__name__}") from e
 
 
 class Secrets:
