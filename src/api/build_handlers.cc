@@ -145,6 +145,9 @@ asio::awaitable<Reply> buildTemplate(box::TemplateBuilder& builder, RequestConte
   auto plan = box::planFromDockerfile(workspace->context(), options);
   if (!plan) co_return errorResponse(plan.error());
   observe::Actor actor = ctx.principal.actor();
+  // A streamed build whose client goes away stops (its RUN is killed, the box removed).
+  auto cancel = std::make_shared<std::atomic<bool>>(false);
+  plan->cancel = cancel;
   TemplateMaker make = [&builder, workspace, name, plan = std::move(*plan),
                         actor](const box::TemplateService::Progress& progress) {
     box::BuildProgress say = [progress](const box::BuildLog& log) {
@@ -153,7 +156,7 @@ asio::awaitable<Reply> buildTemplate(box::TemplateBuilder& builder, RequestConte
     return builder.build(name, plan, actor, std::move(say));
   };
   if (ctx.request[http::field::accept].find("application/x-ndjson") != std::string_view::npos) {
-    co_return co_await streamBuild(ctx, std::move(make));
+    co_return co_await streamBuild(ctx, std::move(make), cancel);
   }
   auto made = co_await make({});
   if (!made) co_return errorResponse(made.error());

@@ -204,9 +204,10 @@ asio::awaitable<Result<>> BoxService::startTemplateCommand(guest::AgentClient& a
 
 asio::awaitable<void> BoxService::runStartCommandOnColdBoot(const Box& box, Runtime& runtime) {
   if (box.image_dir.empty() || !runtime.agent) co_return;
-  const std::filesystem::path file = std::filesystem::path(box.image_dir) / "manifest.json";
-  // Named: GCC 12 destroys temporaries inside a co_await expression twice.
-  auto load = [file]() -> Result<std::string> {
+  // Named: GCC 12 destroys temporaries inside a co_await expression twice (offload's moved
+  // copies of `load` among them): its members must be movable, never const copies.
+  auto load = [file = std::filesystem::path(box.image_dir) /
+                      "manifest.json"]() -> Result<std::string> {
     std::error_code ec;
     if (!std::filesystem::exists(file, ec)) return std::string();
     return sys::readFile(file);

@@ -9,6 +9,12 @@
 #include <unistd.h>
 
 #include <array>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <csignal>
 #include <map>
 
@@ -158,6 +164,7 @@ asio::awaitable<Result<>> TemplateBuilder::unpackContext(const Workspace& ws, st
     layer.size = static_cast<int64_t>(size);
     image::ApplyLimits apply = limits;
     apply.keep_owners = false;  // the context's files are hutchd's; COPY sets owners in the box
+    apply.whiteouts = false;    // a file named .wh.x in a context is a file
     image::ApplyUsage usage;
     auto applied = image::applyLayer(root, tar.get(), layer, apply, usage);
     if (!applied) {
@@ -279,6 +286,9 @@ asio::awaitable<Result<storage::Template>> TemplateBuilder::baseImage(const Buil
   // (as Docker uses a local image unless told to pull: remove the template to pull again).
   image::Sha256 hash;
   hash.update(plan.base_image);
+  if (plan.base_credentials) {
+    hash.update(fmt::format("\n{}\n{}", plan.base_scope, plan.base_credentials->username));
+  }
   const std::string name = "build-base-" + hexOf(hash.finish()).substr(0, 12);
   if (auto found = templates_.find(name); found) {
     say({.step = BuildLog::kBaseStep,
@@ -299,7 +309,8 @@ asio::awaitable<Result<storage::Template>> TemplateBuilder::baseImage(const Buil
     }
   };
   std::string ref = plan.base_image;
-  auto made = co_await templates_.createFromImage(name, ref, progress);
+  auto made =
+      co_await templates_.createFromImage(name, ref, progress, plan.cancel, plan.base_credentials);
   if (!made) {
     // Two builds of one image at once: the other made it.
     if (made.error().code() == Errc::kAlreadyExists) {
@@ -420,6 +431,38 @@ asio::awaitable<Result<>> TemplateBuilder::copyItems(BoxAgent& agent, const Buil
   co_return ok();
 }
 
+namespace {
+
+Error cancelledBuild() {
+  return Error(Errc::kCancelled, "Stopped: whoever asked for the build went away");
+}
+
+Result<> checkCancelled(const sys::CancelFlag& cancel) {
+  if (cancel && cancel->load()) return fail(cancelledBuild());
+  return ok();
+}
+
+// Watches `cancel` while the RUN of `session` runs: once set, the process group is killed and
+// the step ends with kCancelled. Ends with the session.
+asio::awaitable<void> abandonWhenCancelled(std::weak_ptr<guest::ExecSession> session,
+                                           sys::CancelFlag cancel) {
+  auto executor = co_await asio::this_coro::executor;
+  asio::steady_timer tick(executor);
+  for (;;) {
+    tick.expires_after(std::chrono::milliseconds(250));
+    boost::system::error_code ec;
+    co_await tick.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    auto live = session.lock();
+    if (!live || live->finished()) co_return;
+    if (cancel->load()) {
+      live->abandon(cancelledBuild());
+      co_return;
+    }
+  }
+}
+
+}  // namespace
+
 asio::awaitable<Result<>> TemplateBuilder::runStep(BoxAgent& agent, const BuildStep& step,
                                                    int index, State& state, const BuildPlan& plan,
                                                    const BuildProgress& say) {
@@ -436,6 +479,10 @@ asio::awaitable<Result<>> TemplateBuilder::runStep(BoxAgent& agent, const BuildS
       auto session = co_await agent.exec(run, limits);
       if (!session) {
         co_return fail(session.error().withContext(fmt::format("Cannot run {}", step.text)));
+      }
+      if (plan.cancel) {
+        auto executor = co_await asio::this_coro::executor;
+        asio::co_spawn(executor, abandonWhenCancelled(*session, plan.cancel), asio::detached);
       }
       // Output goes to the log line by line, each stream on its own.
       std::map<guest::ExecEvent::Kind, std::string> partial;
@@ -607,6 +654,7 @@ asio::awaitable<Result<TemplateBuilder::Ran>> TemplateBuilder::runSteps(
       say({.step = index,
            .message =
                fmt::format("{}Step {}/{}: {}", label, index + 1, plan.steps.size(), step.text)});
+      HUTCH_CO_TRY_VOID(checkCancelled(plan.cancel));
       HUTCH_CO_TRY(std::shared_ptr<BoxAgent> agent, co_await boxes_.agentFor(box_id, actor));
       auto ran = co_await runStep(*agent, step, index, *state, plan, say);
       if (!ran) {
@@ -699,6 +747,7 @@ asio::awaitable<Result<json>> TemplateBuilder::build(std::string name, BuildPlan
     co_return fail(Errc::kInvalidArgument, "A build starts from a base: an image or a template");
   }
   HUTCH_CO_TRY_VOID(templates_.checkNewName(name));
+  for (BuildPlan& stage : plan.stages) stage.cancel = plan.cancel;
   HUTCH_CO_TRY(storage::Template base, co_await baseTemplate(plan, say));
   if (plan.steps_from_base) {
     auto steps = plan.steps_from_base(State::from(base).env);

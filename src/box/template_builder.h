@@ -81,6 +81,12 @@ struct BuildPlan {
   // template) or a template's name; with both, the template when there is one of that name.
   std::string base_image;
   std::string base_template;
+  // Credentials for pulling base_image, for this build only (E2B's fromImageRegistry; see
+  // TemplateService::createFromImage). The base pulled with them is kept under a name of its
+  // own for `base_scope` (the caller's: who and which credentials may reuse that pull) and the
+  // user name, so a build without them never gets that image from the cache.
+  std::optional<TemplateService::PullCredentials> base_credentials;
+  std::string base_scope;
   std::vector<BuildStep> steps;
   // When set, the steps are made once the base is known, from its ENV ("K=V": a Dockerfile's
   // words expand $PATH and the like with it); they replace `steps`.
@@ -100,6 +106,9 @@ struct BuildPlan {
   std::string network_policy;
   std::chrono::seconds step_timeout{3600};
   bool no_cache = false;
+  // Once set (the client that asked went away), the build stops: a running RUN is killed, no
+  // further step runs, a base image's pull stops, and the build fails kCancelled.
+  sys::CancelFlag cancel;
 };
 
 // What the build reports as it goes: `step` is the index in plan.steps, or kBaseStep and
@@ -155,6 +164,8 @@ class TemplateBuilder {
                                                  uint64_t size);
   // The most bytes an uploaded context may have.
   uint64_t contextLimit() const { return context_limits_.max_total_bytes; }
+  // The worker pool its blocking work runs on, for its clients' own (E2B's uploads).
+  boost::asio::thread_pool& pool() { return pool_; }
 
   // Builds template `name` from `plan`; `actor` is who asked (the audit records of its execs).
   // The build box is removed whatever happens; nothing half-made is left as a template. The

@@ -20,8 +20,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 
 #include "base/unique_fd.h"
@@ -169,10 +171,9 @@ Result<TemplateService::ImageKernel> TemplateService::imageKernel() const {
   return ImageKernel{.kernel = *kernel, .release = std::move(release), .modules = modules};
 }
 
-boost::asio::awaitable<Result<json>> TemplateService::createFromImage(std::string name,
-                                                                      std::string reference,
-                                                                      Progress progress,
-                                                                      sys::CancelFlag cancel) {
+boost::asio::awaitable<Result<json>> TemplateService::createFromImage(
+    std::string name, std::string reference, Progress progress, sys::CancelFlag cancel,
+    std::optional<PullCredentials> credentials) {
   HUTCH_CO_TRY_VOID(checkNewName(name));
   HUTCH_CO_TRY(image::Reference ref, image::parseReference(reference));
   const auto& allowed = config_.image.allowed_registries;
@@ -183,7 +184,9 @@ boost::asio::awaitable<Result<json>> TemplateService::createFromImage(std::strin
                                "from {}",
                                fmt::join(allowed, ", "), ref.registry));
   }
-  FetchImage fetch = [this, ref, cancel](const Say& say) { return pullImage(ref, say, cancel); };
+  FetchImage fetch = [this, ref, cancel, credentials = std::move(credentials)](const Say& say) {
+    return pullImage(ref, say, cancel, credentials);
+  };
   co_return co_await makeFromImage(std::move(name), ref.str(), std::move(fetch),
                                    std::move(progress), std::move(cancel));
 }
@@ -268,7 +271,18 @@ boost::asio::awaitable<Result<json>> TemplateService::makeFromImage(std::string 
     const fs::path tmp = dir.string() + ".tmp";
     auto made = [&]() -> Result<json> {
       HUTCH_TRY(FetchedImage fetched, fetch(say));
-      HUTCH_TRY(json manifest, unpackImage(fetched, tmp, kernel, say, cancel));
+      HUTCH_TRY(std::string root_key, rootKey(fetched, kernel));
+      json manifest;
+      if (std::optional<json> reused = reuseRoot(root_key, fetched, tmp)) {
+        say(
+            fmt::format("Using the root disk made before from {} (the same image, agent and "
+                        "kernel)",
+                        fetched.resolved.manifest_digest));
+        manifest = std::move(*reused);
+      } else {
+        HUTCH_TRY(manifest, unpackImage(fetched, tmp, kernel, say, cancel));
+        keepRoot(root_key, tmp, manifest);
+      }
       manifest["name"] = name;
       manifest["image_key"] = "image-" + key;
       manifest["kernel_version"] = kernel.release;
@@ -340,9 +354,65 @@ Result<fs::path> TemplateService::kernelModules(const std::string& release) cons
                           (config_.cache_dir / "kernel").string(), config_.image.kernel_template));
 }
 
-Result<TemplateService::FetchedImage> TemplateService::pullImage(const image::Reference& ref,
-                                                                 const Say& say,
-                                                                 const sys::CancelFlag& cancel) {
+Result<std::string> TemplateService::rootKey(const FetchedImage& image,
+                                             const ImageKernel& kernel) const {
+  image::Sha256 hash;
+  hash.update(
+      fmt::format("hutch-root-v1\n{}\n{}\n", image.resolved.manifest_digest, kernel.release));
+  UniqueFd agent(::open(config_.agent.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!agent) return fail(sysError("Cannot open " + config_.agent.string(), errno));
+  std::array<char, 1 << 16> buf{};
+  for (;;) {
+    const ssize_t n = ::read(agent.get(), buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return fail(sysError("Cannot read " + config_.agent.string(), errno));
+    if (n == 0) break;
+    hash.update(buf.data(), static_cast<size_t>(n));
+  }
+  return std::string(image::digestHex(hash.finish()));
+}
+
+std::optional<json> TemplateService::reuseRoot(const std::string& key, const FetchedImage& image,
+                                               const fs::path& tmp) const {
+  const fs::path kept = config_.image.oci_dir / "roots" / key;
+  auto text = sys::readFile(kept / "image.json");
+  if (!text) return std::nullopt;
+  json made = json::parse(*text, nullptr, false);
+  if (!made.is_object() || !made.value("image", json()).is_object()) return std::nullopt;
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+  fs::create_directories(tmp, ec);
+  if (ec || ::link((kept / "rootfs.img").c_str(), (tmp / "rootfs.img").c_str()) != 0) {
+    fs::remove_all(tmp, ec);
+    return std::nullopt;
+  }
+  made["created"] = utcNow();
+  // This create's own words for the image (another tag, an archive) beside what made the disk.
+  for (const auto& [k, v] : image.source.items()) made["image"][k] = v;
+  return made;
+}
+
+void TemplateService::keepRoot(const std::string& key, const fs::path& tmp,
+                               const json& made) const {
+  const fs::path roots = config_.image.oci_dir / "roots";
+  const fs::path kept = roots / key;
+  std::error_code ec;
+  if (fs::exists(kept, ec)) return;
+  auto staging = scratchDir(roots, key + ".tmp-");
+  if (!staging) return;
+  // Best effort: without it the next create of the image unpacks it again.
+  if (::link((tmp / "rootfs.img").c_str(), (**staging / "rootfs.img").c_str()) != 0 ||
+      !sys::writeFileAtomic(**staging / "image.json", made.dump() + "\n")) {
+    spdlog::warn("The root disk of {} is not kept for the next create: {}", key,
+                 std::strerror(errno));
+    return;
+  }
+  fs::rename(**staging, kept, ec);  // another create of the image may have kept it first
+}
+
+Result<TemplateService::FetchedImage> TemplateService::pullImage(
+    const image::Reference& ref, const Say& say, const sys::CancelFlag& cancel,
+    const std::optional<PullCredentials>& credentials) {
   const ImagePullConfig& ic = config_.image;
   const fs::path oci = ic.oci_dir;
   HUTCH_TRY(fs::path policy, prepareOciDir(oci));
@@ -350,6 +420,13 @@ Result<TemplateService::FetchedImage> TemplateService::pullImage(const image::Re
   image::SkopeoGlobal global{.policy = policy, .tmpdir = *job, .command_timeout = ic.pull_timeout};
   const sys::RunLimits limits{.timeout = ic.pull_timeout + kKillGrace, .cancel = cancel};
   image::RegistryAccess access = accessFor(ref);
+  if (credentials) {
+    // This pull's own auth file, in its scratch directory (0700): gone when the pull is.
+    const fs::path authfile = *job / "auth.json";
+    HUTCH_TRY_VOID(
+        image::saveLogin(authfile, ref.registry, credentials->username, credentials->password));
+    access.authfile = authfile;
+  }
   // What skopeo's failure means: the registry's status, a hang, a blob that is not what its
   // digest says (image/skopeo_error.h); hutchd's own stop (cancel, its kill) as it is.
   auto failed = [&](const image::Reference& r, const Error& error) -> Error {

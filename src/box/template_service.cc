@@ -412,14 +412,14 @@ boost::asio::awaitable<Result<nlohmann::json>> TemplateService::prune(
   nlohmann::json blobs{{"removed", making ? 0 : done.store.blobs_removed},
                        {"kept", done.store.blobs_kept + (making ? done.store.blobs_removed : 0)}};
   if (!done.store.blobs_kept_because.empty()) blobs["reason"] = done.store.blobs_kept_because;
+  nlohmann::json roots{{"removed", making ? 0 : done.store.roots_removed},
+                       {"kept", done.store.roots_kept + (making ? done.store.roots_removed : 0)}};
   if (!options.dry_run && !making && done.store.blobs_removed > 0) {
     spdlog::info("image store: removed {} blobs no image uses", done.store.blobs_removed);
   }
-  co_return nlohmann::json{{"images", std::move(images)},
-                           {"pulled_images", std::move(layouts)},
-                           {"blobs", std::move(blobs)},
-                           {"freed_bytes", freed},
-                           {"dry_run", options.dry_run}};
+  co_return nlohmann::json{{"images", std::move(images)}, {"pulled_images", std::move(layouts)},
+                           {"blobs", std::move(blobs)},   {"root_disks", std::move(roots)},
+                           {"freed_bytes", freed},        {"dry_run", options.dry_run}};
 }
 
 }  // namespace hutch::box

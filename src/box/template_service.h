@@ -85,10 +85,16 @@ class TemplateService {
   // template's defaults (docs/templates.md). `progress` gets lines as it goes, on a worker
   // thread. Nothing is left when it fails.
   // `cancel`, once set (the client went away), stops the pull: the create fails kCancelled.
-  boost::asio::awaitable<Result<nlohmann::json>> createFromImage(std::string name,
-                                                                 std::string reference,
-                                                                 Progress progress = {},
-                                                                 sys::CancelFlag cancel = {});
+  // `credentials`, when given, are used for this one pull instead of the host's logins (E2B's
+  // fromImageRegistry): written only into the pull's own scratch directory (0700, removed when
+  // the pull ends) for skopeo's --authfile, never logged, never kept, never given to a box.
+  struct PullCredentials {
+    std::string username;
+    std::string password;
+  };
+  boost::asio::awaitable<Result<nlohmann::json>> createFromImage(
+      std::string name, std::string reference, Progress progress = {}, sys::CancelFlag cancel = {},
+      std::optional<PullCredentials> credentials = {});
   // An image archive a client sent, kept in a directory of its own under <state>/oci/tmp that
   // goes when the last copy of this does.
   struct ReceivedArchive {
@@ -167,12 +173,22 @@ class TemplateService {
   };
   Result<ImageKernel> imageKernel() const;
   Result<FetchedImage> pullImage(const image::Reference& ref, const Say& say,
-                                 const sys::CancelFlag& cancel);
+                                 const sys::CancelFlag& cancel,
+                                 const std::optional<PullCredentials>& credentials = {});
   Result<FetchedImage> importArchive(const ReceivedArchive& archive, const std::string& want,
                                      const Say& say, const sys::CancelFlag& cancel);
   Result<nlohmann::json> unpackImage(const FetchedImage& image, const std::filesystem::path& tmp,
                                      const ImageKernel& kernel, const Say& say,
                                      const sys::CancelFlag& cancel);
+  // The root disks made from pulled images, kept in <oci>/roots/<key> (a hard link of the
+  // read-only rootfs.img and the manifest fields it was made with) by what makes them: the
+  // image's manifest digest, the agent's bytes and the kernel release. A second template of the
+  // same image links it instead of unpacking again; store_prune.h removes one no template links.
+  Result<std::string> rootKey(const FetchedImage& image, const ImageKernel& kernel) const;
+  std::optional<nlohmann::json> reuseRoot(const std::string& key, const FetchedImage& image,
+                                          const std::filesystem::path& tmp) const;
+  void keepRoot(const std::string& key, const std::filesystem::path& tmp,
+                const nlohmann::json& made) const;
 
   // Counts template builds and image pulls under way (prune removes nothing meanwhile).
   struct Making {

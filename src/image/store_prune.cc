@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <set>
@@ -53,6 +54,15 @@ Result<UniqueFd> tryLock(const fs::path& lock) {
     return fail(sysError("Cannot lock " + lock.string(), errno));
   }
   return fd;
+}
+
+// Removes `path` (not with dry_run); false, with the problem noted, when it cannot.
+bool removeEntry(const fs::path& path, const StorePruneOptions& options, StorePrune& out) {
+  if (options.dry_run) return true;
+  std::error_code ec;
+  fs::remove_all(path, ec);
+  if (ec) out.problems.push_back(fmt::format("Cannot remove {}: {}", path.string(), ec.message()));
+  return !ec;
 }
 
 }  // namespace
@@ -132,26 +142,38 @@ Result<StorePrune> pruneStore(const fs::path& oci, const std::map<std::string, s
     const uint64_t bytes = entry.is_regular_file(size_ec) ? entry.file_size(size_ec) : 0;
     const bool remove = out.blobs_kept_because.empty() && !reached.contains("sha256:" + name) &&
                         older(entry.path(), options);
-    if (!remove) {
+    if (remove && removeEntry(entry.path(), options, out)) {
+      ++out.blobs_removed;
+      out.freed_bytes += bytes;
+    } else {
       ++out.blobs_kept;
-      continue;
     }
-    if (!options.dry_run) {
-      std::error_code rm_ec;
-      fs::remove_all(entry.path(), rm_ec);
-      if (rm_ec) {
-        out.problems.push_back(
-            fmt::format("Cannot remove {}: {}", entry.path().string(), rm_ec.message()));
-        ++out.blobs_kept;
-        continue;
-      }
-    }
-    ++out.blobs_removed;
-    out.freed_bytes += bytes;
   }
   if (list_ec && list_ec != std::errc::no_such_file_or_directory) {
     return fail(Errc::kInternal,
                 fmt::format("Cannot list {}: {}", sha.string(), list_ec.message()));
+  }
+  list_ec.clear();
+
+  // 3. Root disks: a template's rootfs.img is a hard link of its image's; one link left means
+  // no template has it. A staging directory a create left goes too.
+  const fs::path roots = oci / "roots";
+  for (const auto& entry : fs::directory_iterator(roots, list_ec)) {
+    const fs::path disk = entry.path() / "rootfs.img";
+    struct stat st {};
+    const bool staging = entry.path().filename().string().find(".tmp-") != std::string::npos;
+    const bool present = ::stat(disk.c_str(), &st) == 0;
+    const bool unused = staging || !present || st.st_nlink <= 1;
+    if (unused && older(entry.path(), options) && removeEntry(entry.path(), options, out)) {
+      ++out.roots_removed;
+      out.freed_bytes += present ? static_cast<uint64_t>(st.st_blocks) * 512 : 0;
+    } else {
+      ++out.roots_kept;
+    }
+  }
+  if (list_ec && list_ec != std::errc::no_such_file_or_directory) {
+    return fail(Errc::kInternal,
+                fmt::format("Cannot list {}: {}", roots.string(), list_ec.message()));
   }
   return out;
 }

@@ -3,7 +3,8 @@
 // the digest of its manifest: index.json and skopeo's leftovers) and then every blob no
 // remaining layout reaches. A layer shared by a kept image stays; a layout being pulled (its
 // `<hex>.lock` held) stays; so does anything written less than `keep` ago, so that a pull that
-// has fetched blobs but not yet written its index.json loses nothing.
+// has fetched blobs but not yet written its index.json loses nothing. Also the root disks kept
+// by image (roots/): those no template links any more.
 // Blocking file I/O: call it from a worker, not the event loop.
 #pragma once
 
@@ -41,6 +42,10 @@ struct StorePrune {
   // index.json or a manifest cannot be read): the message says which.
   std::string blobs_kept_because;
   std::vector<std::string> problems;  // blobs that could not be removed, and why
+  // The root disks kept for the next create of an image (roots/<key>/rootfs.img, a hard link of
+  // each template's): one that no template links any more (one link left) goes.
+  uint64_t roots_removed = 0;
+  uint64_t roots_kept = 0;
 };
 
 // `oci`: the store (layouts/, blobs/sha256/); `in_use`: image manifest digest -> what uses it

@@ -201,6 +201,32 @@ TEST_F(StorePruneTest, AStoreNeverPulledIntoIsNothingToDo) {
   EXPECT_EQ(pruned->blobs_removed, 0u);
 }
 
+TEST_F(StorePruneTest, ARootDiskGoesOnceNoTemplateLinksIt) {
+  for (const char* key : {"linked", "alone", "k.tmp-abc"}) {
+    fs::create_directories(oci() / "roots" / key);
+    std::ofstream(oci() / "roots" / key / "rootfs.img") << "disk";
+  }
+  fs::create_directories(tmp_.path() / "template");
+  fs::create_hard_link(oci() / "roots" / "linked" / "rootfs.img",
+                       tmp_.path() / "template" / "rootfs.img");
+  auto pruned = pruneStore(oci(), appInUse(), later());
+  ASSERT_TRUE(pruned);
+  EXPECT_EQ(pruned->roots_removed, 2u);
+  EXPECT_EQ(pruned->roots_kept, 1u);
+  EXPECT_TRUE(fs::exists(oci() / "roots" / "linked" / "rootfs.img"));
+  EXPECT_FALSE(fs::exists(oci() / "roots" / "alone"));
+  EXPECT_FALSE(fs::exists(oci() / "roots" / "k.tmp-abc"));
+  // Once the template's link goes, so does the kept disk; never within --keep.
+  fs::remove(tmp_.path() / "template" / "rootfs.img");
+  auto fresh = pruneStore(oci(), appInUse(), {.keep = hours(24)});
+  ASSERT_TRUE(fresh);
+  EXPECT_EQ(fresh->roots_removed, 0u);
+  auto after = pruneStore(oci(), appInUse(), later());
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->roots_removed, 1u);
+  EXPECT_FALSE(fs::exists(oci() / "roots" / "linked"));
+}
+
 TEST(LayoutBlobsTest, AnIndexInTheLayoutIsFollowedToEachImage) {
   testing::TempDir tmp;
   const fs::path blobs = tmp.path() / "blobs";

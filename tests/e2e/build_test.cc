@@ -4,6 +4,7 @@
 // command, the process already running. Rebuilds resume from the last unchanged step.
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 
@@ -188,6 +189,30 @@ TEST_F(BuildTest, AFailingStepSaysWhichAndLeavesNothing) {
   EXPECT_NE(missing.err.find("missing.txt"), std::string::npos) << missing.err;
   EXPECT_TRUE(templateNamed("broken").is_null());
   EXPECT_TRUE(buildBoxes().empty());
+}
+
+// A client that goes away stops its build: the RUN that runs is killed, the box removed, no
+// template made (as `docker build` stops when its client is interrupted).
+TEST_F(BuildTest, ABuildWhoseClientWentAwayStops) {
+  // The step's text is in the log too: only its output says "run-began".
+  write("Dockerfile", "FROM base\nRUN echo run-\"\"began; sleep 100000\n");
+  const fs::path out = context_ / "out";
+  const fs::path err = context_ / "err";
+  pid_t cli = daemon_->start(
+      {"template", "build", "left", "-f", (context_ / "Dockerfile").string(), context_.string(),
+       "--memory", "512m", "--cpus", "1", "--disk", "2g", "--no-cache"},
+      out, err);
+  ASSERT_GT(cli, 0);
+  ASSERT_TRUE(eventually([&] { return readFile(err).find("run-began") != std::string::npos; },
+                         std::chrono::seconds(180)))
+      << readFile(err);
+  ASSERT_EQ(buildBoxes().size(), 1u);
+  ::kill(cli, SIGKILL);
+  collect(cli, out, err);
+  // hutchd notices at its next keep-alive (5 s) and stops the build.
+  EXPECT_TRUE(eventually([&] { return buildBoxes().empty(); }, std::chrono::seconds(120)))
+      << buildBoxes().front();
+  EXPECT_TRUE(templateNamed("left").is_null());
 }
 
 TEST_F(BuildTest, AStartCommandRunsInEveryBoxOfTheTemplate) {

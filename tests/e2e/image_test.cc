@@ -4,6 +4,7 @@
 // pulls them with its credentials kept on the host, boxes boot them, and what the image's config
 // says (ENV, WORKDIR, USER) is what an exec gets.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <array>
 #include <filesystem>
@@ -347,10 +348,44 @@ TEST_F(ImageTest, TwoCreatesAtOncePullOnceAndPruneDropsWhatNoTemplateUses) {
   EXPECT_NE(gone.out.find(digest.substr(0, 19) + "   removed"), std::string::npos) << gone.out;
   EXPECT_FALSE(fs::exists(daemon_->stateDir() / "oci/layouts" / digest.substr(7)));
   for (const auto& [d, times] : served) EXPECT_FALSE(fs::exists(blob(d))) << d;
-  // And the image can be pulled again.
+  // Other tests' templates keep theirs: none is left that no template links.
+  auto unlinked_roots = [] {
+    int n = 0;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(daemon_->stateDir() / "oci/roots", ec)) {
+      struct stat st {};
+      if (::stat((e.path() / "rootfs.img").c_str(), &st) != 0 || st.st_nlink <= 1) ++n;
+    }
+    return n;
+  };
+  EXPECT_EQ(unlinked_roots(), 0);
+  // And the image can be pulled again; a second template of it links the root disk the first
+  // made (one inode) instead of unpacking again.
   auto again = create("st-c", ref("static"));
   ASSERT_EQ(again.exit_code, 0) << again.err;
-  EXPECT_EQ(daemon_->hutch({"template", "rm", "st-c"}).exit_code, 0);
+  EXPECT_EQ(again.err.find("made before"), std::string::npos) << again.err;
+  auto linked = create("st-d", ref("static"));
+  ASSERT_EQ(linked.exit_code, 0) << linked.err;
+  EXPECT_NE(linked.err.find("Using the root disk made before"), std::string::npos) << linked.err;
+  EXPECT_EQ(linked.err.find("Unpacking"), std::string::npos) << linked.err;
+  auto inode = [](const std::string& name) {
+    struct stat st {};
+    const fs::path disk = fs::path(templateNamed(name).value("dir", "")) / "rootfs.img";
+    return ::stat(disk.c_str(), &st) == 0 ? st.st_ino : 0;
+  };
+  EXPECT_NE(inode("st-c"), 0u);
+  EXPECT_EQ(inode("st-c"), inode("st-d"));
+  ASSERT_EQ(daemon_->hutch({"run", "--name", "st-d1", "--template", "st-d"}).exit_code, 0);
+  auto hello = daemon_->hutch({"exec", "st-d1", "--", "/hello"});
+  EXPECT_NE(hello.out.find("hello from a static binary"), std::string::npos) << hello.err;
+  EXPECT_EQ(daemon_->hutch({"rm", "-f", "st-d1"}).exit_code, 0);
+  for (const char* name : {"st-c", "st-d"}) {
+    EXPECT_EQ(daemon_->hutch({"template", "rm", name}).exit_code, 0);
+  }
+  auto last = daemon_->hutch({"--json", "image", "prune", "--keep", "0"});
+  ASSERT_EQ(last.exit_code, 0) << last.err;
+  EXPECT_EQ(json::parse(last.out, nullptr, false)["root_disks"].value("removed", 0), 1) << last.out;
+  EXPECT_EQ(unlinked_roots(), 0);
 }
 
 }  // namespace

@@ -132,6 +132,11 @@ int cmdImagePrune(const ApiClient& client, const Output& out, bool dry_run,
                dry_run ? "would be removed" : "removed", blobs.value("kept", uint64_t{0}),
                blobs.contains("reason") ? " (" + blobs.value("reason", "") + ")" : "");
   }
+  if (const auto& roots = (*pruned).value("root_disks", nlohmann::json::object()); !roots.empty()) {
+    fmt::print("Root disks kept for the next create of an image: {} {}, {} kept\n",
+               roots.value("removed", uint64_t{0}), dry_run ? "would be removed" : "removed",
+               roots.value("kept", uint64_t{0}));
+  }
   fmt::print("{} {} MiB\n", dry_run ? "Would free" : "Freed",
              (*pruned).value("freed_bytes", uint64_t{0}) >> 20);
   return 0;
