@@ -9,6 +9,7 @@
 #include <cctype>
 #include <charconv>
 #include <ctime>
+#include <limits>
 
 #include "api/encoding.h"
 #include "box/box.h"
@@ -81,6 +82,71 @@ std::string shellQuote(const std::string& s) {
   return out + "'";
 }
 
+// fromImageRegistry (E2B's FromImageRegistry): only {type: "registry", username, password}.
+// The password is never part of an error.
+Result<std::optional<box::TemplateService::PullCredentials>> parseRegistry(
+    const json& j, const std::string& from_image) {
+  if (!j.is_object()) return fail(Errc::kInvalidArgument, "fromImageRegistry must be an object");
+  if (from_image.empty()) {
+    return fail(Errc::kInvalidArgument,
+                "fromImageRegistry goes with fromImage: it is the credentials of that image's "
+                "registry");
+  }
+  HUTCH_TRY(std::string type, stringField(j, "type", true));
+  if (type == "aws" || type == "gcp") {
+    return fail(Errc::kUnsupported,
+                fmt::format("Registry credentials of type '{}' (from{}Registry) are not "
+                            "supported by hutchd; give the registry's user name and password "
+                            "(fromImage(image, {{username, password}})), or log the host in "
+                            "(hutch registry login HOST)",
+                            type, type == "aws" ? "AWS" : "GCP"));
+  }
+  if (type != "registry") {
+    return fail(Errc::kInvalidArgument,
+                fmt::format("fromImageRegistry's type must be 'registry', 'aws' or 'gcp', not "
+                            "'{}'",
+                            type));
+  }
+  HUTCH_TRY(std::string username, stringField(j, "username", true));
+  HUTCH_TRY(std::string password, stringField(j, "password", true));
+  if (username.empty() || username.find(':') != std::string::npos) {
+    return fail(Errc::kInvalidArgument,
+                "fromImageRegistry's username must be a user name, not empty, without ':'");
+  }
+  if (password.empty()) {
+    return fail(Errc::kInvalidArgument, "fromImageRegistry's password must not be empty");
+  }
+  return std::optional<box::TemplateService::PullCredentials>(
+      box::TemplateService::PullCredentials{std::move(username), std::move(password)});
+}
+
+// A RUN as root that makes `user` when the box has none of that name: Debian's adduser, else
+// useradd, else busybox's adduser; an image with none of them (Debian's busybox-static has no
+// adduser) gets the lines in /etc/passwd and /etc/group and a home, written by the shell.
+box::BuildStep makeUserStep(const std::string& user, std::string text) {
+  box::BuildStep make;
+  make.kind = box::BuildStep::Kind::kRun;
+  make.text = std::move(text);
+  const std::string q = shellQuote(user);
+  make.argv = {
+      "/bin/sh", "-c",
+      fmt::format("id -u {0} >/dev/null 2>&1 && exit 0\n"
+                  "adduser --disabled-password --gecos '' {0} >/dev/null 2>&1 && exit 0\n"
+                  "useradd -m {0} >/dev/null 2>&1 && exit 0\n"
+                  "adduser -D {0} >/dev/null 2>&1 && exit 0\n"
+                  "u=1000\n"
+                  "while grep -q \"^[^:]*:[^:]*:$u:\" /etc/passwd /etc/group 2>/dev/null; do "
+                  "u=$((u+1)); done\n"
+                  "echo {0}:x:$u:$u::/home/{1}:/bin/sh >> /etc/passwd && "
+                  "echo {0}:x:$u: >> /etc/group && mkdir -p /home/{1} && "
+                  "chown $u:$u /home/{1} && exit 0\n"
+                  "echo \"Cannot make the user {0}: no adduser or useradd, and /etc/passwd is "
+                  "not writable\" >&2; exit 1",
+                  q, user)};
+  make.user = "root";
+  return make;
+}
+
 }  // namespace
 
 Result<> validateTag(std::string_view tag) {
@@ -140,13 +206,11 @@ Result<BuildStart> parseBuildStart(std::string_view body) {
   HUTCH_TRY(out.start_cmd, stringField(j, "startCmd", false));
   HUTCH_TRY(out.ready_cmd, stringField(j, "readyCmd", false));
   HUTCH_TRY(out.force, boolField(j, "force"));
-  if (auto it = j.find("fromImageRegistry"); it != j.end() && !it->is_null()) {
-    return fail(Errc::kUnsupported,
-                "fromImageRegistry is not supported: hutchd pulls with the credentials kept on "
-                "its host (hutch registry login HOST), never with a build's own");
-  }
   if (out.from_image.empty() && out.from_template.empty()) {
     return fail(Errc::kInvalidArgument, "A build needs fromImage or fromTemplate");
+  }
+  if (auto it = j.find("fromImageRegistry"); it != j.end() && !it->is_null()) {
+    HUTCH_TRY(out.registry, parseRegistry(*it, out.from_image));
   }
   if (auto it = j.find("steps"); it != j.end() && !it->is_null()) {
     if (!it->is_array()) return fail(Errc::kInvalidArgument, "steps must be a list");
@@ -292,6 +356,7 @@ Result<E2bPlan> planBuild(const BuildStart& start, const std::string& base_templ
     plan.base_template = base_template;
   } else {
     plan.base_image = start.from_image;
+    plan.base_credentials = start.registry;
   }
   plan.start_cmd = start.start_cmd;
   plan.ready_cmd = start.ready_cmd;
@@ -301,6 +366,15 @@ Result<E2bPlan> planBuild(const BuildStart& start, const std::string& base_templ
     out.origin.push_back(index);
     plan.steps.push_back(std::move(step));
   };
+  if (!start.from_image.empty()) {
+    // E2B's provisioning gives every image the user its SDKs run commands as by default.
+    box::BuildStep provision = makeUserStep(
+        std::string(kDefaultUser),
+        fmt::format("USER {} (made if missing, as E2B provisions every image)", kDefaultUser));
+    provision.force = start.force;  // the whole build's force: its first step, so all of it
+    add(std::move(provision));
+  }
+  const bool forced = start.force && plan.steps.empty();
   for (const E2bStep& s : start.steps) {
     ++index;
     auto need = [&](size_t n, const char* what) -> Result<> {
@@ -308,7 +382,7 @@ Result<E2bPlan> planBuild(const BuildStart& start, const std::string& base_templ
       return fail(Errc::kInvalidArgument, fmt::format("Step {}: {} needs {}", index, s.type, what));
     };
     box::BuildStep step;
-    step.force = s.force || (start.force && index == 1);
+    step.force = s.force || (forced && index == 1);
     if (s.type == "RUN") {
       HUTCH_TRY_VOID(need(1, "a command"));
       step.kind = box::BuildStep::Kind::kRun;
@@ -361,15 +435,7 @@ Result<E2bPlan> planBuild(const BuildStart& start, const std::string& base_templ
       user = s.args[0];
       if (user != "root") {
         // E2B makes the user when the box has none of that name.
-        box::BuildStep make;
-        make.kind = box::BuildStep::Kind::kRun;
-        make.text = "USER " + user + " (made if missing)";
-        const std::string q = shellQuote(user);
-        make.argv = {"/bin/sh", "-c",
-                     fmt::format("id -u {0} >/dev/null 2>&1 || adduser --disabled-password "
-                                 "--gecos '' {0} >/dev/null 2>&1 || useradd -m {0}",
-                                 q)};
-        make.user = "root";
+        box::BuildStep make = makeUserStep(user, "USER " + user + " (made if missing)");
         make.force = step.force;
         step.force = false;
         add(std::move(make));
@@ -390,7 +456,8 @@ Result<E2bPlan> planBuild(const BuildStart& start, const std::string& base_templ
 std::string stepLabel(int engine_step, const std::vector<int>& origin) {
   if (engine_step == box::BuildLog::kFinalizeStep) return "finalize";
   if (engine_step < 0 || static_cast<size_t>(engine_step) >= origin.size()) return "base";
-  return std::to_string(origin[static_cast<size_t>(engine_step)]);
+  const int step = origin[static_cast<size_t>(engine_step)];
+  return step == 0 ? "base" : std::to_string(step);
 }
 
 json logEntryJson(const LogLine& line) {
@@ -402,14 +469,84 @@ json logEntryJson(const LogLine& line) {
   return j;
 }
 
+namespace {
+
+// debug < info < warn < error; -1 for none of them.
+int levelRank(std::string_view level) {
+  constexpr std::string_view kLevels[] = {"debug", "info", "warn", "error"};
+  for (size_t i = 0; i < std::size(kLevels); ++i) {
+    if (kLevels[i] == level) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+bool wanted(const LogLine& line, const LogsQuery& page) {
+  return page.level.empty() || levelRank(line.level) >= levelRank(page.level);
+}
+
+}  // namespace
+
+Result<LogsQuery> parseLogsQuery(const std::map<std::string, std::string, std::less<>>& query) {
+  constexpr int64_t kMaxNumber = std::numeric_limits<int64_t>::max();
+  LogsQuery out;
+  auto get = [&](std::string_view key) -> std::optional<std::string> {
+    auto it = query.find(key);
+    if (it == query.end() || it->second.empty()) return std::nullopt;
+    return it->second;
+  };
+  auto number = [&](std::string_view key, int64_t min,
+                    int64_t max) -> Result<std::optional<int64_t>> {
+    auto text = get(key);
+    if (!text) return std::optional<int64_t>();
+    int64_t n = 0;
+    auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), n);
+    if (ec != std::errc() || end != text->data() + text->size() || n < min || n > max) {
+      return fail(Errc::kInvalidArgument,
+                  fmt::format("{} must be a whole number from {} to {}", key, min, max));
+    }
+    return std::optional<int64_t>(n);
+  };
+  HUTCH_TRY(std::optional<int64_t> offset, number("logsOffset", 0, kMaxNumber));
+  if (offset) out.offset = static_cast<size_t>(*offset);
+  HUTCH_TRY(out.cursor, number("cursor", 0, kMaxNumber));
+  HUTCH_TRY(std::optional<int64_t> limit, number("limit", 0, static_cast<int64_t>(kLogPage)));
+  if (limit) out.limit = static_cast<size_t>(*limit);
+  if (auto level = get("level")) {
+    if (levelRank(*level) < 0) {
+      return fail(Errc::kInvalidArgument,
+                  fmt::format("level must be debug, info, warn or error, not '{}'", *level));
+    }
+    out.level = *level;
+  }
+  if (auto direction = get("direction")) {
+    if (*direction != "forward" && *direction != "backward") {
+      return fail(Errc::kInvalidArgument,
+                  fmt::format("direction must be forward or backward, not '{}'", *direction));
+    }
+    out.backward = *direction == "backward";
+  }
+  if (auto source = get("source"); source && *source != "temporary" && *source != "persistent") {
+    return fail(Errc::kInvalidArgument,
+                fmt::format("source must be temporary or persistent, not '{}'", *source));
+  }
+  return out;
+}
+
 json buildInfoJson(const std::string& template_id, const std::string& build_id,
-                   std::string_view status, const std::vector<LogLine>& lines, size_t offset,
-                   const std::optional<LogLine>& reason) {
+                   std::string_view status, const std::vector<LogLine>& lines,
+                   const LogsQuery& page, const std::optional<LogLine>& reason) {
   json entries = json::array();
   json logs = json::array();
-  for (size_t i = offset; i < lines.size() && entries.size() < kLogPage; ++i) {
-    entries.push_back(logEntryJson(lines[i]));
-    logs.push_back(lines[i].message);
+  size_t skipped = 0;
+  for (const LogLine& line : lines) {
+    if (entries.size() >= page.limit) break;
+    if (!wanted(line, page)) continue;
+    if (skipped < page.offset) {
+      ++skipped;
+      continue;
+    }
+    entries.push_back(logEntryJson(line));
+    logs.push_back(line.message);
   }
   json j{{"templateID", template_id},
          {"buildID", build_id},
@@ -422,6 +559,38 @@ json buildInfoJson(const std::string& template_id, const std::string& build_id,
     j["reason"] = r;
   }
   return j;
+}
+
+json buildLogsJson(const std::vector<LogLine>& lines, const LogsQuery& page, int64_t now_ms) {
+  json logs = json::array();
+  auto take = [&](const LogLine& line) {
+    if (logs.size() < page.limit && wanted(line, page)) logs.push_back(logEntryJson(line));
+  };
+  if (page.backward) {
+    const int64_t cursor = page.cursor.value_or(now_ms);
+    for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
+      if (it->unix_ms <= cursor) take(*it);
+    }
+  } else {
+    const int64_t cursor = page.cursor.value_or(0);
+    for (const LogLine& line : lines) {
+      if (line.unix_ms >= cursor) take(line);
+    }
+  }
+  return json{{"logs", logs}};
+}
+
+std::string credentialScope(std::string_view secret, std::string_view owner,
+                            const box::TemplateService::PullCredentials& credentials) {
+  // Lengths first: no two (owner, user name, password) triples give one message.
+  const std::string message =
+      fmt::format("hutch-e2b-registry:{}:{}:{}:{}{}{}", owner.size(), credentials.username.size(),
+                  credentials.password.size(), owner, credentials.username, credentials.password);
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
+       reinterpret_cast<const unsigned char*>(message.data()), message.size(), mac, &n);
+  return api::hexEncode(mac, n);
 }
 
 std::string uploadToken(std::string_view secret, std::string_view owner, std::string_view hash,

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -62,9 +63,12 @@ struct BuildStart {
   std::string start_cmd;
   std::string ready_cmd;
   bool force = false;
+  // fromImageRegistry {type: "registry", username, password}: for this build's pull only.
+  std::optional<box::TemplateService::PullCredentials> registry;
 };
-// kInvalidArgument for a body that is not TemplateBuildStartV2; kUnsupported for
-// fromImageRegistry (hutch pulls with the host's own credentials: hutch registry login).
+// kInvalidArgument for a body that is not TemplateBuildStartV2 (fromImageRegistry without
+// fromImage, or without its username and password); kUnsupported for fromImageRegistry of type
+// "aws" or "gcp" (hutchd has no cloud SDKs to turn those into a registry login).
 Result<BuildStart> parseBuildStart(std::string_view body);
 
 // The COPY's uploaded files, unpacked, by their hash: the directory, or nullopt when they were
@@ -113,13 +117,40 @@ struct LogLine {
   std::string step;  // stepLabel; empty: none
 };
 json logEntryJson(const LogLine& line);
-// At most this many entries per status answer (E2B's limit).
+// At most this many entries per answer (E2B's limit, and its default).
 inline constexpr size_t kLogPage = 100;
-// TemplateBuildInfo: `status` one of waiting building ready error; the log lines from
-// `offset`, at most kLogPage; `reason` (the error's message and step) when there is one.
+// Which log lines an answer holds: GET .../status?logsOffset=&limit=&level= and
+// GET .../logs?cursor=&limit=&direction=&level=&source=. Lines below `level` (debug < info <
+// warn < error) are left out first; then status skips `offset` of them, and logs starts at
+// `cursor` (unix ms): forward, the lines at or after it, oldest first; backward, those at or
+// before it (default: now), newest first. At most `limit` lines (0 to kLogPage).
+struct LogsQuery {
+  size_t offset = 0;
+  std::optional<int64_t> cursor;
+  size_t limit = kLogPage;
+  bool backward = false;
+  std::string level;  // empty: every level
+};
+// kInvalidArgument naming the parameter that is not a number, a level ("debug", "info",
+// "warn", "error"), a direction ("forward", "backward") or a source ("temporary",
+// "persistent": both are the lines hutchd keeps).
+Result<LogsQuery> parseLogsQuery(const std::map<std::string, std::string, std::less<>>& query);
+// TemplateBuildInfo: `status` one of waiting building ready error; the log lines `page` picks
+// (offset and level); `reason` (the error's message and step) when there is one.
 json buildInfoJson(const std::string& template_id, const std::string& build_id,
-                   std::string_view status, const std::vector<LogLine>& lines, size_t offset,
-                   const std::optional<LogLine>& reason);
+                   std::string_view status, const std::vector<LogLine>& lines,
+                   const LogsQuery& page, const std::optional<LogLine>& reason);
+// TemplateBuildLogsResponse: {"logs": [BuildLogEntry...]}, the lines `page` picks (cursor,
+// direction, level).
+json buildLogsJson(const std::vector<LogLine>& lines, const LogsQuery& page, int64_t now_ms);
+
+// What a build's own registry credentials keep their pulled base under
+// (BuildPlan::base_scope): HMAC-SHA256, hex, of the owner, the user name and the password under
+// hutchd's secret. The same credentials of the same key share one pull; any other (another
+// key's, a wrong or a changed password) pull again, so the registry checks them every time it
+// matters; the password cannot be read back from it.
+std::string credentialScope(std::string_view secret, std::string_view owner,
+                            const box::TemplateService::PullCredentials& credentials);
 
 // ---- uploads ----
 

@@ -65,12 +65,49 @@ TEST(BuildStartTest, ParsesTheSdksBody) {
   ASSERT_EQ(s->steps.size(), 2u);
   EXPECT_EQ(s->steps[1].files_hash, "ab");
   EXPECT_TRUE(s->steps[1].force);
-  EXPECT_EQ(parseBuildStart(R"({"fromImage":"x","fromImageRegistry":{"type":"registry"}})")
-                .error()
-                .code(),
-            Errc::kUnsupported);
   EXPECT_FALSE(parseBuildStart(R"({"steps":[]})"));
   EXPECT_FALSE(parseBuildStart(R"({"fromImage":"x","steps":[{"args":[]}]})"));
+}
+
+TEST(BuildStartTest, RegistryCredentialsOfTypeRegistryOnly) {
+  auto s = parseBuildStart(
+      R"({"fromImage":"r.example/a:1","fromImageRegistry":{"type":"registry","username":"u","password":"p:w"}})");
+  ASSERT_TRUE(s) << s.error().describe();
+  ASSERT_TRUE(s->registry);
+  EXPECT_EQ(s->registry->username, "u");
+  EXPECT_EQ(s->registry->password, "p:w");
+  auto plan = planBuild(*s, "", [](const std::string&) { return std::nullopt; });
+  ASSERT_TRUE(plan) << plan.error().describe();
+  ASSERT_TRUE(plan->plan.base_credentials);
+  EXPECT_EQ(plan->plan.base_credentials->username, "u");
+  // An image gets the user E2B's SDKs run commands as (E2B's provisioning), as the base step.
+  ASSERT_EQ(plan->plan.steps.size(), 1u);
+  EXPECT_EQ(plan->plan.steps[0].user, "root");
+  EXPECT_NE(plan->plan.steps[0].argv.back().find("useradd -m 'user'"), std::string::npos);
+  EXPECT_EQ(stepLabel(0, plan->origin), "base");
+  // Without a password, without fromImage, another type: refused, the password never echoed.
+  for (
+      const char* body :
+      {R"({"fromImage":"x","fromImageRegistry":{"type":"registry","username":"u"}})",
+       R"({"fromImage":"x","fromImageRegistry":{"type":"registry","username":"a:b","password":"secret1"}})",
+       R"({"fromTemplate":"base","fromImageRegistry":{"type":"registry","username":"u","password":"secret1"}})",
+       R"({"fromImage":"x","fromImageRegistry":{"type":"docker","username":"u","password":"secret1"}})",
+       R"({"fromImage":"x","fromImageRegistry":"u:secret1"})"}) {
+    auto bad = parseBuildStart(body);
+    ASSERT_FALSE(bad) << body;
+    EXPECT_EQ(bad.error().code(), Errc::kInvalidArgument) << body;
+    EXPECT_EQ(bad.error().describe().find("secret1"), std::string::npos) << bad.error().describe();
+  }
+  // The cloud registries' types are a clear "not supported".
+  auto aws = parseBuildStart(
+      R"({"fromImage":"x","fromImageRegistry":{"type":"aws","awsAccessKeyId":"a","awsSecretAccessKey":"s","awsRegion":"r"}})");
+  ASSERT_FALSE(aws);
+  EXPECT_EQ(aws.error().code(), Errc::kUnsupported);
+  EXPECT_NE(aws.error().message().find("fromAWSRegistry"), std::string::npos);
+  auto gcp = parseBuildStart(
+      R"({"fromImage":"x","fromImageRegistry":{"type":"gcp","serviceAccountJson":"{}"}})");
+  ASSERT_FALSE(gcp);
+  EXPECT_EQ(gcp.error().code(), Errc::kUnsupported);
 }
 
 TEST(GlobBaseTest, AsDoublestarSplitsPatterns) {
@@ -184,6 +221,17 @@ TEST(PlanBuildTest, ForceOfTheWholeBuildForcesItsFirstStep) {
   auto plan = planBuild(start, "", {});
   ASSERT_TRUE(plan);
   EXPECT_EQ(plan->plan.base_image, "debian:12");
+  // The first step is the image's provisioning (the user "user"), then the SDK's.
+  ASSERT_EQ(plan->plan.steps.size(), 3u);
+  EXPECT_TRUE(plan->plan.steps[0].force);
+  EXPECT_FALSE(plan->plan.steps[1].force);
+  EXPECT_FALSE(plan->plan.steps[2].force);
+  EXPECT_EQ(plan->origin, (std::vector<int>{0, 1, 2}));
+  start.from_image.clear();
+  start.from_template = "base";
+  plan = planBuild(start, "base", {});
+  ASSERT_TRUE(plan);
+  ASSERT_EQ(plan->plan.steps.size(), 2u);
   EXPECT_TRUE(plan->plan.steps[0].force);
   EXPECT_FALSE(plan->plan.steps[1].force);
 }
@@ -191,17 +239,80 @@ TEST(PlanBuildTest, ForceOfTheWholeBuildForcesItsFirstStep) {
 TEST(BuildInfoTest, PagesOfAHundredAndTheReason) {
   std::vector<LogLine> lines;
   for (int i = 0; i < 250; ++i) lines.push_back({1700000000123, "info", std::to_string(i), "1"});
-  auto first = buildInfoJson("t", "b", "building", lines, 0, std::nullopt);
+  auto first = buildInfoJson("t", "b", "building", lines, {}, std::nullopt);
   EXPECT_EQ(first["logEntries"].size(), 100u);
   EXPECT_EQ(first["logs"].size(), 100u);
   EXPECT_EQ(first["logEntries"][0]["timestamp"], "2023-11-14T22:13:20.123Z");
   EXPECT_EQ(first["logEntries"][0]["step"], "1");
   EXPECT_FALSE(first.contains("reason"));
-  auto last = buildInfoJson("t", "b", "error", lines, 200, LogLine{0, "error", "boom", "3"});
+  auto last =
+      buildInfoJson("t", "b", "error", lines, {.offset = 200}, LogLine{0, "error", "boom", "3"});
   EXPECT_EQ(last["logEntries"].size(), 50u);
   EXPECT_EQ(last["reason"]["message"], "boom");
   EXPECT_EQ(last["reason"]["step"], "3");
-  EXPECT_EQ(buildInfoJson("t", "b", "ready", lines, 999, std::nullopt)["logEntries"].size(), 0u);
+  EXPECT_EQ(
+      buildInfoJson("t", "b", "ready", lines, {.offset = 999}, std::nullopt)["logEntries"].size(),
+      0u);
+}
+
+TEST(BuildLogsTest, CursorDirectionLevelAndLimit) {
+  std::vector<LogLine> lines = {{1000, "debug", "d", "base"},
+                                {2000, "info", "a", "base"},
+                                {3000, "warn", "b", "1"},
+                                {4000, "error", "c", "1"}};
+  auto messages = [](const json& j) {
+    std::vector<std::string> out;
+    for (const json& e : j["logs"]) out.push_back(e["message"]);
+    return out;
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(messages(buildLogsJson(lines, {}, 9000)), (V{"d", "a", "b", "c"}));
+  EXPECT_EQ(messages(buildLogsJson(lines, {.cursor = 2000}, 9000)), (V{"a", "b", "c"}));
+  EXPECT_EQ(messages(buildLogsJson(lines, {.cursor = 3000, .backward = true}, 9000)),
+            (V{"b", "a", "d"}));
+  EXPECT_EQ(messages(buildLogsJson(lines, {.limit = 2, .backward = true}, 9000)), (V{"c", "b"}));
+  EXPECT_EQ(messages(buildLogsJson(lines, {.level = "warn"}, 9000)), (V{"b", "c"}));
+  EXPECT_EQ(messages(buildLogsJson(lines, {.limit = 0}, 9000)), V{});
+  EXPECT_EQ(buildLogsJson(lines, {}, 9000)["logs"][2]["step"], "1");
+  // The status's pages filter by level before the offset.
+  auto info = buildInfoJson("t", "b", "ready", lines, {.offset = 1, .level = "info"}, std::nullopt);
+  EXPECT_EQ(info["logs"], json::array({"b", "c"}));
+
+  using Q = std::map<std::string, std::string, std::less<>>;
+  auto q = parseLogsQuery(Q{{"cursor", "1700000000000"},
+                            {"limit", "5"},
+                            {"direction", "backward"},
+                            {"level", "warn"},
+                            {"source", "persistent"}});
+  ASSERT_TRUE(q) << q.error().describe();
+  EXPECT_EQ(q->cursor, 1700000000000);
+  EXPECT_EQ(q->limit, 5u);
+  EXPECT_TRUE(q->backward);
+  EXPECT_EQ(q->level, "warn");
+  EXPECT_EQ(parseLogsQuery(Q{{"logsOffset", "7"}})->offset, 7u);
+  EXPECT_EQ(parseLogsQuery(Q{})->limit, kLogPage);
+  for (const Q& bad : {Q{{"limit", "101"}}, Q{{"limit", "-1"}}, Q{{"cursor", "soon"}},
+                       Q{{"direction", "sideways"}}, Q{{"level", "fatal"}},
+                       Q{{"source", "elsewhere"}}, Q{{"logsOffset", "x"}}}) {
+    auto r = parseLogsQuery(bad);
+    ASSERT_FALSE(r) << bad.begin()->first;
+    EXPECT_EQ(r.error().code(), Errc::kInvalidArgument);
+    EXPECT_NE(r.error().message().find(bad.begin()->first), std::string::npos)
+        << r.error().message();
+  }
+}
+
+TEST(CredentialScopeTest, OneForTheSameKeyAndCredentialsOnly) {
+  const std::string secret(32, 's');
+  using C = box::TemplateService::PullCredentials;
+  const std::string scope = credentialScope(secret, "k1", C{"u", "pw"});
+  EXPECT_EQ(scope.size(), 64u);
+  EXPECT_EQ(scope, credentialScope(secret, "k1", C{"u", "pw"}));
+  EXPECT_NE(scope, credentialScope(secret, "k2", C{"u", "pw"}));
+  EXPECT_NE(scope, credentialScope(secret, "k1", C{"u", "pw2"}));
+  EXPECT_NE(scope, credentialScope(secret, "k1", C{"up", "w"}));
+  EXPECT_NE(scope, credentialScope(std::string(32, 't'), "k1", C{"u", "pw"}));
+  EXPECT_EQ(scope.find("pw"), std::string::npos);
 }
 
 TEST(UploadTokenTest, SignedForOneOwnerHashAndTime) {

@@ -311,7 +311,10 @@ BoxRegistryFiles boxRegistryFiles(const std::vector<Registry>& npm,
       }
     }
   }
-  if (!pip.empty()) {
+  // A box whose pip keeps its built-in index (PyPI) still needs the host's CA to reach it
+  // through a TLS-inspecting proxy: then pip.conf says only that.
+  const bool pypi_reachable = std::any_of(pypi.begin(), pypi.end(), allowed);
+  if (!pip.empty() || (pypi_reachable && !ca_pem.empty())) {
     files.pip_conf = fmt::format(
         "{} from this host's pip configuration: the indexes this box's network policy lets it "
         "reach.\n# hutch rewrites it when the box starts or its policy changes; take this "

@@ -158,6 +158,18 @@ TEST(BoxRegistryFilesTest, TheHostsRegistryCaGoesWithTheFilesThatUseIt) {
       npm, pypi, [](const Registry&) { return false; }, pem);
   EXPECT_EQ(none.ca_pem, "");
   EXPECT_EQ(none.npmrc, "");
+  // The host's pip on PyPI's own index (nothing to tell the box) through a proxy of its own
+  // CA: pip.conf carries only the cert.
+  std::vector<Registry> builtin = {
+      {"https://pypi.org/simple", "pypi.org", 443, ""},
+      {"https://files.pythonhosted.org", "files.pythonhosted.org", 443, ""}};
+  auto pypi_ca = boxRegistryFiles(
+      {}, builtin, [](const Registry&) { return true; }, pem);
+  EXPECT_NE(pypi_ca.pip_conf.find("[global]\ncert = /etc/hutch/registry-ca.pem\n"),
+            std::string::npos)
+      << pypi_ca.pip_conf;
+  EXPECT_EQ(pypi_ca.ca_pem, pem);
+  EXPECT_EQ(boxRegistryFiles({}, builtin, [](const Registry&) { return true; }).pip_conf, "");
 }
 
 TEST(BoxRegistryFilesTest, TheCaFilesAreWhatTheHostsNpmAndPipAreConfiguredWith) {

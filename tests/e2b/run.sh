@@ -78,10 +78,74 @@ if [ "$want_py" = 1 ]; then
   done
 fi
 
-# ---- One hutchd for every suite -------------------------------------------------------------
 made_dir=0
 if [ -z "${HUTCH_E2B_DIR:-}" ]; then dir=$(mktemp -d /tmp/hutch-e2b.XXXXXX); made_dir=1; else dir=$HUTCH_E2B_DIR; fi
+
+# ---- Two registries on loopback for the template builder's image tests (tests/registry) -----
+# Debian's docker-registry, each with TLS from its own CA (both given to hutchd with
+# --registry-certs, Docker's certs.d layout) and filled with images tests/registry/images.sh
+# builds (a Debian minbase): "open" anyone may pull from (fromImage, fromDockerfile's FROM, the
+# CLI's e2b.Dockerfile); "auth" needs basic
+# auth, and the host is not logged in to it, so only a build's own credentials pull from it
+# (fromImage(ref, {username, password}): E2B's fromImageRegistry). hutchd may pull from these
+# two only (--allowed-registry). Without docker-registry and skopeo those tests are skipped.
+registry_script=$ROOT/tests/registry/registry.sh
+registries=()
+stop_registries() {
+  local r
+  for r in "${registries[@]}"; do bash "$registry_script" stop "$r" >/dev/null 2>&1; done
+  [ "$made_dir" = 1 ] && for r in "${registries[@]}"; do rm -rf "$r/storage"; done
+  return 0
+}
+start_registries() {
+  local images debian open_env auth_env
+  command -v docker-registry >/dev/null && command -v skopeo >/dev/null && command -v umoci >/dev/null ||
+    { echo "tests/e2b: no docker-registry/skopeo/umoci (scripts/install-deps.sh): the fromImage tests are skipped" >&2; return 1; }
+  log "Registries on loopback for the template tests (tests/registry/images.sh debian)"
+  images=$(bash "$ROOT/tests/registry/images.sh" "$dir/images" debian) || return 1
+  debian=$(awk '$1 == "debian" {print $2}' <<<"$images")
+  registries=("$dir/registry-open" "$dir/registry-auth")
+  open_env=$(bash "$registry_script" start "$dir/registry-open" --no-auth) || return 1
+  auth_env=$(bash "$registry_script" start "$dir/registry-auth") || return 1
+  bash "$registry_script" push "$dir/registry-open" "$debian:latest" test/debian:latest >&2 &&
+    bash "$registry_script" push "$dir/registry-auth" "$debian:latest" private/debian:latest >&2 ||
+    return 1
+  mkdir -p "$dir/certs.d"
+  local r cert_dir
+  for r in "${registries[@]}"; do
+    cert_dir=$(eval "$(bash "$registry_script" env "$r")"; echo "$REGISTRY_CERT_DIR")
+    cp -r "$cert_dir" "$dir/certs.d/"
+  done
+  E2B_TEST_REGISTRY=$(eval "$open_env"; echo "$REGISTRY")
+  E2B_TEST_REGISTRY_AUTH=$(eval "$auth_env"; echo "$REGISTRY")
+  E2B_TEST_REGISTRY_USER=$(eval "$auth_env"; echo "$REGISTRY_USER")
+  E2B_TEST_REGISTRY_PASSWORD=$(eval "$auth_env"; echo "$REGISTRY_PASSWORD")
+  export E2B_TEST_REGISTRY E2B_TEST_REGISTRY_AUTH E2B_TEST_REGISTRY_USER E2B_TEST_REGISTRY_PASSWORD
+  export HUTCHD_EXTRA_ARGS="${HUTCHD_EXTRA_ARGS:-} --registry-certs $dir/certs.d --allowed-registry $E2B_TEST_REGISTRY --allowed-registry $E2B_TEST_REGISTRY_AUTH"
+}
+trap stop_registries EXIT
+start_registries || { stop_registries; registries=(); echo "tests/e2b: the registries did not start: the fromImage tests are skipped" >&2; }
+
+# hutch's node and python templates, when built (scripts/test.sh sets these, as for the e2e
+# tests): the npmInstall and pipInstall tests build from them, and skip without them.
+for t in node:HUTCH_TEST_NODE_IMAGE python:HUTCH_TEST_PYTHON_IMAGE; do
+  var=${t#*:}
+  image=${!var:-}
+  if [ -n "$image" ] && [ -f "$image/rootfs.img" ]; then
+    mkdir -p "$dir/state/templates" && ln -sfn "$image" "$dir/state/templates/${t%%:*}"
+  fi
+done
+
+# Boxes of an image boot the base template's kernel with its modules, which hutchd finds in its
+# image cache's kernel/ (tests/support/hutchd_daemon.py links only the host's built images).
+cache_root=${HUTCH_CACHE_DIR:-/var/cache/hutch}
+if [ -d "$cache_root/kernel" ] && [ ! -e "$dir/image-cache/kernel" ]; then
+  mkdir -p "$dir/image-cache" && ln -s "$cache_root/kernel" "$dir/image-cache/kernel"
+fi
+
+# ---- One hutchd for every suite -------------------------------------------------------------
 suite_start_hutchd "$dir" "$made_dir"
+trap 'suite_stop_hutchd; stop_registries' EXIT
 daemon_json=$SUITE_DAEMON_JSON
 snap=$dir/build
 field() { suite_field "$1"; }
@@ -103,8 +167,12 @@ log "E2B_API_URL=E2B_SANDBOX_URL=$http_url"
 failed=()
 summary=()
 run_suite() {
-  local s=$1 rc t0 t1 proxy_pid=
+  local s=$1 rc t0 t1 proxy_pid= image_tests=
   t0=$(date +%s)
+  # The builds from images (each a pull, an unpack and a boot under TCG) run with the newest
+  # SDKs only, to keep CI's time: the older SDKs' builds are tested from hutch's base
+  # (template.test.mjs, test_template.py).
+  case $s in *-latest) image_tests=1 ;; esac
   log "Suite $s"
   export E2B_API_URL=$http_url E2B_SANDBOX_URL=$http_url
   if [ "${HUTCH_E2B_TRACE:-0}" = 1 ]; then
@@ -120,12 +188,12 @@ run_suite() {
       # --test-force-exit: e2b 2.14.1 leaves a 60 s timer behind a failed commands.connect.
       (cd "$HERE" && E2B_SDK="e2b-${s#js-}" node --test --test-concurrency=1 --test-force-exit --test-reporter=spec \
         ${E2B_TEST_FILTER:+--test-name-pattern="$E2B_TEST_FILTER"} js/lifecycle.test.mjs js/commands.test.mjs js/files.test.mjs js/errors.test.mjs \
-        js/semantics.test.mjs js/remote.test.mjs js/template.test.mjs)
+        js/semantics.test.mjs js/remote.test.mjs js/template.test.mjs ${image_tests:+js/template_image.test.mjs})
       rc=$? ;;
     py-*)
       (cd "$HERE/py" && PYTHONDONTWRITEBYTECODE=1 "${venvs[$s]}/bin/python" -m pytest -p no:cacheprovider -ra \
         ${E2B_TEST_FILTER:+-k "$E2B_TEST_FILTER"} test_lifecycle.py test_commands.py test_files.py test_async.py test_errors.py \
-        test_semantics.py test_remote.py test_template.py)
+        test_semantics.py test_remote.py test_template.py ${image_tests:+test_template_image.py})
       rc=$? ;;
   esac
   [ -n "$proxy_pid" ] && kill "$proxy_pid" 2>/dev/null
