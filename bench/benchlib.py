@@ -157,3 +157,11 @@ def daemon_usage(pid):
     except OSError:
         pass
     return out
+
+
+def report(results, json_path=None):
+    """Prints the results as JSON and, with a path, writes them there too."""
+    text = json.dumps(results, indent=2)
+    print(text)
+    if json_path:
+        pathlib.Path(json_path).write_text(text + "\n")

@@ -17,7 +17,6 @@ Usage: sudo bench/build_bench.py [--build build] [--image DIR] [--runs 3] [--jso
 Not a test: nothing fails on a slow number.
 """
 import argparse
-import json
 import os
 import pathlib
 import statistics
@@ -30,7 +29,7 @@ sys.path.insert(0, str(REPO / "tests" / "support"))
 from hutchd_daemon import HutchDaemon  # noqa: E402
 
 sys.path.insert(0, str(REPO / "bench"))
-from benchlib import Cli  # noqa: E402
+from benchlib import Cli, report  # noqa: E402
 
 DOCKERFILE = """FROM base
 ENV APP=/srv/app
@@ -136,10 +135,7 @@ def main():
         results["service_answering_started_after_create_s"] = median(after_create)
     finally:
         d.stop()
-    text = json.dumps(results, indent=2)
-    print(text)
-    if a.json:
-        pathlib.Path(a.json).write_text(text + "\n")
+    report(results, a.json)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ sys.path.insert(0, str(REPO / "tests" / "support"))
 from hutchd_daemon import HutchDaemon  # noqa: E402
 
 sys.path.insert(0, str(REPO / "bench"))
-from benchlib import Cli  # noqa: E402
+from benchlib import Cli, report  # noqa: E402
 
 
 
@@ -127,10 +127,7 @@ def main():
             print(f"[{template}] {json.dumps(results[template])}", file=sys.stderr)
     finally:
         d.stop()
-    text = json.dumps(results, indent=2)
-    print(text)
-    if a.json:
-        pathlib.Path(a.json).write_text(text + "\n")
+    report(results, a.json)
 
 
 if __name__ == "__main__":
