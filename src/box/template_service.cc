@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 
@@ -376,13 +377,16 @@ boost::asio::awaitable<Result<nlohmann::json>> TemplateService::prune(
         }
       }
     }
-    // The pulled images' layouts and blobs: what no template names. hutchd's own prune (a cache
-    // size limit) leaves them alone unless it is asked for by a person.
-    image::StorePrune store;
-    if (!options.limit_bytes) {
-      HUTCH_TRY(store, image::pruneStore(config_.image.oci_dir, pulled, store_options,
-                                         config_.image.limits));
+    // The pulled images' layouts, blobs and root disks: what no template names. Under a size
+    // limit (hutchd's own prune), the store gets what the builds kept leave of it.
+    image::StorePruneOptions store_limited = store_options;
+    if (options.limit_bytes) {
+      uint64_t kept = 0;
+      for (const storage::PruneDecision& d : decisions) kept += d.remove ? 0 : d.bytes;
+      store_limited.limit_bytes = *options.limit_bytes - std::min(kept, *options.limit_bytes);
     }
+    HUTCH_TRY(image::StorePrune store, image::pruneStore(config_.image.oci_dir, pulled,
+                                                         store_limited, config_.image.limits));
     return Plan{std::move(decisions), std::move(store)};
   };
   HUTCH_CO_TRY(Plan done, co_await event::offload(pool_, std::move(plan)));

@@ -129,7 +129,8 @@ int run(int argc, char** argv) {
   uint64_t image_cache_max_gib = 64;
   app.add_option("--image-cache-max-gib", image_cache_max_gib,
                  "Past this size the image cache loses its least recently used builds that no "
-                 "box, template or snapshot uses and none started from in a day (0: never; "
+                 "box, template or snapshot uses and none started from in a day, then the "
+                 "pulled images and root disks no template names, oldest first (0: never; "
                  "hutch image prune removes them at once)")
       ->capture_default_str();
   app.add_option("--ui-dir", ui_dir,

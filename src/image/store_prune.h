@@ -4,7 +4,8 @@
 // remaining layout reaches. A layer shared by a kept image stays; a layout being pulled (its
 // `<hex>.lock` held) stays; so does anything written less than `keep` ago, so that a pull that
 // has fetched blobs but not yet written its index.json loses nothing. Also the root disks kept
-// by image (roots/): those no template links any more.
+// by image (roots/): those no template links any more. With a size limit, only what brings the
+// store within it goes.
 // Blocking file I/O: call it from a worker, not the event loop.
 #pragma once
 
@@ -12,6 +13,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +26,10 @@ struct StorePruneOptions {
   bool dry_run = false;
   std::chrono::seconds keep{std::chrono::hours(24)};
   std::filesystem::file_time_type now = std::filesystem::file_time_type::clock::now();
+  // When set (hutchd's own prune past --image-cache-max-gib): the blobs no image uses go, then
+  // only as many unused images and root disks, least recently written first, as bring the
+  // store (layouts, blobs, root disks no template links) to at most this many bytes.
+  std::optional<uint64_t> limit_bytes;
 };
 
 struct LayoutDecision {

@@ -227,6 +227,77 @@ TEST_F(StorePruneTest, ARootDiskGoesOnceNoTemplateLinksIt) {
   EXPECT_FALSE(fs::exists(oci() / "roots" / "linked"));
 }
 
+// hutchd's own prune past --image-cache-max-gib: the oldest unused image goes first, only
+// until the store fits; an image a template names never goes, whatever the limit.
+TEST_F(StorePruneTest, UnderASizeLimitTheOldestUnusedImageGoesUntilTheStoreFits) {
+  json stray = put("a blob nothing names", media::kOciLayerGzip);
+  uint64_t total = 0;
+  for (const auto& f : fs::recursive_directory_iterator(oci())) {
+    if (f.is_regular_file()) total += f.file_size();
+  }
+  // The app image was pulled before the tool image.
+  fs::last_write_time(layout(app_manifest_) / "index.json",
+                      fs::file_time_type::clock::now() - hours(10));
+  StorePruneOptions options = later();
+  options.limit_bytes = total - 1;
+  auto pruned = pruneStore(oci(), {}, options);
+  ASSERT_TRUE(pruned) << pruned.error().message();
+  EXPECT_FALSE(fs::exists(blob(stray)));  // no image uses it: it goes first
+  const LayoutDecision* app = decision(*pruned, app_manifest_);
+  const LayoutDecision* tool = decision(*pruned, tool_manifest_);
+  ASSERT_TRUE(app && tool);
+  // The stray blob alone brought the store within the limit: both images stay.
+  EXPECT_FALSE(app->remove);
+  EXPECT_FALSE(tool->remove);
+  EXPECT_EQ(tool->reason, "unused, within --image-cache-max-gib");
+  EXPECT_EQ(pruned->blobs_removed, 1u);
+
+  // A limit that one image's own blobs satisfy: the older (app) goes, with its own layer; the
+  // shared base layer and the tool image stay.
+  options.limit_bytes = total - (std::string("a blob nothing names").size() + 1);
+  pruned = pruneStore(oci(), {}, options);
+  ASSERT_TRUE(pruned);
+  EXPECT_TRUE(decision(*pruned, app_manifest_)->remove);
+  EXPECT_FALSE(decision(*pruned, tool_manifest_)->remove);
+  EXPECT_FALSE(fs::exists(layout(app_manifest_)));
+  EXPECT_FALSE(fs::exists(blob(app_)));
+  EXPECT_FALSE(fs::exists(blob(configs_["app"])));
+  EXPECT_TRUE(fs::exists(blob(base_)));
+  EXPECT_TRUE(resolveLayout(layout(tool_manifest_), oci() / "blobs", "image"));
+
+  // A limit of nothing: every unused image goes, never one a template names.
+  options.limit_bytes = 0;
+  pruned = pruneStore(oci(), {{tool_manifest_["digest"], "template tool"}}, options);
+  ASSERT_TRUE(pruned);
+  EXPECT_FALSE(decision(*pruned, tool_manifest_)->remove);
+  EXPECT_TRUE(resolveLayout(layout(tool_manifest_), oci() / "blobs", "image"));
+}
+
+TEST_F(StorePruneTest, UnderASizeLimitAnUnusedRootDiskGoesOldestFirst) {
+  for (const char* key : {"older", "newer"}) {
+    fs::create_directories(oci() / "roots" / key);
+    std::ofstream(oci() / "roots" / key / "rootfs.img") << std::string(64 << 10, 'd');
+  }
+  fs::last_write_time(oci() / "roots" / "older", fs::file_time_type::clock::now() - hours(10));
+  StorePruneOptions options = later();
+  // Both images are in use; the store is over its limit by less than one root disk.
+  uint64_t total = 0;
+  for (const auto& f : fs::recursive_directory_iterator(oci())) {
+    if (f.is_regular_file()) total += f.file_size();
+  }
+  options.limit_bytes = total - 1024;
+  auto pruned = pruneStore(
+      oci(),
+      {{app_manifest_["digest"], "template app"}, {tool_manifest_["digest"], "template tool"}},
+      options);
+  ASSERT_TRUE(pruned);
+  EXPECT_EQ(pruned->roots_removed, 1u);
+  EXPECT_EQ(pruned->roots_kept, 1u);
+  EXPECT_FALSE(fs::exists(oci() / "roots" / "older"));
+  EXPECT_TRUE(fs::exists(oci() / "roots" / "newer" / "rootfs.img"));
+  EXPECT_EQ(pruned->blobs_removed, 0u);
+}
+
 TEST(LayoutBlobsTest, AnIndexInTheLayoutIsFollowedToEachImage) {
   testing::TempDir tmp;
   const fs::path blobs = tmp.path() / "blobs";
