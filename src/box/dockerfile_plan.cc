@@ -115,11 +115,12 @@ struct Planner {
     if (copy.is_add) {
       HUTCH_TRY_VOID(build::detectArchives(context, plan));
       for (const build::CopyItem& item : plan.items) {
-        if (item.extract) {
+        if (item.extract && (!chown.empty() || chmod)) {
           return fail(Errc::kUnsupported,
-                      fmt::format("ADD {} is a tar archive, which hutch's builds do not unpack "
-                                  "yet: COPY it and RUN tar -xf in the next step",
-                                  item.source));
+                      fmt::format("ADD --{} of a tar archive ({}) is not supported: the "
+                                  "archive's owners and modes are kept; RUN {} after the ADD",
+                                  chown.empty() ? "chmod" : "chown", item.source,
+                                  chown.empty() ? "chmod -R" : "chown -R"));
         }
       }
     }
@@ -135,6 +136,13 @@ struct Planner {
     }
     for (const build::CopyItem& item : plan.items) {
       CopyItem out;
+      if (item.extract) {
+        // ADD of a local tar archive: unpacked into the destination, a directory.
+        step.items.push_back({.type = CopyItem::Type::kArchive,
+                              .source = context / item.entry.path,
+                              .target = joinTarget(dest, "")});
+        continue;
+      }
       out.target = joinTarget(dest, dest_is_dir ? item.target : "");
       switch (item.entry.type) {
         case build::ContextEntry::Type::kFile:

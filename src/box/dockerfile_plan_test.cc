@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "image/test_tar.h"
+
 namespace hutch::box {
 namespace {
 
@@ -172,6 +174,56 @@ TEST_F(DockerfilePlanTest, ACopysKeyChangesWithItsContentNotItsTimes) {
   auto key3 = buildStepKey("parent", first->at(0));
   EXPECT_NE(*key1, *key3);
   EXPECT_NE(*key1, *buildStepKey("other parent", first->at(0)));
+}
+
+// ADD of a local tar archive: one item that the builder unpacks in the box; a file that is not
+// an archive is copied as it is; the archive's content is in the step's key.
+TEST_F(DockerfilePlanTest, AnAddedTarArchiveIsUnpackedIntoItsDestination) {
+  write("Dockerfile",
+        "FROM base\nADD tools.tar.gz /opt/tools/\nADD notes.txt /opt/\nADD plain.tar /srv\n");
+  using image::testing::file;
+  write("tools.tar.gz", image::testing::makeTar({file("bin/tool", "#!/bin/sh\n", 0755)},
+                                                image::Compression::kGzip));
+  write("plain.tar", image::testing::makeTar({file("index.html", "<p>hi</p>\n")}));
+  write("notes.txt", "not an archive\n");
+  auto made = steps();
+  ASSERT_TRUE(made) << made.error().describe();
+  ASSERT_EQ(made->size(), 3u);
+  const auto& tools = made->at(0).items;
+  ASSERT_EQ(tools.size(), 2u);
+  EXPECT_EQ(tools[0].type, CopyItem::Type::kDirectory);
+  EXPECT_EQ(tools[0].target, "/opt/tools");
+  EXPECT_EQ(tools[1].type, CopyItem::Type::kArchive);
+  EXPECT_EQ(tools[1].source, context() / "tools.tar.gz");
+  EXPECT_EQ(tools[1].target, "/opt/tools");
+  ASSERT_EQ(made->at(1).items.size(), 2u);
+  EXPECT_EQ(made->at(1).items[1].type, CopyItem::Type::kFile);
+  EXPECT_EQ(made->at(1).items[1].target, "/opt/notes.txt");
+  // Without a trailing slash the destination is still the directory it is unpacked into.
+  ASSERT_EQ(made->at(2).items.size(), 1u);
+  EXPECT_EQ(made->at(2).items[0].type, CopyItem::Type::kArchive);
+  EXPECT_EQ(made->at(2).items[0].target, "/srv");
+
+  auto key1 = buildStepKey("parent", made->at(0));
+  write("tools.tar.gz", image::testing::makeTar({file("bin/tool", "#!/bin/sh\nexit 1\n", 0755)},
+                                                image::Compression::kGzip));
+  auto key2 = buildStepKey("parent", made->at(0));
+  ASSERT_TRUE(key1 && key2);
+  EXPECT_NE(*key1, *key2);
+
+  // --chown and --chmod would not reach what the archive holds: refused, saying what to do.
+  write("Dockerfile", "FROM base\nADD --chown=1000:1000 tools.tar.gz /opt/tools/\n");
+  auto chown = steps();
+  ASSERT_FALSE(chown);
+  EXPECT_EQ(chown.error().code(), Errc::kUnsupported);
+  EXPECT_NE(chown.error().message().find("RUN chown -R"), std::string::npos)
+      << chown.error().message();
+  // ADD --unpack=false copies the archive as a file.
+  write("Dockerfile", "FROM base\nADD --unpack=false tools.tar.gz /opt/\n");
+  auto kept = steps();
+  ASSERT_TRUE(kept) << kept.error().describe();
+  EXPECT_EQ(kept->at(0).items.back().type, CopyItem::Type::kFile);
+  EXPECT_EQ(kept->at(0).items.back().target, "/opt/tools.tar.gz");
 }
 
 }  // namespace

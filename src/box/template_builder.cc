@@ -57,6 +57,7 @@ std::string_view typeName(CopyItem::Type type) {
     case CopyItem::Type::kFile: return "file";
     case CopyItem::Type::kDirectory: return "dir";
     case CopyItem::Type::kSymlink: return "symlink";
+    case CopyItem::Type::kArchive: return "archive";
   }
   return "?";
 }
@@ -84,13 +85,6 @@ Result<std::string> hashFile(const fs::path& path, image::Sha256& hash) {
   return std::string();
 }
 
-// "user[:group]" of a COPY --chown, as the agent takes owner and group.
-std::pair<std::string, std::string> splitChown(const std::string& chown) {
-  const size_t colon = chown.find(':');
-  if (colon == std::string::npos) return {chown, ""};
-  return {chown.substr(0, colon), chown.substr(colon + 1)};
-}
-
 }  // namespace
 
 Result<std::string> buildStepKey(const std::string& parent, const BuildStep& step) {
@@ -105,7 +99,9 @@ Result<std::string> buildStepKey(const std::string& parent, const BuildStep& ste
   for (const CopyItem& item : step.items) {
     hash.update(
         fmt::format("\n{} {} {:o} {}\n", typeName(item.type), item.target, item.mode, item.link));
-    if (item.type == CopyItem::Type::kFile) HUTCH_TRY_VOID(hashFile(item.source, hash));
+    if (item.type == CopyItem::Type::kFile || item.type == CopyItem::Type::kArchive) {
+      HUTCH_TRY_VOID(hashFile(item.source, hash));
+    }
   }
   return hexOf(hash.finish());
 }
@@ -321,116 +317,6 @@ asio::awaitable<Result<storage::Template>> TemplateBuilder::baseImage(const Buil
   co_return templates_.find(name);
 }
 
-asio::awaitable<Result<>> TemplateBuilder::copyItems(BoxAgent& agent, const BuildStep& step,
-                                                     const State& state, int index,
-                                                     const BuildProgress& say) {
-  auto [owner, group] = splitChown(step.chown);
-  std::vector<std::string> chown_dirs;
-  uint64_t bytes = 0;
-  size_t files = 0;
-  for (const CopyItem& item : step.items) {
-    const std::string target = state.absolute(item.target);
-    switch (item.type) {
-      case CopyItem::Type::kDirectory: {
-        proto::FileMkdirRequest mkdir;
-        mkdir.path = target;
-        mkdir.user = "root";
-        mkdir.mode = item.mode & 07777;
-        mkdir.parents = true;
-        auto made = co_await agent.makeDir(mkdir);
-        if (!made) co_return fail(made.error().withContext("Cannot make " + target));
-        if (!owner.empty()) chown_dirs.push_back(target);
-        break;
-      }
-      case CopyItem::Type::kFile: {
-        UniqueFd fd(::open(item.source.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-        if (!fd) co_return fail(sysError("Cannot read " + item.source.string(), errno));
-        proto::FileWriteRequest write;
-        write.path = target;
-        write.user = "root";
-        write.mode = item.mode & 07777;
-        write.owner = owner.empty() ? "root" : owner;
-        write.group = group.empty() ? (owner.empty() ? "root" : "") : group;
-        write.parents = true;
-        auto writer = co_await agent.openWrite(write);
-        if (!writer) co_return fail(writer.error().withContext("Cannot write " + target));
-        std::vector<char> buffer(1 << 16);
-        for (;;) {
-          ssize_t n = ::read(fd.get(), buffer.data(), buffer.size());
-          if (n < 0 && errno == EINTR) continue;
-          if (n < 0) {
-            (*writer)->abort();
-            co_return fail(sysError("Cannot read " + item.source.string(), errno));
-          }
-          if (n == 0) break;
-          auto sent =
-              co_await (*writer)->write(std::string_view(buffer.data(), static_cast<size_t>(n)));
-          if (!sent) co_return fail(sent.error().withContext("Cannot write " + target));
-          bytes += static_cast<uint64_t>(n);
-        }
-        auto done = co_await (*writer)->finish();
-        if (!done) co_return fail(done.error().withContext("Cannot write " + target));
-        ++files;
-        break;
-      }
-      case CopyItem::Type::kSymlink: {
-        // The agent makes no symlinks: ln does, where the image has it.
-        proto::ExecRequest ln;
-        ln.argv = {"ln", "-sfn", item.link, target};
-        ln.user = "root";
-        auto session = co_await agent.exec(ln);
-        std::optional<int> code;
-        if (session) {
-          for (;;) {
-            auto event = co_await (*session)->next();
-            if (!event) break;
-            if (event->kind == guest::ExecEvent::Kind::kExit) {
-              code = event->exit_status.code;
-              break;
-            }
-          }
-        }
-        if (!code || *code != 0) {
-          co_return fail(
-              Errc::kFailedPrecondition,
-              fmt::format("Cannot make the symlink {} -> {}: the image needs ln for a "
-                          "COPY of symlinks{}",
-                          target, item.link, session ? "" : ": " + session.error().message()));
-        }
-        if (!owner.empty()) chown_dirs.push_back(target);
-        break;
-      }
-    }
-  }
-  if (!chown_dirs.empty()) {
-    proto::ExecRequest chown;
-    chown.argv = {"chown", "-h", step.chown};
-    chown.argv.insert(chown.argv.end(), chown_dirs.begin(), chown_dirs.end());
-    chown.user = "root";
-    auto session = co_await agent.exec(chown);
-    std::optional<int> code;
-    std::string said;
-    if (session) {
-      for (;;) {
-        auto event = co_await (*session)->next();
-        if (!event) break;
-        if (event->kind == guest::ExecEvent::Kind::kExit) {
-          code = event->exit_status.code;
-          break;
-        }
-        said += event->data;
-      }
-    }
-    if (!code || *code != 0) {
-      co_return fail(Errc::kFailedPrecondition,
-                     fmt::format("COPY --chown={} of directories needs chown in the image: {}",
-                                 step.chown, session ? said : session.error().message()));
-    }
-  }
-  say({.step = index, .message = fmt::format("{} files, {} bytes", files, bytes)});
-  co_return ok();
-}
-
 namespace {
 
 Error cancelledBuild() {
@@ -529,7 +415,10 @@ asio::awaitable<Result<>> TemplateBuilder::runStep(BoxAgent& agent, const BuildS
                                                  : ""));
       }
     }
-    case BuildStep::Kind::kCopy: co_return co_await copyItems(agent, step, state, index, say);
+    case BuildStep::Kind::kCopy: {
+      const std::string cwd = state.cwd();
+      co_return co_await copyItems(agent, step, cwd, index, say);
+    }
     case BuildStep::Kind::kWorkdir: {
       state.apply(step);
       proto::FileMkdirRequest mkdir;

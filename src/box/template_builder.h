@@ -35,9 +35,12 @@ namespace hutch::box {
 
 // One file, directory or symlink a COPY puts into the box.
 struct CopyItem {
-  enum class Type { kFile, kDirectory, kSymlink };
+  // kArchive: an ADD of a local tar archive (plain, gzip, bzip2 or xz): copied into the box and
+  // unpacked into `target` (a directory) by the box's own tar, as root, keeping the archive's
+  // owners and modes. A hostile archive is unpacked inside the VM, never on the host.
+  enum class Type { kFile, kDirectory, kSymlink, kArchive };
   Type type = Type::kFile;
-  std::filesystem::path source;  // on the host, inside the build's context (kFile)
+  std::filesystem::path source;  // on the host, inside the build's context (kFile, kArchive)
   std::string target;            // absolute path in the box
   uint32_t mode = 0644;          // permission bits (a COPY --chmod already applied)
   std::string link;              // kSymlink: what it points to
@@ -207,8 +210,9 @@ class TemplateBuilder {
   boost::asio::awaitable<Result<std::vector<CopyItem>>> fetch(BoxAgent& agent,
                                                               const BuildStep::CopyFrom& from,
                                                               const std::filesystem::path& into);
+  // A COPY or ADD step into the box (template_builder_copy.cc); `cwd` is the WORKDIR.
   boost::asio::awaitable<Result<>> copyItems(BoxAgent& agent, const BuildStep& step,
-                                             const State& state, int index,
+                                             const std::string& cwd, int index,
                                              const BuildProgress& say);
 
   boost::asio::thread_pool& pool_;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -213,6 +214,35 @@ TEST_F(BuildTest, ABuildWhoseClientWentAwayStops) {
   EXPECT_TRUE(eventually([&] { return buildBoxes().empty(); }, std::chrono::seconds(120)))
       << buildBoxes().front();
   EXPECT_TRUE(templateNamed("left").is_null());
+}
+
+// ADD of a local tar archive: unpacked into the destination by the box's own tar, keeping the
+// archive's owners and modes; the archive itself is not left in the box.
+TEST_F(BuildTest, AnAddedTarArchiveIsUnpackedInTheBox) {
+  char tmpl[] = "/tmp/hutch-build-tree-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const fs::path tree = tmpl;
+  fs::create_directories(tree / "bin");
+  fs::create_directories(tree / "share");
+  std::ofstream(tree / "bin" / "tool") << "#!/bin/sh\necho tool ran\n";
+  fs::permissions(tree / "bin" / "tool", fs::perms(0755));
+  std::ofstream(tree / "share" / "doc.txt") << "doc\n";
+  const std::string tar = "tar --owner=1000 --group=1000 -czf " +
+                          (context_ / "tools.tar.gz").string() + " -C " + tree.string() + " .";
+  ASSERT_EQ(std::system(tar.c_str()), 0) << tar;
+  fs::remove_all(tree);
+  write("Dockerfile",
+        "FROM base\nADD tools.tar.gz /opt/tools/\nRUN /opt/tools/bin/tool > /opt/ran\n");
+  auto built = build("added");
+  ASSERT_EQ(built.exit_code, 0) << built.err;
+  EXPECT_TRUE(buildBoxes().empty());
+  ASSERT_EQ(daemon_->hutch({"run", "--name", "added1", "--template", "added"}).exit_code, 0);
+  auto seen = daemon_->hutch(
+      {"exec", "added1", "--", "sh", "-c",
+       "cat /opt/ran /opt/tools/share/doc.txt; stat -c '%u:%g %a' /opt/tools/bin/tool; "
+       "ls -a /tmp | grep -c hutch-add; test -e /opt/tools/tools.tar.gz || echo no-archive"});
+  EXPECT_EQ(seen.out, "tool ran\ndoc\n1000:1000 755\n0\nno-archive\n") << seen.err;
+  EXPECT_EQ(daemon_->hutch({"rm", "-f", "added1"}).exit_code, 0);
 }
 
 TEST_F(BuildTest, AStartCommandRunsInEveryBoxOfTheTemplate) {
