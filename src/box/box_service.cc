@@ -183,6 +183,17 @@ asio::awaitable<Result<>> BoxService::writeRegistryFiles(const Box& box, Runtime
   egress::BoxRegistryFiles files = NetworkService::registryFiles(box);
   if (files.npmrc.empty() && files.pip_conf.empty() && !even_if_empty) co_return ok();
   if (!runtime.agent) co_return ok();
+  // An image with no shell (one static binary, a distroless image) has no npm or pip to
+  // configure: nothing to write, and no sh to write it with.
+  proto::FileStatRequest sh;
+  sh.path = "/bin/sh";
+  sh.user = "root";
+  sh.follow = true;
+  auto found = co_await runtime.agent->stat(sh);
+  if (!found && found.error().code() == Errc::kNotFound) {
+    spdlog::debug("box={} has no /bin/sh: no npm or pip configuration written", box.id);
+    co_return ok();
+  }
   // Named, not temporaries inside co_await: GCC 12 mishandles those.
   std::vector<std::string> argv = {"/bin/sh", "-c", kWriteRegistryFiles};
   std::vector<std::string> env = {"HUTCH_MARK=" + std::string(egress::kBoxRegistryMark),

@@ -88,17 +88,26 @@ struct Planner {
   const std::vector<build::ContextEntry>& listing;
   fs::path heredoc_dir;            // beside the context: COPY <<EOF bodies as files
   std::map<size_t, size_t> slots;  // a Dockerfile stage -> its place in BuildPlan::stages
+  std::map<std::string, size_t> image_slots;  // a COPY --from image -> the same
   int heredocs = 0;
 
   Result<BuildStep> copyStep(const build::Instruction& in, const build::Copy& copy,
                              const Scope& scope) {
-    if (!copy.from.empty() && !copy.from_stage) {
-      return fail(Errc::kUnsupported,
-                  fmt::format("COPY --from={} (an image) is not supported by hutch's builds yet: "
-                              "add a stage FROM it and COPY --from that stage",
-                              copy.from));
+    if (copy.from_stage) {
+      auto slot = slots.find(*copy.from_stage);
+      if (slot == slots.end()) {
+        return fail(Errc::kInternal, fmt::format("stage {} is not planned", *copy.from_stage));
+      }
+      return copyFromStage(in, copy, scope, slot->second);
     }
-    if (copy.from_stage) return copyFromStage(in, copy, scope);
+    if (!copy.from.empty()) {
+      // An image: planned as a stage of its own with no steps (planStage).
+      auto slot = image_slots.find(copy.from);
+      if (slot == image_slots.end()) {
+        return fail(Errc::kInternal, fmt::format("the image {} is not planned", copy.from));
+      }
+      return copyFromStage(in, copy, scope, slot->second);
+    }
     std::vector<std::string> sources;
     for (const std::string& raw : copy.sources) {
       HUTCH_TRY(std::string s, expand(raw, scope, file.escape));
@@ -178,13 +187,10 @@ struct Planner {
     return step;
   }
 
-  // COPY --from=STAGE: paths in that stage's box, fetched by the builder before the build.
+  // COPY --from=STAGE or IMAGE: paths in the box of BuildPlan::stages[slot], fetched by the
+  // builder before the build.
   Result<BuildStep> copyFromStage(const build::Instruction& in, const build::Copy& copy,
-                                  const Scope& scope) {
-    auto slot = slots.find(*copy.from_stage);
-    if (slot == slots.end()) {
-      return fail(Errc::kInternal, fmt::format("stage {} is not planned", *copy.from_stage));
-    }
+                                  const Scope& scope, size_t slot) {
     if (!copy.inline_files.empty()) {
       return fail(Errc::kInvalidArgument, "COPY --from takes no heredoc files");
     }
@@ -192,7 +198,7 @@ struct Planner {
     step.kind = BuildStep::Kind::kCopy;
     step.text = in.original;
     BuildStep::CopyFrom from;
-    from.stage = slot->second;
+    from.stage = slot;
     for (const std::string& raw : copy.sources) {
       HUTCH_TRY(std::string source, expand(raw, scope, file.escape));
       // Paths in the stage are absolute (relative ones are from its root, as Docker takes them).
@@ -378,12 +384,34 @@ Result<BuildPlan> planStage(const Shared& shared, size_t target, int depth) {
     plan.start_cmd.clear();
     plan.ready_cmd.clear();
   }
-  // The stages this one's chain copies from, each planned once.
+  // The stages this one's chain copies from, each planned once; an image COPY --from names
+  // is a stage FROM it with no steps, as BuildKit takes it.
   std::map<size_t, size_t> slots;
+  std::map<std::string, size_t> image_slots;
   for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
     for (const build::Instruction& in : file.stages[*it].instructions) {
       const auto* copy = in.as<build::Copy>();
-      if (!copy || !copy->from_stage || slots.contains(*copy->from_stage)) continue;
+      if (!copy || copy->from.empty()) continue;
+      if (!copy->from_stage) {
+        if (image_slots.contains(copy->from)) continue;
+        if (copy->from == "scratch") {
+          return fail(atLine(in, Error(Errc::kInvalidArgument,
+                                       "COPY --from=scratch: scratch has no files to copy")));
+        }
+        BuildPlan image = shared.options.plan;
+        image.steps.clear();
+        image.stages.clear();
+        image.start_cmd.clear();
+        image.ready_cmd.clear();
+        image.base_image = copy->from;
+        if (copy->from.find_first_of("/:@.") == std::string::npos) {
+          image.base_template = copy->from;
+        }
+        image_slots[copy->from] = plan.stages.size();
+        plan.stages.push_back(std::move(image));
+        continue;
+      }
+      if (slots.contains(*copy->from_stage)) continue;
       auto sub = planStage(shared, *copy->from_stage, depth + 1);
       if (!sub) return fail(sub.error());
       slots[*copy->from_stage] = plan.stages.size();
@@ -391,15 +419,16 @@ Result<BuildPlan> planStage(const Shared& shared, size_t target, int depth) {
     }
   }
   plan.steps_from_base =
-      [shared, target,
-       slots](const std::vector<std::string>& base_env) -> Result<std::vector<BuildStep>> {
+      [shared, target, slots,
+       image_slots](const std::vector<std::string>& base_env) -> Result<std::vector<BuildStep>> {
     Planner planner{
         .context = shared.context,
         .options = shared.options,
         .file = *shared.file,
         .listing = *shared.listing,
         .heredoc_dir = shared.context.parent_path() / fmt::format("heredocs-{}", target),
-        .slots = slots};
+        .slots = slots,
+        .image_slots = image_slots};
     return planner.stageSteps(target, base_env, shared.globals);
   };
   return plan;

@@ -5,9 +5,11 @@
 // says (ENV, WORKDIR, USER) is what an exec gets.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <array>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <sstream>
 
@@ -283,6 +285,31 @@ TEST_F(ImageTest, LayersAreAppliedWithWhiteoutsLinksAndXattrsAndBlobsAreSharedBy
 
 // Two creates of one image at once fetch each blob once; `hutch image prune` keeps a pulled
 // image while a template names it and then drops its layout and the blobs only it used.
+// COPY --from an image, as Dockerfiles take tools from images (COPY --from=IMAGE /uv /bin/):
+// the image is pulled as FROM pulls it, booted as a stage of its own with no steps, and the
+// file fetched through its agent (here from an image with no shell at all).
+TEST_F(ImageTest, ADockerfileCopiesAFileFromAnImage) {
+  ASSERT_EQ(login().exit_code, 0);
+  char tmpl[] = "/tmp/hutch-copy-from-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const fs::path context = tmpl;
+  std::ofstream(context / "Dockerfile")
+      << "FROM base\nCOPY --from=" << ref("static")
+      << " /hello /usr/local/bin/hello\nRUN /usr/local/bin/hello built > /opt/said\n";
+  auto built =
+      daemon_->hutch({"template", "build", "withhello", "-f", (context / "Dockerfile").string(),
+                      context.string(), "--memory", "512m", "--cpus", "1", "--disk", "2g"});
+  fs::remove_all(context);
+  ASSERT_EQ(built.exit_code, 0) << built.err;
+  EXPECT_NE(built.err.find("fetching /hello"), std::string::npos) << built.err;
+  ASSERT_EQ(daemon_->hutch({"run", "--name", "hello1", "--template", "withhello"}).exit_code, 0);
+  auto said = daemon_->hutch({"exec", "hello1", "--", "cat", "/opt/said"});
+  EXPECT_NE(said.out.find("hello from a static binary"), std::string::npos) << said.out;
+  EXPECT_NE(said.out.find("argv[1]=built"), std::string::npos) << said.out;
+  EXPECT_EQ(daemon_->hutch({"rm", "-f", "hello1"}).exit_code, 0);
+  EXPECT_EQ(daemon_->hutch({"template", "rm", "withhello"}).exit_code, 0);
+}
+
 TEST_F(ImageTest, TwoCreatesAtOncePullOnceAndPruneDropsWhatNoTemplateUses) {
   daemon_->hutch({"template", "rm", "bare"});  // another test's template of the same image
   auto emptied = daemon_->hutch({"image", "prune", "--keep", "0"});
