@@ -74,6 +74,16 @@ Result<std::optional<uint32_t>> parseChmod(const std::string& text) {
 }
 
 // `rel` under the destination directory, or the destination itself (without a trailing '/').
+// Runs $HUTCH_RUN_SCRIPT as an executable file (it starts with #!), removed afterwards.
+constexpr const char* kRunScript = R"sh(set -e
+f=$(mktemp /tmp/hutch-run.XXXXXX)
+trap 'rm -f "$f"' EXIT
+printf '%s' "$HUTCH_RUN_SCRIPT" > "$f"
+unset HUTCH_RUN_SCRIPT
+chmod 0755 "$f"
+"$f"
+)sh";
+
 std::string joinTarget(const std::string& dest, const std::string& rel) {
   std::string d = dest;
   while (d.size() > 1 && d.ends_with('/')) d.pop_back();
@@ -249,13 +259,15 @@ struct Planner {
     step.text = in.original;
     const char esc = file.escape;
     if (const auto* run = in.as<build::Run>()) {
-      if (run->executable_script) {
-        return fail(Errc::kUnsupported,
-                    "a heredoc that starts with #! is not run by hutch's builds yet: name its "
-                    "interpreter (RUN <<EOF python3)");
-      }
       step.kind = BuildStep::Kind::kRun;
-      step.argv = commandArgv(run->command, shell);
+      if (run->executable_script) {
+        // RUN <<EOF whose body starts with #!: as BuildKit runs it, the body is a file that is
+        // executed, its #! line naming the interpreter.
+        step.argv = {"/bin/sh", "-c", kRunScript};
+        step.env.emplace_back("HUTCH_RUN_SCRIPT", run->command.shell);
+      } else {
+        step.argv = commandArgv(run->command, shell);
+      }
       // Build arguments are in RUN's environment (not the template's), as in Docker.
       for (const auto& [k, v] : scope.args) {
         if (!scope.env.contains(k)) step.env.emplace_back(k, v);

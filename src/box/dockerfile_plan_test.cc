@@ -175,6 +175,23 @@ TEST_F(DockerfilePlanTest, ACopysKeyChangesWithItsContentNotItsTimes) {
   EXPECT_NE(*key1, *buildStepKey("other parent", first->at(0)));
 }
 
+// RUN <<EOF whose body starts with #!: the body is run as an executable file, so its #! line
+// picks the interpreter; the body is in the step's key.
+TEST_F(DockerfilePlanTest, AnExecutableHeredocRunsAsAScript) {
+  write("Dockerfile", "FROM base\nRUN <<EOF\n#!/usr/bin/perl\nprint \"hi\\n\";\nEOF\n");
+  auto made = steps();
+  ASSERT_TRUE(made) << made.error().describe();
+  ASSERT_EQ(made->size(), 1u);
+  const BuildStep& run = made->at(0);
+  EXPECT_EQ(run.kind, BuildStep::Kind::kRun);
+  ASSERT_EQ(run.argv.size(), 3u);
+  EXPECT_EQ(run.argv[0], "/bin/sh");
+  EXPECT_NE(run.argv[2].find("\"$f\""), std::string::npos) << run.argv[2];
+  ASSERT_EQ(run.env.size(), 1u);
+  EXPECT_EQ(run.env[0].first, "HUTCH_RUN_SCRIPT");
+  EXPECT_EQ(run.env[0].second, "#!/usr/bin/perl\nprint \"hi\\n\";\n");
+}
+
 // COPY --from an image: that image is a stage of its own with no steps (pulled as FROM pulls
 // it), planned once however many COPYs name it.
 TEST_F(DockerfilePlanTest, ACopyFromAnImagePlansItAsAStageWithNoSteps) {

@@ -216,6 +216,21 @@ TEST_F(BuildTest, ABuildWhoseClientWentAwayStops) {
   EXPECT_TRUE(templateNamed("left").is_null());
 }
 
+// RUN <<EOF with a #! line runs the body as a script with that interpreter (perl here, which
+// /bin/sh could not run), as the USER, and leaves no script file behind.
+TEST_F(BuildTest, AnExecutableHeredocRunsWithItsInterpreter) {
+  write("Dockerfile",
+        "FROM base\nRUN <<EOF\n#!/usr/bin/perl\nopen(my $f, '>', '/opt/perl') or die;\n"
+        "print $f \"perl ran as $<\\n\";\nEOF\n");
+  auto built = build("scripted");
+  ASSERT_EQ(built.exit_code, 0) << built.err;
+  ASSERT_EQ(daemon_->hutch({"run", "--name", "scripted1", "--template", "scripted"}).exit_code, 0);
+  auto seen = daemon_->hutch(
+      {"exec", "scripted1", "--", "sh", "-c", "cat /opt/perl; ls /tmp | grep -c hutch-run"});
+  EXPECT_EQ(seen.out, "perl ran as 0\n0\n") << seen.err;
+  EXPECT_EQ(daemon_->hutch({"rm", "-f", "scripted1"}).exit_code, 0);
+}
+
 // ADD of a local tar archive: unpacked into the destination by the box's own tar, keeping the
 // archive's owners and modes; the archive itself is not left in the box.
 TEST_F(BuildTest, AnAddedTarArchiveIsUnpackedInTheBox) {
