@@ -387,8 +387,13 @@ std::optional<json> TemplateService::reuseRoot(const std::string& key, const Fet
     return std::nullopt;
   }
   made["created"] = utcNow();
-  // This create's own words for the image (another tag, an archive) beside what made the disk.
-  for (const auto& [k, v] : image.source.items()) made["image"][k] = v;
+  // What made the disk (unpackImage's fields), then this create's own words for the image (its
+  // reference, or the archive it came in): none of the earlier create's.
+  json described = image.source;
+  for (const char* k : {"config_digest", "platform", "layers", "bytes"}) {
+    if (made["image"].contains(k)) described[k] = made["image"][k];
+  }
+  made["image"] = std::move(described);
   return made;
 }
 
