@@ -24,6 +24,7 @@ from ._models import (
     PolicyLog,
     Port,
     Process,
+    RegistryLogin,
     Secret,
     Service,
     Template,
@@ -456,6 +457,22 @@ def build_line(line: bytes | str) -> tuple[str, Any]:
         raise error_for(str(err.get("code") or "internal"),
                         str(err.get("message") or "The template build failed"), status=200)
     raise ProtocolError(f"A template build sent an unknown line: {text[:200]!r}")
+
+
+def list_registries() -> Call[List[RegistryLogin]]:
+    return Call("GET", "/v1/registries",
+                lambda d: list_from_json(RegistryLogin, d, "registries"))
+
+
+def login_registry(registry: str, username: str, password: str) -> Call[RegistryLogin]:
+    if not registry or not username or not password:
+        raise InvalidArgumentError("registry, username and password are all needed")
+    return Call("PUT", f"/v1/registries/{seg(registry)}", lambda d: from_json(RegistryLogin, d),
+                json={"username": username, "password": password})
+
+
+def logout_registry(registry: str) -> Call[None]:
+    return Call("DELETE", f"/v1/registries/{seg(registry)}", _ignore)
 
 
 def list_secrets() -> Call[List[Secret]]:

@@ -220,6 +220,15 @@ class Template:
 
 
 @dataclass
+class RegistryLogin:
+    """A registry hutchd pulls images from with credentials it keeps (never the password)."""
+
+    registry: str = ""
+    username: str = ""
+    raw: dict[str, Any] = _raw()
+
+
+@dataclass
 class Secret:
     """A stored secret, never with its value."""
 

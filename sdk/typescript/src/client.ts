@@ -9,12 +9,14 @@ import {
   type DiskUsage,
   type Info,
   type PoolStatus,
+  type RegistryLogin,
   type Secret,
   boxInfoFromJson,
   diskUsageFromJson,
   infoFromJson,
   keyFromJson,
   poolFromJson,
+  registryLoginFromJson,
   secretFromJson,
 } from "./models.js";
 import { Templates } from "./templates.js";
@@ -84,6 +86,36 @@ export class Secrets {
   }
 }
 
+/** `client.registries`: credentials hutchd pulls images with (admin), as `docker login` keeps them; no box sees them. */
+export class Registries {
+  /** @internal */
+  constructor(private readonly transport: Transport) {}
+
+  /** Never the passwords. */
+  async list(): Promise<RegistryLogin[]> {
+    return this.transport.json({ method: "GET", path: "/v1/registries" }, (v) =>
+      objects(asObject(v, "a registry list"), "registries", "a registry list").map(registryLoginFromJson),
+    );
+  }
+
+  /** Keeps the credentials on the host for pulls from `registry` (host[:port] or docker.io); a second login replaces the first. */
+  async login(registry: string, username: string, password: string): Promise<RegistryLogin> {
+    if (!registry || !username || !password) {
+      throw new InvalidArgumentError("registry, username and password are all needed");
+    }
+    return this.transport.json(
+      { method: "PUT", path: pathOf`/v1/registries/${registry}`, json: { username, password } },
+      registryLoginFromJson,
+    );
+  }
+
+  async logout(registry: string): Promise<void> {
+    await this.transport.json({ method: "DELETE", path: pathOf`/v1/registries/${registry}` }, (v) =>
+      asObject(v, "a registry logout"),
+    );
+  }
+}
+
 export interface CreateKeyOptions {
   /** 1-63 characters of [a-zA-Z0-9_.-]. */
   name: string;
@@ -148,6 +180,7 @@ export class Client {
   readonly boxes: Boxes;
   readonly templates: Templates;
   readonly secrets: Secrets;
+  readonly registries: Registries;
   readonly keys: Keys;
   readonly system: SystemApi;
 
@@ -160,6 +193,7 @@ export class Client {
     this.boxes = new Boxes(this);
     this.templates = new Templates(this.transport);
     this.secrets = new Secrets(this.transport);
+    this.registries = new Registries(this.transport);
     this.keys = new Keys(this.transport);
     this.system = new SystemApi(this.transport);
   }

@@ -1,6 +1,6 @@
 // @hutch/sdk: the TypeScript client of hutchd (docs/api.md).
 
-export { Client, Boxes, Secrets, Keys, SystemApi } from "./client.js";
+export { Client, Boxes, Secrets, Registries, Keys, SystemApi } from "./client.js";
 export type { SetSecretOptions, CreateKeyOptions } from "./client.js";
 export { Templates } from "./templates.js";
 export type { BuildOptions, ProgressOptions, ArchiveOptions, ArchiveInput } from "./templates.js";

@@ -322,6 +322,19 @@ export function secretFromJson(value: unknown): Secret {
   };
 }
 
+/** A registry hutchd pulls images from with credentials it keeps (never the password). */
+export interface RegistryLogin {
+  /** host[:port], or "docker.io". */
+  registry: string;
+  username: string;
+}
+
+export function registryLoginFromJson(value: unknown): RegistryLogin {
+  const o = asObject(value, "a registry login");
+  const w = "a registry login";
+  return { registry: str(o, "registry", w), username: str(o, "username", w) };
+}
+
 export interface Limits {
   /** 0 means no limit. */
   maxBoxes: number;

@@ -21,7 +21,7 @@ from .._errors import (
     error_from_response,
 )
 from .._failures import map_transport_error
-from .._models import BoxInfo, Info, Key, Secret, Template, from_json
+from .._models import BoxInfo, Info, Key, RegistryLogin, Secret, Template, from_json
 from . import _backend
 from ._box import AsyncBox
 
@@ -55,6 +55,7 @@ class AsyncClient:
         self.boxes = AsyncBoxes(self)
         self.templates = AsyncTemplates(self)
         self.secrets = AsyncSecrets(self)
+        self.registries = AsyncRegistries(self)
         self.keys = AsyncKeys(self)
 
     @property
@@ -367,6 +368,23 @@ class AsyncSecrets:
 
     async def remove(self, name: str) -> None:
         await self._client._call(_api.remove_secret(name))
+
+
+class AsyncRegistries:
+    """``client.registries``: credentials hutchd pulls images with (admin), as ``docker login``
+    keeps them; no box sees them."""
+
+    def __init__(self, client: AsyncClient) -> None:
+        self._client = client
+
+    async def list(self) -> List[RegistryLogin]:
+        return await self._client._call(_api.list_registries())
+
+    async def login(self, registry: str, username: str, password: str) -> RegistryLogin:
+        return await self._client._call(_api.login_registry(registry, username, password))
+
+    async def logout(self, registry: str) -> None:
+        await self._client._call(_api.logout_registry(registry))
 
 
 class AsyncKeys:

@@ -2,9 +2,10 @@
 """The client's classes (hutch/_async is the source hutch/_sync is generated from)."""
 
 from ._box import Box, Files, FileStream, BoxPolicy, Ports, Processes
-from ._client import Boxes, Client, Keys, Secrets, Templates
+from ._client import (Boxes, Client, Keys, Registries, Secrets,
+                      Templates)
 from ._exec import ExecSession
 
 __all__ = ["Box", "Boxes", "Client", "ExecSession", "Files",
            "FileStream", "Keys", "BoxPolicy", "Ports", "Processes",
-           "Secrets", "Templates"]
+           "Registries", "Secrets", "Templates"]

@@ -22,7 +22,7 @@ from .._errors import (
     error_from_response,
 )
 from .._failures import map_transport_error
-from .._models import BoxInfo, Info, Key, Secret, Template, from_json
+from .._models import BoxInfo, Info, Key, RegistryLogin, Secret, Template, from_json
 from . import _backend
 from ._box import Box
 
@@ -56,6 +56,7 @@ class Client:
         self.boxes = Boxes(self)
         self.templates = Templates(self)
         self.secrets = Secrets(self)
+        self.registries = Registries(self)
         self.keys = Keys(self)
 
     @property
@@ -368,6 +369,23 @@ class Secrets:
 
     def remove(self, name: str) -> None:
         self._client._call(_api.remove_secret(name))
+
+
+class Registries:
+    """``client.registries``: credentials hutchd pulls images with (admin), as ``docker login``
+    keeps them; no box sees them."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def list(self) -> List[RegistryLogin]:
+        return self._client._call(_api.list_registries())
+
+    def login(self, registry: str, username: str, password: str) -> RegistryLogin:
+        return self._client._call(_api.login_registry(registry, username, password))
+
+    def logout(self, registry: str) -> None:
+        self._client._call(_api.logout_registry(registry))
 
 
 class Keys:

@@ -107,6 +107,24 @@ def test_secrets_never_come_back(client):
     assert name not in [s.name for s in client.secrets.list()]
 
 
+def test_registry_logins_keep_no_password(admin, client):
+    # A login is kept, not checked against the registry: this host name needs no registry.
+    host = f"{unique('reg')}.example:5000"
+    made = admin.registries.login(host, "robot", "t0ken-value")
+    try:
+        assert (made.registry, made.username) == (host, "robot")
+        listed = [r for r in admin.registries.list() if r.registry == host]
+        assert listed and listed[0].username == "robot"
+        assert "t0ken-value" not in repr(listed[0].raw)
+        with pytest.raises(hutch.PermissionDeniedError):
+            client.registries.list()
+    finally:
+        admin.registries.logout(host)
+    assert host not in [r.registry for r in admin.registries.list()]
+    with pytest.raises(hutch.NotFoundError):
+        admin.registries.logout(host)
+
+
 def test_templates(client, admin, boxes):
     names = [t.name for t in client.templates.list()]
     assert "base" in names

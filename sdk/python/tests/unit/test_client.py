@@ -386,6 +386,21 @@ def test_secrets_and_keys(client, fake):
     client.keys.remove("alice")
 
 
+def test_registries(client, fake):
+    fake.on("PUT", "/v1/registries/registry.example:5000",
+            body={"registry": "registry.example:5000", "username": "robot"})
+    made = client.registries.login("registry.example:5000", "robot", "t0ken")
+    assert fake.last_json() == {"username": "robot", "password": "t0ken"}
+    assert made.registry == "registry.example:5000" and made.username == "robot"
+    fake.on("GET", "/v1/registries", body={"registries": [{"registry": "docker.io",
+                                                           "username": "me"}]})
+    assert [(r.registry, r.username) for r in client.registries.list()] == [("docker.io", "me")]
+    fake.on("DELETE", "/v1/registries/docker.io", body={"removed": "docker.io"})
+    client.registries.logout("docker.io")
+    with pytest.raises(hutch.InvalidArgumentError):
+        client.registries.login("docker.io", "me", "")
+
+
 def test_names_are_escaped_in_paths(client, fake):
     fake.on("GET", "/v1/boxes/a/b", body=BOX)  # the fake routes the decoded path
     client.boxes.get("a/b")

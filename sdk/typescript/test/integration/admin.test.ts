@@ -59,6 +59,24 @@ test("a plain key may not manage keys, templates or the system", async () => {
   assert.ok((await u.templates.list()).some((t) => t.name === "base"));
 });
 
+test("registries: a login is kept without its password, for admins only, and forgotten", async () => {
+  const a = admin();
+  // A login is kept, not checked against the registry: this host name needs no registry.
+  const host = `ts-${process.pid}.example:5000`;
+  const made = await a.registries.login(host, "robot", "t0ken-value");
+  try {
+    assert.deepEqual(made, { registry: host, username: "robot" });
+    const listed = await a.registries.list();
+    assert.ok(listed.some((r) => r.registry === host && r.username === "robot"), JSON.stringify(listed));
+    assert.ok(!JSON.stringify(listed).includes("t0ken-value"));
+    await assert.rejects(user().registries.list(), PermissionDeniedError);
+  } finally {
+    await a.registries.logout(host);
+  }
+  assert.ok(!(await a.registries.list()).some((r) => r.registry === host));
+  await assert.rejects(a.registries.logout(host), NotFoundError);
+});
+
 test("secrets: set (the value never comes back), list, use in a box, remove", async () => {
   const a = admin();
   const name = `TS_SECRET_${process.pid}`;

@@ -234,6 +234,20 @@ test("secrets and keys", async () => {
   assert.deepEqual(JSON.parse(last("POST", "/v1/keys").body.toString()), { name: "alice", max_boxes: 2, max_memory_mib: 2048 });
 });
 
+test("registries: login, list, logout", async () => {
+  fake.on("PUT", "/v1/registries/registry.example%3A5000", (req, res) => {
+    json(res, 200, { registry: "registry.example:5000", username: JSON.parse(req.body.toString()).username });
+  });
+  const made = await client.registries.login("registry.example:5000", "robot", "t0ken");
+  assert.deepEqual(made, { registry: "registry.example:5000", username: "robot" });
+  assert.deepEqual(JSON.parse(last("PUT", "/v1/registries/registry.example%3A5000").body.toString()), { username: "robot", password: "t0ken" });
+  fake.on("GET", "/v1/registries", (_req, res) => json(res, 200, { registries: [{ registry: "docker.io", username: "me" }] }));
+  assert.deepEqual(await client.registries.list(), [{ registry: "docker.io", username: "me" }]);
+  fake.on("DELETE", "/v1/registries/docker.io", (_req, res) => json(res, 200, { removed: "docker.io" }));
+  await client.registries.logout("docker.io");
+  await assert.rejects(client.registries.login("docker.io", "me", ""), InvalidArgumentError);
+});
+
 test("files: read as text, bytes and a stream with its headers", async () => {
   fake.on("GET", `${base}/files`, (req, res) => {
     if (req.query.get("path") === "missing") {
