@@ -308,6 +308,19 @@ TEST_F(ImageTest, ADockerfileCopiesAFileFromAnImage) {
   EXPECT_NE(said.out.find("argv[1]=built"), std::string::npos) << said.out;
   EXPECT_EQ(daemon_->hutch({"rm", "-f", "hello1"}).exit_code, 0);
   EXPECT_EQ(daemon_->hutch({"template", "rm", "withhello"}).exit_code, 0);
+  // The base the build pulled (build-base-<hash>, kept for later builds) goes too: another test
+  // counts this image's pulls.
+  auto listed = json::parse(daemon_->hutch({"--json", "template", "ls"}).out, nullptr, false);
+  int bases = 0;
+  for (const auto& t : listed) {
+    const std::string name = t.value("name", "");
+    if (name.starts_with("build-base-") &&
+        t.value("image", json::object()).value("ref", "") == ref("static")) {
+      EXPECT_EQ(daemon_->hutch({"template", "rm", name}).exit_code, 0);
+      ++bases;
+    }
+  }
+  EXPECT_EQ(bases, 1) << listed.dump();
 }
 
 TEST_F(ImageTest, TwoCreatesAtOncePullOnceAndPruneDropsWhatNoTemplateUses) {
