@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -63,7 +64,23 @@ class ImageTest : public ::testing::Test {
                           quoted((*images_)[name] + ":latest") + " " + quoted(repo) + extra);
       ASSERT_EQ(pushed.exit_code, 0) << name << ": " << pushed.out << pushed.err;
     }
-    daemon_ = new Daemon({"--registry-certs", (*dir_ / "registry" / "certs.d").string()});
+    // An image cache of its own whose entries link the host's image builds and kernels: the
+    // prunes below remove links and what these tests made, never the host's builds (other
+    // suites' templates, docker, node...).
+    const char* host_env = std::getenv("HUTCH_CACHE_DIR");
+    const fs::path host = host_env != nullptr && *host_env ? host_env : "/var/cache/hutch";
+    const fs::path cache = *dir_ / "image-cache";
+    for (const char* part : {"images", "kernel"}) {
+      fs::create_directories(cache / part);
+      std::error_code ec;
+      for (const auto& build : fs::directory_iterator(host / part, ec)) {
+        if (build.is_directory() && !build.path().filename().string().starts_with(".")) {
+          fs::create_directory_symlink(build.path(), cache / part / build.path().filename());
+        }
+      }
+    }
+    daemon_ = new Daemon({"--registry-certs", (*dir_ / "registry" / "certs.d").string(),
+                          "--image-cache", cache.string()});
   }
   static void TearDownTestSuite() {
     delete daemon_;
