@@ -147,27 +147,34 @@ Result<TemplateBuilder::Workspace> TemplateBuilder::newWorkspace() {
   return ws;
 }
 
+Result<> unpackClientTar(const fs::path& tar, const fs::path& tree, const image::Descriptor& layer,
+                         image::ApplyLimits limits, std::string_view what) {
+  std::error_code ec;
+  fs::create_directories(tree, ec);
+  if (ec) return fail(Errc::kInternal, "Cannot create " + tree.string() + ": " + ec.message());
+  UniqueFd in(::open(tar.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!in) return fail(sysError("Cannot open " + tar.string(), errno));
+  HUTCH_TRY(image::RootDir root, image::RootDir::open(tree));
+  limits.keep_owners = false;
+  limits.whiteouts = false;
+  image::ApplyUsage usage;
+  auto applied = image::applyLayer(root, in.get(), layer, limits, usage);
+  if (!applied) {
+    return fail(Error(Errc::kInvalidArgument, applied.error().message())
+                    .withContext(fmt::format("{} is not a usable tar", what)));
+  }
+  return ok();
+}
+
 asio::awaitable<Result<>> TemplateBuilder::unpackContext(const Workspace& ws, std::string digest,
                                                          uint64_t size) {
-  auto work = [tar_path = ws.contextTar(), context = ws.context(), digest, size,
+  image::Descriptor layer;
+  layer.media_type = "application/vnd.oci.image.layer.v1.tar";
+  layer.digest = std::move(digest);
+  layer.size = static_cast<int64_t>(size);
+  auto work = [tar = ws.contextTar(), context = ws.context(), layer,
                limits = context_limits_]() -> Result<> {
-    UniqueFd tar(::open(tar_path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (!tar) return fail(sysError("Cannot open " + tar_path.string(), errno));
-    HUTCH_TRY(image::RootDir root, image::RootDir::open(context));
-    image::Descriptor layer;
-    layer.media_type = "application/vnd.oci.image.layer.v1.tar";
-    layer.digest = digest;
-    layer.size = static_cast<int64_t>(size);
-    image::ApplyLimits apply = limits;
-    apply.keep_owners = false;  // the context's files are hutchd's; COPY sets owners in the box
-    apply.whiteouts = false;    // a file named .wh.x in a context is a file
-    image::ApplyUsage usage;
-    auto applied = image::applyLayer(root, tar.get(), layer, apply, usage);
-    if (!applied) {
-      return fail(Error(Errc::kInvalidArgument, applied.error().message())
-                      .withContext("The build context is not a usable tar"));
-    }
-    return ok();
+    return unpackClientTar(tar, context, layer, limits, "The build context");
   };
   co_return co_await event::offload(pool_, std::move(work));
 }

@@ -131,6 +131,14 @@ Result<std::string> buildStepKey(const std::string& parent, const BuildStep& ste
 // The key of a build's start: its base template's build and the box's size.
 std::string buildBaseKey(const storage::Template& base, const BuildPlan& plan);
 
+// A tar a client sent (a build context, E2B's COPY files), unpacked into the directory `tree`
+// (made if missing): hostile input, so only through an image::RootDir within `limits`, owners
+// not kept (COPY sets them in the box), whiteouts off (a file named .wh.x is a file). `layer`
+// says its digest, size and compression; errors say "`what` is not a usable tar". Blocking.
+Result<> unpackClientTar(const std::filesystem::path& tar, const std::filesystem::path& tree,
+                         const image::Descriptor& layer, image::ApplyLimits limits,
+                         std::string_view what);
+
 class TemplateBuilder {
  public:
   // The saved boxes of the build cache belong to this owner (no key has it), so they are in no

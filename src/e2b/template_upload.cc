@@ -34,16 +34,10 @@ bool safeSegment(std::string_view s) {
   return true;
 }
 
-// A received upload, unpacked: hostile input, so only through a RootDir, within `limit`
-// bytes, owners not kept (COPY sets them in the box). Blocking: on the worker pool.
+// A received upload, unpacked (box::unpackClientTar: hostile input, within `limit` bytes).
+// Blocking: on the worker pool.
 Result<> unpackUpload(const fs::path& tar, const fs::path& tree, const std::string& digest,
                       uint64_t size, bool gzip, uint64_t limit) {
-  std::error_code ec;
-  fs::create_directories(tree, ec);
-  if (ec) return fail(Errc::kInternal, "Cannot create " + tree.string() + ": " + ec.message());
-  UniqueFd in(::open(tar.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!in) return fail(sysError("Cannot open " + tar.string(), errno));
-  HUTCH_TRY(image::RootDir root, image::RootDir::open(tree));
   image::Descriptor layer;
   layer.media_type = gzip ? "application/vnd.oci.image.layer.v1.tar+gzip"
                           : "application/vnd.oci.image.layer.v1.tar";
@@ -52,15 +46,7 @@ Result<> unpackUpload(const fs::path& tar, const fs::path& tree, const std::stri
   layer.size = static_cast<int64_t>(size);
   image::ApplyLimits limits;
   limits.max_total_bytes = limit;
-  limits.keep_owners = false;
-  limits.whiteouts = false;  // a file named .wh.x among the uploaded files is a file
-  image::ApplyUsage usage;
-  auto applied = image::applyLayer(root, in.get(), layer, limits, usage);
-  if (!applied) {
-    return fail(Error(Errc::kInvalidArgument, applied.error().message())
-                    .withContext("The uploaded files are not a usable tar"));
-  }
-  return ok();
+  return box::unpackClientTar(tar, tree, layer, limits, "The uploaded files");
 }
 
 // Writes all of `data` to `fd`.
