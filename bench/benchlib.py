@@ -6,10 +6,12 @@ import os
 import pathlib
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests" / "support"))
+from hutchd_daemon import HutchDaemon  # noqa: E402
 from hutchd_daemon import UnixConnection as UnixHTTP  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -165,3 +167,21 @@ def report(results, json_path=None):
     print(text)
     if json_path:
         pathlib.Path(json_path).write_text(text + "\n")
+
+
+def daemon_args(ap):
+    """--build and --image (default $HUTCH_BUILD_DIR and $HUTCH_TEST_IMAGE) and --json: what a
+    bench that starts a hutchd of its own takes."""
+    repo = pathlib.Path(__file__).resolve().parents[1]
+    ap.add_argument("--build", default=os.environ.get("HUTCH_BUILD_DIR", str(repo / "build")))
+    ap.add_argument("--image", default=os.environ.get("HUTCH_TEST_IMAGE"))
+    ap.add_argument("--json")
+
+
+def own_daemon(ap, a, prefix, extra_args=()):
+    """A hutchd of the bench's own (not started; idle pause off) and the path of the CLI."""
+    if not a.image:
+        ap.error("--image (or HUTCH_TEST_IMAGE) must name the built base image")
+    d = HutchDaemon(tempfile.mkdtemp(prefix=prefix), build=a.build, image=a.image,
+                    extra_args=["--idle-pause", "0", *extra_args])
+    return d, str(pathlib.Path(a.build) / "src" / "cli" / "hutch")

@@ -17,7 +17,6 @@ Usage: sudo bench/build_bench.py [--build build] [--image DIR] [--runs 3] [--jso
 Not a test: nothing fails on a slow number.
 """
 import argparse
-import os
 import pathlib
 import statistics
 import sys
@@ -25,11 +24,8 @@ import tempfile
 import time
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests" / "support"))
-from hutchd_daemon import HutchDaemon  # noqa: E402
-
 sys.path.insert(0, str(REPO / "bench"))
-from benchlib import Cli, report  # noqa: E402
+from benchlib import Cli, daemon_args, own_daemon, report  # noqa: E402
 
 DOCKERFILE = """FROM base
 ENV APP=/srv/app
@@ -71,17 +67,11 @@ def wait_for(cli, box, path, timeout=120):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--build", default=os.environ.get("HUTCH_BUILD_DIR", str(REPO / "build")))
-    ap.add_argument("--image", default=os.environ.get("HUTCH_TEST_IMAGE"))
+    daemon_args(ap)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=5)
-    ap.add_argument("--json")
     a = ap.parse_args()
-    if not a.image:
-        ap.error("--image (or HUTCH_TEST_IMAGE) must name the built base image")
-    hutch = str(pathlib.Path(a.build) / "src" / "cli" / "hutch")
-    d = HutchDaemon(tempfile.mkdtemp(prefix="hutch-build-bench-"), build=a.build, image=a.image,
-                    extra_args=["--idle-pause", "0"])
+    d, hutch = own_daemon(ap, a, "hutch-build-bench-")
     context = pathlib.Path(tempfile.mkdtemp(prefix="hutch-build-bench-ctx-"))
     (context / "Dockerfile").write_text(DOCKERFILE)
     (context / "src").mkdir()

@@ -48,11 +48,8 @@ except ImportError:
 
 from e2b import Template  # noqa: E402
 
-sys.path.insert(0, str(REPO / "tests" / "support"))
-from hutchd_daemon import HutchDaemon  # noqa: E402
-
 sys.path.insert(0, str(REPO / "bench"))
-from benchlib import Cli  # noqa: E402
+from benchlib import Cli, daemon_args, own_daemon  # noqa: E402
 
 # The work runs in /bin/sh in both faces: E2B's runCmd runs in `bash -l` and a Dockerfile's RUN in
 # /bin/sh, and bash's loop is the slower (that difference would be the shells', not the faces').
@@ -84,16 +81,10 @@ def median(values):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--build", default=os.environ.get("HUTCH_BUILD_DIR", str(REPO / "build")))
-    ap.add_argument("--image", default=os.environ.get("HUTCH_TEST_IMAGE"))
+    daemon_args(ap)
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--json")
     a = ap.parse_args()
-    if not a.image:
-        ap.error("--image (or HUTCH_TEST_IMAGE) must name the built base image")
-    hutch = str(pathlib.Path(a.build) / "src" / "cli" / "hutch")
-    d = HutchDaemon(tempfile.mkdtemp(prefix="hutch-e2b-build-bench-"), build=a.build,
-                    image=a.image, extra_args=["--idle-pause", "0"])
+    d, hutch = own_daemon(ap, a, "hutch-e2b-build-bench-")
     context = pathlib.Path(tempfile.mkdtemp(prefix="hutch-e2b-build-bench-ctx-"))
     (context / "Dockerfile").write_text(DOCKERFILE)
     (context / "src").mkdir()

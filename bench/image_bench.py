@@ -35,11 +35,8 @@ import tarfile
 import tempfile
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests" / "support"))
-from hutchd_daemon import HutchDaemon  # noqa: E402
-
 sys.path.insert(0, str(REPO / "bench"))
-from benchlib import Cli, report  # noqa: E402
+from benchlib import Cli, daemon_args, own_daemon, report  # noqa: E402
 
 REGISTRY = REPO / "tests" / "registry"
 CACHE = pathlib.Path(os.environ.get("HUTCH_CACHE_DIR") or "/var/cache/hutch") / "bench-images"
@@ -107,13 +104,9 @@ def layout_bytes(layout):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--build", default=os.environ.get("HUTCH_BUILD_DIR", str(REPO / "build")))
-    ap.add_argument("--image", default=os.environ.get("HUTCH_TEST_IMAGE"))
+    daemon_args(ap)
     ap.add_argument("--only", choices=["debian", "big"])
-    ap.add_argument("--json")
     a = ap.parse_args()
-    if not a.image:
-        ap.error("--image (or HUTCH_TEST_IMAGE) must name the built base image")
     layouts = images()
     if a.only:
         layouts = {a.only: layouts[a.only]}
@@ -121,10 +114,8 @@ def main():
     env = dict(line.split("=", 1) for line in
                sh("bash", REGISTRY / "registry.sh", "start", reg_dir, "--no-auth").split())
     registry = env["REGISTRY"]
-    hutch = str(pathlib.Path(a.build) / "src" / "cli" / "hutch")
-    d = HutchDaemon(tempfile.mkdtemp(prefix="hutch-image-bench-"), build=a.build, image=a.image,
-                    extra_args=["--idle-pause", "0", "--registry-certs",
-                                str(reg_dir / "certs.d")])
+    d, hutch = own_daemon(ap, a, "hutch-image-bench-",
+                          ["--registry-certs", str(reg_dir / "certs.d")])
     results = {}
     try:
         for name, layout in layouts.items():
