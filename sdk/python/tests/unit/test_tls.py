@@ -177,7 +177,9 @@ def wss(cert):
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(cert["cert"], cert["key"])
         state["stop"] = loop.create_future()
-        async with serve(handler, "127.0.0.1", 0, ssl=ctx,
+        # No opening-handshake deadline: on a loaded CI host (TCG guests on every core) the
+        # default 10 s once ran out and the server dropped the connection before answering.
+        async with serve(handler, "127.0.0.1", 0, ssl=ctx, open_timeout=None,
                          subprotocols=["hutch.exec.v1"]) as server:
             state["port"] = list(server.sockets)[0].getsockname()[1]
             ready.set()
