@@ -47,6 +47,7 @@ from ._errors import (
 from ._models import (
     Accel,
     BoxInfo,
+    BoxShare,
     Caller,
     Checkpoint,
     ExecError,
@@ -89,7 +90,7 @@ from ._version import __version__
 __all__ = [
     "Accel", "AlreadyExistsError", "AsyncBox", "AsyncBoxPolicy", "AsyncBoxes", "AsyncClient",
     "AsyncExecSession", "AsyncFileStream", "AsyncFiles", "AsyncKeys", "AsyncPorts",
-    "AsyncProcesses", "AsyncRegistries", "AsyncSecrets", "AsyncTemplates", "Box", "BoxInfo", "BoxPolicy", "Boxes",
+    "AsyncProcesses", "AsyncRegistries", "AsyncSecrets", "AsyncTemplates", "Box", "BoxInfo", "BoxPolicy", "BoxShare", "Boxes",
     "Caller", "Checkpoint", "Client", "ConnectError", "DEFAULT_SOCKET", "ExecError",
     "ExecResult", "ExecSession", "FailedPreconditionError", "FileInfo", "FileList",
     "FileStream", "Files", "FingerprintMismatchError", "HutchCancelledError", "HutchError",

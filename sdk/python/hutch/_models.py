@@ -49,6 +49,16 @@ def _raw() -> Any:
 
 
 @dataclass
+class BoxShare:
+    """A host folder shared into a box (``hutch run -v HOSTDIR:BOXDIR[:ro]``)."""
+
+    host_dir: str = ""
+    box_dir: str = ""
+    read_only: bool = False
+    raw: dict[str, Any] = _raw()
+
+
+@dataclass
 class BoxInfo:
     """A box as ``GET /v1/boxes/{box}`` describes it."""
 
@@ -70,7 +80,21 @@ class BoxInfo:
     owner: str = ""
     created_at: int = 0
     updated_at: int = 0
+    #: Commands running longer are killed (0: no limit; detached processes are not limited).
+    max_exec_ms: int = 0
+    #: Paused after this long without work (-1: the daemon's default, 0: never).
+    idle_pause_ms: int = -1
+    #: When its lifetime ends, unix seconds (0: never); then ``on_timeout`` happens.
+    expires_at: int = 0
+    #: ``stop``, ``suspend``, ``remove``, or ``""`` when it has no lifetime.
+    on_timeout: str = ""
+    #: Host folders shared into it.
+    shares: list[BoxShare] = field(default_factory=list)
     raw: dict[str, Any] = _raw()
+
+    def __post_init__(self) -> None:
+        self.shares = [s if isinstance(s, BoxShare) else from_json(BoxShare, s)
+                       for s in self.shares or []]
 
 
 @dataclass
@@ -199,7 +223,8 @@ class Template:
     dir: str = ""
     image_key: str = ""
     kernel_version: str = ""
-    created: Any = None
+    #: When it was made (UTC, ISO 8601).
+    created: str = ""
     disk_bytes: int = 0
     used_by: list[str] = field(default_factory=list)
     #: Set for ``source`` ``image``: which image, by digest.

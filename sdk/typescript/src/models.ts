@@ -46,6 +46,26 @@ export interface BoxInfo {
   /** Unix seconds. */
   createdAt: number;
   updatedAt: number;
+  /** Commands running longer are killed (0: no limit; detached processes are not limited). */
+  maxExecMs: number;
+  /** Paused after this long without work (-1: the daemon's default, 0: never). */
+  idlePauseMs: number;
+  /** When its lifetime ends, unix seconds (0: never); then onTimeout happens. */
+  expiresAt: number;
+  /** "" when it has no lifetime. */
+  onTimeout: BoxExpiry;
+  /** Host folders shared into it. */
+  shares: BoxShare[];
+}
+
+/** What happens to a box when its lifetime ends ("" when it has none). */
+export type BoxExpiry = "" | "stop" | "suspend" | "remove";
+
+/** A host folder shared into a box (hutch run -v HOSTDIR:BOXDIR[:ro]). */
+export interface BoxShare {
+  hostDir: string;
+  boxDir: string;
+  readOnly: boolean;
 }
 
 export function boxInfoFromJson(value: unknown): BoxInfo {
@@ -68,6 +88,15 @@ export function boxInfoFromJson(value: unknown): BoxInfo {
     owner: str(o, "owner", w),
     createdAt: num(o, "created_at", w),
     updatedAt: num(o, "updated_at", w),
+    maxExecMs: num(o, "max_exec_ms", w),
+    idlePauseMs: num(o, "idle_pause_ms", w, -1),
+    expiresAt: num(o, "expires_at", w),
+    onTimeout: str(o, "on_timeout", w) as BoxExpiry,
+    shares: objects(o, "shares", w).map((s) => ({
+      hostDir: str(s, "host_dir", "a box's share"),
+      boxDir: str(s, "box_dir", "a box's share"),
+      readOnly: bool(s, "read_only", "a box's share"),
+    })),
   };
 }
 

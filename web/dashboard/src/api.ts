@@ -28,8 +28,19 @@ export interface Box {
   secrets: string[];
   owner?: string;
   env?: Record<string, string>;
+  max_exec_ms: number;
+  idle_pause_ms: number;
+  expires_at: number;
+  on_timeout: "" | "stop" | "suspend" | "remove";
+  shares?: Share[];
   created_at: number;
   updated_at: number;
+}
+
+export interface Share {
+  host_dir: string;
+  box_dir: string;
+  read_only?: boolean;
 }
 
 export interface BoxStats {
@@ -82,20 +93,51 @@ export interface Template {
   name: string;
   // recipe, box, image (a registry or an archive) or build (a Dockerfile)
   source: string;
-  source_box?: string;
-  disk_bytes?: number;
-  created?: string;
+  source_box: string;
+  image_key: string;
+  kernel_version: string;
+  disk_bytes: number;
+  created: string;
+  // dir and used_by: for the host administrator and admin keys only
+  dir?: string;
   used_by?: string[];
-  image?: { ref: string; archive?: string; digest: string; platform: string; layers: number; bytes: number };
-  build?: { base_template: string; base_image: string; steps: number; cached_steps: number };
+  image?: {
+    ref: string;
+    archive?: string;
+    digest: string;
+    config_digest: string;
+    platform: string;
+    layers: number;
+    bytes: number;
+  };
+  build?: { key: string; base_template: string; base_image: string; steps: number; cached_steps: number };
   start?: { cmd: string; ready: string };
+  defaults?: {
+    env: string[];
+    workdir: string;
+    user: string;
+    entrypoint: string[];
+    cmd: string[];
+    exposed_ports: string[];
+    labels: Record<string, string>;
+    stop_signal: string;
+  };
 }
 
 export interface Info {
   version: string;
   backend: string;
+  state_dir?: string;
   accel: { name: string; reason: string };
-  caller?: { name: string; admin: boolean };
+  tls?: { fingerprint_sha256: string } | null;
+  caller?: {
+    name: string;
+    admin: boolean;
+    max_boxes?: number;
+    max_cpus?: number;
+    max_memory_mib?: number;
+    max_disk_mib?: number;
+  };
   listeners?: string[];
 }
 

@@ -156,6 +156,27 @@ test("a box from JSON in camelCase; env kept as the user wrote it", () => {
   assert.throws(() => boxInfoFromJson([]), /not a JSON object/);
 });
 
+test("a box's limits, lifetime and shares (the fields docs/openapi.yaml's Box gained)", () => {
+  const b = boxInfoFromJson({
+    ...sampleBox,
+    max_exec_ms: 60000,
+    idle_pause_ms: 0,
+    expires_at: 1764403600,
+    on_timeout: "suspend",
+    shares: [{ host_dir: "/srv/data", box_dir: "/data", read_only: true }],
+  });
+  assert.equal(b.maxExecMs, 60000);
+  assert.equal(b.idlePauseMs, 0);
+  assert.equal(b.expiresAt, 1764403600);
+  assert.equal(b.onTimeout, "suspend");
+  assert.deepEqual(b.shares, [{ hostDir: "/srv/data", boxDir: "/data", readOnly: true }]);
+  // An older hutchd sends none of them.
+  const old = boxInfoFromJson({ id: "a", name: "b", state: "stopped" });
+  assert.equal(old.idlePauseMs, -1);
+  assert.equal(old.onTimeout, "");
+  assert.deepEqual(old.shares, []);
+});
+
 test("nanosecond times survive JSON (they pass 2^53)", () => {
   const value = parseJson('{"name":"a.txt","mtime_ns": 1764400000123456789,"size":13,"note":"\\"mtime_ns\\": 5"}');
   const f = fileInfoFromJson(value);
