@@ -31,7 +31,9 @@ BoxService::BoxService(asio::any_io_executor loop, asio::thread_pool& pool,
       templates_(templates),
       backend_(backend),
       config_(std::move(config)),
-      image_cache_(config_.image_cache, config_.boxes_dir.parent_path()) {}
+      image_cache_(config_.image_cache, config_.boxes_dir.parent_path()),
+      warm_pool_(loop_, *this,
+                 {.size = config_.pool_size, .max = config_.pool_max, .idle = config_.pool_idle}) {}
 
 BoxService::~BoxService() {
   detachAll();
@@ -206,12 +208,8 @@ asio::awaitable<Result<>> BoxService::writeRegistryFiles(const Box& box, Runtime
 }
 
 asio::awaitable<Result<Box>> BoxService::createBox(BoxSpec spec) {
-  // Counted so that pool refills wait for creates (waitForCreates).
-  ++creating_;
-  struct Done {
-    int& count;
-    ~Done() { --count; }
-  } done{creating_};
+  // Pool refills wait while creates are under way.
+  auto creating = warm_pool_.createUnderWay();
   HUTCH_CO_TRY_VOID(spec.config.validate());
   if (!spec.name.empty()) HUTCH_CO_TRY_VOID(validateName(spec.name));
   HUTCH_CO_TRY_VOID(validateEnv(spec.env));
@@ -233,10 +231,9 @@ asio::awaitable<Result<Box>> BoxService::createBox(BoxSpec spec) {
                                "create"));
   std::string key =
       templateSnapshotKey(tmpl.dir.string(), spec.config.cpus, spec.config.memory_mib);
-  std::optional<Pooled> pooled;
+  std::optional<PooledVm> pooled;
   if (config_.use_snapshots && spec.config.disk_mib == 0 && spec.shares.empty()) {
-    pooled = takePooled(key, spec.config);
-    notePoolUse(key, pooled.has_value());
+    pooled = warm_pool_.take(key, spec.config);
   }
 
   std::string policy;
@@ -245,13 +242,13 @@ asio::awaitable<Result<Box>> BoxService::createBox(BoxSpec spec) {
     auto resolved = network_->policyFor(spec.network_policy, tmpl.dir);
     auto named = network_->secretsFor(spec.secrets, spec.owner.id);
     if (!resolved || !named) {
-      if (pooled) warm_[key].push_back(std::move(*pooled));
+      if (pooled) warm_pool_.giveBack(key, std::move(*pooled));
       co_return fail(!resolved ? resolved.error() : named.error());
     }
     policy = std::move(*resolved);
     secrets = std::move(*named);
   } else if (!spec.network_policy.empty() || !spec.secrets.empty()) {
-    if (pooled) warm_[key].push_back(std::move(*pooled));
+    if (pooled) warm_pool_.giveBack(key, std::move(*pooled));
     co_return fail(Errc::kUnsupported,
                    "This hutchd runs without networking (--no-network): boxes have no network, "
                    "so a network policy or secrets mean nothing; leave them out");
@@ -276,7 +273,7 @@ asio::awaitable<Result<Box>> BoxService::createBox(BoxSpec spec) {
   if (pooled) box.uid_index = pooled->uid_index;  // its VM already runs as that uid
   if (auto inserted = store_.insert(box); !inserted) {
     // A name already taken: the pooled VM is still good, and must not be dropped running.
-    if (pooled) warm_[key].push_back(std::move(*pooled));
+    if (pooled) warm_pool_.giveBack(key, std::move(*pooled));
     co_return fail(inserted.error());
   }
   if (pooled) held_uid_indices_.erase(static_cast<uint32_t>(pooled->uid_index));
@@ -289,7 +286,7 @@ asio::awaitable<Result<Box>> BoxService::createBox(BoxSpec spec) {
     box.boot =
         fmt::format("restored from template snapshot {} {}", pooled->snapshot_id, kWarmPoolNote);
     auto made = co_await bootBox(box, nullptr, std::move(pooled->vm), std::move(pooled->agent));
-    refillPool(key, tmpl, box.config);
+    warm_pool_.refill(key, tmpl, box.config);
     co_return made;
   }
   if (!box.shares.empty()) {
@@ -305,7 +302,7 @@ asio::awaitable<Result<Box>> BoxService::createBox(BoxSpec spec) {
                            .label = fmt::format("template snapshot {}", snapshot->id)};
       box.boot = fmt::format("restored from {}{}", source.label, note);
       auto made = co_await bootBox(box, &source);
-      refillPool(key, tmpl, box.config);
+      warm_pool_.refill(key, tmpl, box.config);
       co_return made;
     }
     box.boot =

@@ -26,6 +26,7 @@
 #include "box/box.h"
 #include "box/box_agent.h"
 #include "box/snapshot.h"
+#include "box/warm_pool.h"
 #include "event/async_event.h"
 #include "guest/agent_client.h"
 #include "jail/box_ids.h"
@@ -90,12 +91,12 @@ class BoxObserver {
 // ENV (docs/templates.md), with `requested` over it. Names the box cannot carry are left out.
 BoxEnv imageEnvironment(const nlohmann::json& manifest, const BoxEnv& requested);
 
-class BoxService {
+class BoxService : private WarmPool::Source {
  public:
   BoxService(asio::any_io_executor loop, asio::thread_pool& pool, storage::BoxStore& store,
              const storage::TemplateStore& templates, vmm::VmBackend& backend,
              ServiceConfig config);
-  ~BoxService();
+  ~BoxService() override;
 
   // Boots a new box and returns once its agent answers (state running), or the error that made
   // it fail (the box then stays, state failed, with the reason, for `inspect` and `logs`).
@@ -126,7 +127,7 @@ class BoxService {
   // pools shrink.
   asio::awaitable<void> tick() {
     scanConsoles();
-    shrinkIdlePools();
+    warm_pool_.shrinkIdle();
     co_await expireDue();
     co_await idleCheck();
   }
@@ -243,7 +244,7 @@ class BoxService {
   Result<> removeSaved(const Snapshot& saved);
   Result<DiskUsage> diskUsage();
   // Every warm pool made so far (one per template and size that a create used), by template.
-  std::vector<PoolStatus> poolStatus() const;
+  std::vector<PoolStatus> poolStatus() const { return warm_pool_.status(); }
   // Deletes disk layers no box or snapshot stands on and snapshot directories with no record.
   void collectGarbage();
 
@@ -253,7 +254,7 @@ class BoxService {
   // Stops watching all VMs (they keep running) — for daemon shutdown.
   void detachAll();
   // Kills the warm pool's VMs (they are no one's boxes) — for daemon shutdown.
-  asio::awaitable<void> drainPool();
+  asio::awaitable<void> drainPool() { return warm_pool_.drain(); }
   // Waits (up to `limit`) for the background cleanup of boxes already removed: their QEMUs
   // killed, networks and directories deleted — for daemon shutdown, so that `rm` followed at
   // once by a stop leaves nothing running. What is not done by then is finished at next start.
@@ -349,15 +350,6 @@ class BoxService {
     std::optional<Result<Snapshot>> result;
   };
 
-  // A restored VM waiting, paused, in the warm pool for a create to take it.
-  struct Pooled {
-    std::string id;  // the box id it was made for (its directory)
-    std::string snapshot_id;
-    std::unique_ptr<vmm::Vm> vm;
-    std::shared_ptr<guest::AgentClient> agent;  // handshaken while the VM warmed up
-    int64_t uid_index = -1;                     // held in held_uid_indices_ until a box takes it
-  };
-
   // `launched`: a VM restored already and paused (the warm pool), with its agent if it has one.
   asio::awaitable<Result<Box>> bootBox(Box& box, const RestoreSource* from = nullptr,
                                        std::unique_ptr<vmm::Vm> launched = nullptr,
@@ -365,24 +357,19 @@ class BoxService {
   asio::awaitable<Result<>> boot(Box& box, std::shared_ptr<Runtime> runtime,
                                  const RestoreSource* from, std::unique_ptr<vmm::Vm> launched,
                                  std::shared_ptr<guest::AgentClient> agent);
-  // A pooled VM restored from the current, still compatible snapshot for `key`, if any.
-  std::optional<Pooled> takePooled(const std::string& key, const BoxConfig& config);
-  void refillPool(const std::string& key, const storage::Template& tmpl, const BoxConfig& config);
-  unsigned poolTarget(const std::string& key) const;
-  // A create of `key` found its pool empty (grow it) or took from it; either way it was used.
-  void notePoolUse(const std::string& key, bool hit);
-  // Pools nobody used for pool_idle give back one VM at a time, down to pool_size.
-  void shrinkIdlePools();
+  // WarmPool::Source (box_pool.cc): the warm pool's VMs are restored, warmed up and disposed
+  // of here.
+  asio::awaitable<Result<PooledVm>> make(std::string key, storage::Template tmpl,
+                                         BoxConfig config) override;
+  bool usable(const PooledVm& vm, const std::string& key, const BoxConfig& config) override;
+  asio::awaitable<void> discard(PooledVm vm) override;
   // The last steps of rm, in the background: the QEMU killed, the network and uid given back,
   // the directory deleted.
   asio::awaitable<void> cleanUp(Box box, std::shared_ptr<Runtime> runtime);
-  asio::awaitable<void> fillPool(std::string key, storage::Template tmpl, BoxConfig config);
   // Runs a pool VM once before it waits: resume, handshake, one command as the default user,
   // pause. The agent it returns stays connected.
   asio::awaitable<Result<std::shared_ptr<guest::AgentClient>>> warmUp(vmm::Vm& vm,
                                                                       const vmm::VmSpec& spec);
-  // Until no create is under way: pool refills wait so as not to compete with them for CPU.
-  asio::awaitable<void> waitForCreates();
   // Box directories with no record: pool VMs of an earlier hutchd. Their QEMU is killed.
   asio::awaitable<void> removeOrphans();
   vmm::VmSpec vmSpecFor(const Box& box) const;
@@ -567,16 +554,8 @@ class BoxService {
   std::map<std::string, nlohmann::json> image_defaults_;
   // uid indices (jail::boxIds) of VMs with no box record: template VMs and the warm pool's.
   std::set<uint32_t> held_uid_indices_;
-  std::map<std::string, std::vector<Pooled>> warm_;  // the warm pool, by snapshot key
-  std::set<std::string> filling_;                    // keys being refilled
-  std::map<std::string, PoolStatus> pool_shapes_;    // what each key's pool is of
-  // Each key's pool size now (between pool_size and pool_max), and when a create last used it.
-  std::map<std::string, unsigned> pool_target_;
-  std::map<std::string, std::chrono::steady_clock::time_point> pool_used_;
-  bool draining_ = false;  // drainPool() ran: no more pool VMs
-  int discarding_ = 0;     // pooled VMs being killed
-  int creating_ = 0;       // create() calls under way
-  int cleaning_ = 0;       // removed boxes still being cleaned up
+  WarmPool warm_pool_;
+  int cleaning_ = 0;  // removed boxes still being cleaned up
   BoxObserver* observer_ = nullptr;
   ActivitySinks activity_;
   int64_t next_expiry_ = 0;                 // unix seconds of the next lifetime to end; 0: unknown
