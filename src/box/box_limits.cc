@@ -1,6 +1,5 @@
-// What a box may use and for how long: the quotas of the API key that owns it, its network
-// policy, its lifetime (run --timeout), what it uses now, and the guest kernel's OOM kills read
-// from its console.
+// What a box may use and for how long: its network policy, its lifetime (run --timeout), what
+// it uses now, and the guest kernel's OOM kills read from its console. Quotas are quotas.h.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -15,66 +14,6 @@
 #include "box/network_service.h"
 
 namespace hutch::box {
-
-uint64_t BoxService::diskMibOf(const BoxConfig& config, const std::string& image_dir) {
-  if (config.disk_mib != 0) return config.disk_mib;
-  std::error_code ec;
-  uint64_t bytes = std::filesystem::file_size(std::filesystem::path(image_dir) / "rootfs.img", ec);
-  return ec ? 0 : (bytes + (1u << 20) - 1) >> 20;
-}
-
-Result<> BoxService::checkQuota(const Owner& owner, const Demand& more,
-                                std::string_view operation) {
-  if (owner.id.empty() || !quotas_) return ok();
-  Quota quota = quotas_(owner.id);
-  if (quota.unlimited()) return ok();
-  HUTCH_TRY(std::vector<Box> boxes, store_.list(owner.id));
-  Demand used;
-  if (auto it = reserved_.find(owner.id); it != reserved_.end()) used = it->second;
-  for (const Box& b : boxes) {
-    ++used.boxes;
-    used.disk_mib += diskMibOf(b.config, b.image_dir);
-    if (b.state == BoxState::kCreating || b.state == BoxState::kRunning ||
-        b.state == BoxState::kStopping || b.state == BoxState::kPaused) {
-      used.cpus += b.config.cpus;
-      used.memory_mib += b.config.memory_mib;
-    }
-  }
-  struct Limit {
-    const char* field;
-    uint64_t max;
-    uint64_t used;
-    uint64_t more;
-    const char* what;  // "boxes", "CPUs in running boxes", ...
-    const char* remedy;
-  };
-  const Limit limits[] = {
-      {"max_boxes", quota.max_boxes, used.boxes, more.boxes, "boxes", "remove one"},
-      {"max_cpus", quota.max_cpus, used.cpus, more.cpus, "CPUs in running boxes", "stop a box"},
-      {"max_memory_mib", quota.max_memory_mib, used.memory_mib, more.memory_mib,
-       "MiB of memory in running boxes", "stop a box"},
-      {"max_disk_mib", quota.max_disk_mib, used.disk_mib, more.disk_mib, "MiB of disk",
-       "remove a box"},
-  };
-  for (const Limit& l : limits) {
-    if (l.max == 0 || l.more == 0 || l.used + l.more <= l.max) continue;
-    std::string message = fmt::format(
-        "Key {} may have at most {} {} (it has {}, this needs {} more); {} or ask "
-        "for a higher {}",
-        owner.name, l.max, l.what, l.used, l.more, l.remedy, l.field);
-    if (activity_.events) {
-      activity_.events->publish("quota.refused", {.owner_id = owner.id},
-                                {{"operation", operation},
-                                 {"limit", l.field},
-                                 {"max", l.max},
-                                 {"used", l.used},
-                                 {"more", l.more},
-                                 {"message", message}});
-    }
-    return fail(Errc::kResourceExhausted, std::move(message));
-  }
-  return ok();
-}
 
 Result<vmm::ResourceUsage> BoxService::usage(const std::string& key) {
   HUTCH_TRY(Box box, store_.find(key));

@@ -145,12 +145,12 @@ asio::awaitable<Result<Box>> BoxService::createFromSaved(const Snapshot& saved, 
         Errc::kFailedPrecondition,
         fmt::format("Snapshot {} cannot be restored on this host: {}", saved.name, *why));
   }
-  HUTCH_CO_TRY_VOID(checkQuota(spec.owner,
-                               {.boxes = 1,
-                                .cpus = source.config.cpus,
-                                .memory_mib = source.config.memory_mib,
-                                .disk_mib = diskMibOf(source.config, source.image_dir)},
-                               "create"));
+  HUTCH_CO_TRY_VOID(quotas_.check(spec.owner,
+                                  {.boxes = 1,
+                                   .cpus = source.config.cpus,
+                                   .memory_mib = source.config.memory_mib,
+                                   .disk_mib = Quotas::diskMib(source.config, source.image_dir)},
+                                  "create"));
   // The new box is the saved one's child: its processes, policy and environment, under the
   // caller's name, owner, labels and lifetime.
   source.owner = spec.owner;

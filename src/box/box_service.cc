@@ -223,12 +223,12 @@ asio::awaitable<Result<Box>> BoxService::createBox(BoxSpec spec) {
                                tmpl.name));
   }
 
-  HUTCH_CO_TRY_VOID(checkQuota(spec.owner,
-                               {.boxes = 1,
-                                .cpus = spec.config.cpus,
-                                .memory_mib = spec.config.memory_mib,
-                                .disk_mib = diskMibOf(spec.config, tmpl.dir.string())},
-                               "create"));
+  HUTCH_CO_TRY_VOID(quotas_.check(spec.owner,
+                                  {.boxes = 1,
+                                   .cpus = spec.config.cpus,
+                                   .memory_mib = spec.config.memory_mib,
+                                   .disk_mib = Quotas::diskMib(spec.config, tmpl.dir.string())},
+                                  "create"));
   std::string key =
       templateSnapshotKey(tmpl.dir.string(), spec.config.cpus, spec.config.memory_mib);
   std::optional<PooledVm> pooled;
@@ -347,7 +347,7 @@ asio::awaitable<Result<Box>> BoxService::startBox(const std::string& key) {
                                "remove it and run a new one",
                                box.name));
   }
-  HUTCH_CO_TRY_VOID(checkQuota(
+  HUTCH_CO_TRY_VOID(quotas_.check(
       box.owner, {.cpus = box.config.cpus, .memory_mib = box.config.memory_mib}, "start"));
   if (box.state == BoxState::kSuspended) co_return co_await resumeSuspended(std::move(box));
   HUTCH_CO_TRY_VOID(setState(box, BoxState::kCreating));

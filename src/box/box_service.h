@@ -25,6 +25,7 @@
 #include "base/unique_fd.h"
 #include "box/box.h"
 #include "box/box_agent.h"
+#include "box/quotas.h"
 #include "box/snapshot.h"
 #include "box/warm_pool.h"
 #include "event/async_event.h"
@@ -169,12 +170,14 @@ class BoxService : private WarmPool::Source {
   // One observer (or none); it must outlive the service or be reset to nullptr first.
   void setObserver(BoxObserver* observer) { observer_ = observer; }
   // Where events and audit records go (docs/observability.md); they must outlive the service.
-  void setActivity(ActivitySinks sinks) { activity_ = sinks; }
+  void setActivity(ActivitySinks sinks) {
+    activity_ = sinks;
+    quotas_.setEvents(sinks.events);
+  }
   const ActivitySinks& activity() const { return activity_; }
   // The limits of an owner (docs/api.md "Owners"), checked at create, fork, start and rollback.
   // Without one, nothing is limited.
-  using QuotaLookup = std::function<Quota(const std::string& owner_id)>;
-  void setQuotas(QuotaLookup lookup) { quotas_ = std::move(lookup); }
+  void setQuotas(Quotas::Lookup lookup) { quotas_.setLookup(std::move(lookup)); }
 
   // Captures a running box (paused for the capture, then resumed) and starts spec.count new boxes
   // from it, each with its own disk overlay and identity; running processes and unsaved files
@@ -523,17 +526,6 @@ class BoxService : private WarmPool::Source {
   // One idle check of a running box: whether it did work since the last one.
   asio::awaitable<void> sampleIdle(std::string box_id, std::shared_ptr<Runtime> runtime);
   std::chrono::milliseconds idlePauseOf(const Box& box) const;
-  // What an operation adds to an owner's use; checkQuota fails with kResourceExhausted naming
-  // the first limit it would pass.
-  struct Demand {
-    uint64_t boxes = 0;
-    uint64_t cpus = 0;
-    uint64_t memory_mib = 0;
-    uint64_t disk_mib = 0;
-  };
-  Result<> checkQuota(const Owner& owner, const Demand& more, std::string_view operation);
-  // A box's disk as quotas count it: its disk_mib, or its template image's size.
-  uint64_t diskMibOf(const BoxConfig& config, const std::string& image_dir);
   std::filesystem::path boxDir(const std::string& id) const { return config_.boxes_dir / id; }
 
   asio::any_io_executor loop_;
@@ -561,10 +553,7 @@ class BoxService : private WarmPool::Source {
   int64_t next_expiry_ = 0;                 // unix seconds of the next lifetime to end; 0: unknown
   event::AsyncEvent state_changed_{loop_};  // setState() notifies it
   NetworkService* network_ = nullptr;
-  QuotaLookup quotas_;
-  // Boxes of forks under way whose children are not recorded yet, by owner id: counted by
-  // checkQuota so that concurrent operations of one owner cannot pass its limits together.
-  std::map<std::string, Demand> reserved_;
+  Quotas quotas_{store_};
 };
 
 }  // namespace hutch::box

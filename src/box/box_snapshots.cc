@@ -434,29 +434,9 @@ asio::awaitable<Result<std::vector<Box>>> BoxService::forkBox(const std::string&
   const Demand demand{.boxes = spec.count,
                       .cpus = uint64_t{spec.count} * parent.config.cpus,
                       .memory_mib = spec.count * parent.config.memory_mib,
-                      .disk_mib = spec.count * diskMibOf(parent.config, parent.image_dir)};
-  HUTCH_CO_TRY_VOID(checkQuota(parent.owner, demand, "fork"));
-  struct Reserved {
-    std::map<std::string, Demand>& reserved;
-    std::string owner;
-    Demand demand;
-    Reserved(std::map<std::string, Demand>& r, std::string o, const Demand& d)
-        : reserved(r), owner(std::move(o)), demand(d) {
-      Demand& total = reserved[owner];
-      total.boxes += d.boxes;
-      total.cpus += d.cpus;
-      total.memory_mib += d.memory_mib;
-      total.disk_mib += d.disk_mib;
-    }
-    ~Reserved() {
-      Demand& total = reserved[owner];
-      total.boxes -= demand.boxes;
-      total.cpus -= demand.cpus;
-      total.memory_mib -= demand.memory_mib;
-      total.disk_mib -= demand.disk_mib;
-      if (total.boxes == 0) reserved.erase(owner);
-    }
-  } reserved{reserved_, parent.owner.id, demand};
+                      .disk_mib = spec.count * Quotas::diskMib(parent.config, parent.image_dir)};
+  HUTCH_CO_TRY_VOID(quotas_.check(parent.owner, demand, "fork"));
+  Quotas::Reservation reserved(quotas_, parent.owner.id, demand);
   // Busy until the children run: no other capture of the parent, no garbage collection while
   // the children's disks are being laid on the new layer.
   std::optional<Busy> busy(std::in_place, *runtime);
@@ -639,7 +619,7 @@ asio::awaitable<Result<Box>> BoxService::rollbackBox(const std::string& key,
                                stateName(box.state)));
   }
   if (box.state != BoxState::kRunning) {
-    HUTCH_CO_TRY_VOID(checkQuota(
+    HUTCH_CO_TRY_VOID(quotas_.check(
         box.owner, {.cpus = box.config.cpus, .memory_mib = box.config.memory_mib}, "rollback"));
   }
   if (box.state == BoxState::kSuspended) HUTCH_CO_TRY_VOID(dropSuspend(box.id));
