@@ -2,6 +2,7 @@
 // live in BoxRuntime inside BoxService.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -186,6 +187,8 @@ struct PoolStatus {
 std::string randomId();
 // Unix seconds now.
 int64_t unixNow();
+// Milliseconds from `t0` to now.
+int64_t msSince(std::chrono::steady_clock::time_point t0);
 
 // Checks env names ([A-Za-z_][A-Za-z0-9_]*, at most 256 entries) and values (no NUL).
 Result<> validateEnv(const BoxEnv& env);

@@ -340,9 +340,7 @@ asio::awaitable<Result<nlohmann::json>> BoxService::diff(const std::string& key,
   if (!body.is_object() || !body.contains("changes")) {
     co_return fail(Errc::kInternal, "hutch-diff answered something that is not its listing");
   }
-  const auto took =
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
-          .count();
+  const int64_t took = msSince(t0);
   body["from"] = work->from;
   body["box"] = {
       {"id", work->box.id}, {"name", work->box.name}, {"state", stateName(work->box.state)}};

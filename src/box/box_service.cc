@@ -68,13 +68,12 @@ void BoxService::publishFailure(std::string_view operation, const observe::Subje
        {"error", {{"code", errcName(error.code())}, {"message", error.message()}}}});
 }
 
-namespace {
-
-int64_t msSince(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
-                                                               t0)
-      .count();
+observe::Subject BoxService::subjectOf(const std::string& key) {
+  auto box = store_.find(key);
+  return box ? observe::subjectOf(*box) : observe::Subject{};
 }
+
+namespace {
 
 // A warm pool create says so in the box's boot note (create(), box.created's "pool").
 constexpr std::string_view kWarmPoolNote = "(warm pool)";
@@ -82,63 +81,51 @@ constexpr std::string_view kWarmPoolNote = "(warm pool)";
 }  // namespace
 
 asio::awaitable<Result<Box>> BoxService::create(BoxSpec spec) {
-  const auto t0 = std::chrono::steady_clock::now();
   const observe::Subject owner{.owner_id = spec.owner.id};
-  auto made = co_await createBox(std::move(spec));
-  if (!made) {
-    publishFailure("create", owner, made.error());
-    co_return made;
-  }
-  const char* pool = config_.pool_size == 0 || !config_.use_snapshots      ? "off"
-                     : made->boot.find(kWarmPoolNote) != std::string::npos ? "hit"
-                                                                           : "miss";
-  publish("box.created", *made,
-          {{"template", made->config.template_name},
-           {"cpus", made->config.cpus},
-           {"memory_mib", made->config.memory_mib},
-           {"from", "template"},
-           {"pool", pool},
-           {"boot", made->boot},
-           {"duration_ms", msSince(t0)}});
-  co_return made;
+  auto done = [this](const Box& made, int64_t ms) {
+    const char* pool = config_.pool_size == 0 || !config_.use_snapshots     ? "off"
+                       : made.boot.find(kWarmPoolNote) != std::string::npos ? "hit"
+                                                                            : "miss";
+    publish("box.created", made,
+            {{"template", made.config.template_name},
+             {"cpus", made.config.cpus},
+             {"memory_mib", made.config.memory_mib},
+             {"from", "template"},
+             {"pool", pool},
+             {"boot", made.boot},
+             {"duration_ms", ms}});
+  };
+  auto body = createBox(std::move(spec));
+  co_return co_await reported("create", owner, std::move(body), done);
 }
 
 asio::awaitable<Result<Box>> BoxService::start(const std::string& key) {
-  const auto t0 = std::chrono::steady_clock::now();
-  auto started = co_await startBox(key);
-  if (!started) {
-    auto box = store_.find(key);
-    publishFailure("start", box ? observe::subjectOf(*box) : observe::Subject{}, started.error());
-    co_return started;
-  }
-  publish("box.started", *started, {{"boot", started->boot}, {"duration_ms", msSince(t0)}});
-  co_return started;
+  auto done = [this](const Box& started, int64_t ms) {
+    publish("box.started", started, {{"boot", started.boot}, {"duration_ms", ms}});
+  };
+  auto body = startBox(key);
+  const observe::Subject subject = subjectOf(key);
+  co_return co_await reported("start", subject, std::move(body), done);
 }
 
 asio::awaitable<Result<Box>> BoxService::stop(const std::string& key) {
-  const auto t0 = std::chrono::steady_clock::now();
-  auto stopped = co_await stopBox(key);
-  if (!stopped) {
-    auto box = store_.find(key);
-    publishFailure("stop", box ? observe::subjectOf(*box) : observe::Subject{}, stopped.error());
-    co_return stopped;
-  }
-  publish("box.stopped", *stopped, {{"by", "request"}, {"duration_ms", msSince(t0)}});
-  co_return stopped;
+  auto done = [this](const Box& stopped, int64_t ms) {
+    publish("box.stopped", stopped, {{"by", "request"}, {"duration_ms", ms}});
+  };
+  auto body = stopBox(key);
+  const observe::Subject subject = subjectOf(key);
+  co_return co_await reported("stop", subject, std::move(body), done);
 }
 
 asio::awaitable<Result<>> BoxService::remove(const std::string& key, bool force) {
-  const auto t0 = std::chrono::steady_clock::now();
   auto box = store_.find(key);
   std::string state;
-  auto removed = co_await removeBox(key, force, state);
+  auto done = [&](int64_t ms) {
+    if (box) publish("box.removed", *box, {{"state", state}, {"duration_ms", ms}});
+  };
   const observe::Subject subject = box ? observe::subjectOf(*box) : observe::Subject{};
-  if (!removed) {
-    publishFailure("remove", subject, removed.error());
-    co_return removed;
-  }
-  if (box) publish("box.removed", *box, {{"state", state}, {"duration_ms", msSince(t0)}});
-  co_return removed;
+  auto body = removeBox(key, force, state);
+  co_return co_await reported("remove", subject, std::move(body), done);
 }
 
 namespace {

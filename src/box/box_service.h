@@ -19,6 +19,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "base/result.h"
@@ -490,7 +491,28 @@ class BoxService : private WarmPool::Source {
                const nlohmann::json& data = nlohmann::json::object());
   void publishFailure(std::string_view operation, const observe::Subject& subject,
                       const Error& error);
-  // The public operations around their bodies: timed, and reported as events.
+  // What an operation on the box `key` names is about, looked up before it runs (nothing when
+  // no box has that name).
+  observe::Subject subjectOf(const std::string& key);
+  // Every public verb's reporting, once: its `body` timed; a failure published as
+  // "operation.failed" about `subject`, a success handed to `done` (with the milliseconds it
+  // took), which publishes the verb's own event. Callers bind `body` and `done` to locals first:
+  // GCC 12 mishandles temporaries inside a co_await expression.
+  template <typename T, typename Done>
+  asio::awaitable<Result<T>> reported(std::string_view operation, observe::Subject subject,
+                                      asio::awaitable<Result<T>> body, Done& done) {
+    const auto t0 = std::chrono::steady_clock::now();
+    Result<T> result = co_await std::move(body);
+    if (!result) {
+      publishFailure(operation, subject, result.error());
+    } else if constexpr (std::is_void_v<T>) {
+      done(msSince(t0));
+    } else {
+      done(*result, msSince(t0));
+    }
+    co_return result;
+  }
+  // The public operations' bodies (reported() around them).
   asio::awaitable<Result<Box>> createBox(BoxSpec spec);
   asio::awaitable<Result<Box>> startBox(const std::string& key);
   asio::awaitable<Result<Box>> stopBox(const std::string& key);

@@ -320,16 +320,6 @@ asio::awaitable<Result<Box>> BoxService::createFromCapture(const Box& parent, st
   co_return co_await bootBox(child, &source);
 }
 
-namespace {
-
-int64_t msSince(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
-                                                               t0)
-      .count();
-}
-
-}  // namespace
-
 asio::awaitable<Result<std::string>> BoxService::readyForCapture(const std::string& key) {
   HUTCH_CO_TRY(Box box, store_.find(key));
   if (box.state == BoxState::kPaused) HUTCH_CO_TRY_VOID(co_await wake(box.id));
@@ -350,63 +340,54 @@ asio::awaitable<void> BoxService::afterCapture(const std::string& key, const std
 }
 
 asio::awaitable<Result<std::vector<Box>>> BoxService::fork(const std::string& key, ForkSpec spec) {
-  const auto t0 = std::chrono::steady_clock::now();
   auto parent = store_.find(key);
+  const observe::Subject subject = parent ? observe::subjectOf(*parent) : observe::Subject{};
   HUTCH_CO_TRY(std::string resuspend, co_await readyForCapture(key));
-  auto children = co_await forkBox(key, std::move(spec));
+  auto done = [&](const std::vector<Box>& children, int64_t ms) {
+    nlohmann::json ids = nlohmann::json::array();
+    for (const Box& child : children) {
+      ids.push_back(child.id);
+      publish("box.created", child,
+              {{"template", child.config.template_name},
+               {"cpus", child.config.cpus},
+               {"memory_mib", child.config.memory_mib},
+               {"from", "fork"},
+               {"parent", parent ? parent->id : ""},
+               {"boot", child.boot}});
+    }
+    if (parent) publish("box.forked", *parent, {{"children", ids}, {"duration_ms", ms}});
+  };
+  auto body = forkBox(key, std::move(spec));
+  auto children = co_await reported("fork", subject, std::move(body), done);
   co_await afterCapture(key, resuspend);
-  if (!children) {
-    publishFailure("fork", parent ? observe::subjectOf(*parent) : observe::Subject{},
-                   children.error());
-    co_return children;
-  }
-  nlohmann::json ids = nlohmann::json::array();
-  for (const Box& child : *children) {
-    ids.push_back(child.id);
-    publish("box.created", child,
-            {{"template", child.config.template_name},
-             {"cpus", child.config.cpus},
-             {"memory_mib", child.config.memory_mib},
-             {"from", "fork"},
-             {"parent", parent ? parent->id : ""},
-             {"boot", child.boot}});
-  }
-  if (parent) publish("box.forked", *parent, {{"children", ids}, {"duration_ms", msSince(t0)}});
   co_return children;
 }
 
 asio::awaitable<Result<Snapshot>> BoxService::checkpoint(const std::string& key, std::string name) {
-  const auto t0 = std::chrono::steady_clock::now();
+  const observe::Subject subject = subjectOf(key);
   HUTCH_CO_TRY(std::string resuspend, co_await readyForCapture(key));
-  auto taken = co_await checkpointBox(key, std::move(name));
+  auto done = [&](const Snapshot& taken, int64_t ms) {
+    if (auto box = store_.find(key)) {
+      publish("box.checkpointed", *box,
+              {{"checkpoint", taken.name},
+               {"snapshot_id", taken.id},
+               {"size_bytes", taken.size_bytes},
+               {"duration_ms", ms}});
+    }
+  };
+  auto body = checkpointBox(key, std::move(name));
+  auto taken = co_await reported("checkpoint", subject, std::move(body), done);
   co_await afterCapture(key, resuspend);
-  auto box = store_.find(key);
-  if (!taken) {
-    publishFailure("checkpoint", box ? observe::subjectOf(*box) : observe::Subject{},
-                   taken.error());
-    co_return taken;
-  }
-  if (box) {
-    publish("box.checkpointed", *box,
-            {{"checkpoint", taken->name},
-             {"snapshot_id", taken->id},
-             {"size_bytes", taken->size_bytes},
-             {"duration_ms", msSince(t0)}});
-  }
   co_return taken;
 }
 
 asio::awaitable<Result<Box>> BoxService::rollback(const std::string& key, const std::string& name) {
-  const auto t0 = std::chrono::steady_clock::now();
-  auto restored = co_await rollbackBox(key, name);
-  if (!restored) {
-    auto box = store_.find(key);
-    publishFailure("rollback", box ? observe::subjectOf(*box) : observe::Subject{},
-                   restored.error());
-    co_return restored;
-  }
-  publish("box.rolled_back", *restored, {{"checkpoint", name}, {"duration_ms", msSince(t0)}});
-  co_return restored;
+  auto done = [&](const Box& restored, int64_t ms) {
+    publish("box.rolled_back", restored, {{"checkpoint", name}, {"duration_ms", ms}});
+  };
+  const observe::Subject subject = subjectOf(key);
+  auto body = rollbackBox(key, name);
+  co_return co_await reported("rollback", subject, std::move(body), done);
 }
 
 asio::awaitable<Result<std::vector<Box>>> BoxService::forkBox(const std::string& key,

@@ -20,16 +20,6 @@ namespace hutch::box {
 
 namespace fs = std::filesystem;
 
-namespace {
-
-int64_t msSince(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
-                                                               t0)
-      .count();
-}
-
-}  // namespace
-
 asio::awaitable<Result<Box>> BoxService::suspend(const std::string& key, std::string_view by) {
   if (auto box = store_.find(key); box && !box->shares.empty()) {
     // QEMU cannot save a shared folder's device: asked to, such a box shuts down (hutch stop);
@@ -40,16 +30,12 @@ asio::awaitable<Result<Box>> BoxService::suspend(const std::string& key, std::st
     }
     co_return co_await stop(key);
   }
-  const auto t0 = std::chrono::steady_clock::now();
-  auto suspended = co_await suspendBox(key, by);
-  if (!suspended) {
-    auto box = store_.find(key);
-    publishFailure("suspend", box ? observe::subjectOf(*box) : observe::Subject{},
-                   suspended.error());
-    co_return suspended;
-  }
-  publish("box.suspended", *suspended, {{"by", by}, {"duration_ms", msSince(t0)}});
-  co_return suspended;
+  auto done = [&](const Box& suspended, int64_t ms) {
+    publish("box.suspended", suspended, {{"by", by}, {"duration_ms", ms}});
+  };
+  const observe::Subject subject = subjectOf(key);
+  auto body = suspendBox(key, by);
+  co_return co_await reported("suspend", subject, std::move(body), done);
 }
 
 asio::awaitable<Result<Box>> BoxService::suspendBox(const std::string& key, std::string_view by) {
