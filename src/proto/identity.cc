@@ -1,13 +1,10 @@
 #include "proto/identity.h"
 
-#include <limits>
-
 #include "proto/json_fields.h"
+#include "proto/schema.h"
 
 namespace hutch::proto {
 namespace {
-
-using detail::Json;
 
 int hexValue(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -90,45 +87,32 @@ Result<> validate(const Identity& identity) {
   return ok();
 }
 
-std::string encodeMessage(const Identity& message) {
-  Json j = Json::object();
-  if (!message.hostname.empty()) j["hostname"] = message.hostname;
-  if (!message.machine_id.empty()) j["machine_id"] = message.machine_id;
-  if (message.time_ns) j["time_ns"] = *message.time_ns;
-  if (!message.seed.empty()) j["seed"] = message.seed;
-  if (message.grow_root) j["grow_root"] = true;
-  return detail::dump(j);
-}
+namespace detail {
 
-std::string encodeMessage(const IdentityResult& message) {
-  return detail::dump({{"root_bytes", message.root_bytes}, {"root_grown", message.root_grown}});
-}
+// Every field is optional: what is absent is left as it is.
+template <>
+struct Schema<Identity> {
+  static constexpr const char* kName = "identity";
+  // "network" is reserved for the box's addressing (not yet sent).
+  static constexpr auto kFields = std::tuple(field("hostname", &Identity::hostname, kOmitEmpty),
+                                             field("machine_id", &Identity::machine_id, kOmitEmpty),
+                                             field("time_ns", &Identity::time_ns, kOmitEmpty),
+                                             field("seed", &Identity::seed, kOmitEmpty),
+                                             field("grow_root", &Identity::grow_root, kOmitEmpty));
+  static Result<> check(const Identity& identity) { return validate(identity); }
+};
 
 template <>
-Result<Identity> decodeMessage<Identity>(std::string_view payload) {
-  HUTCH_TRY(Json j, detail::parseObject(payload, "identity"));
-  Identity identity;
-  HUTCH_TRY_VOID(detail::readString(j, "hostname", false, identity.hostname));
-  HUTCH_TRY_VOID(detail::readString(j, "machine_id", false, identity.machine_id));
-  HUTCH_TRY_VOID(detail::readInt(j, "time_ns", false, std::numeric_limits<int64_t>::min(),
-                                 std::numeric_limits<int64_t>::max(), identity.time_ns));
-  HUTCH_TRY_VOID(detail::readString(j, "seed", false, identity.seed));
-  HUTCH_TRY_VOID(detail::readBool(j, "grow_root", false, identity.grow_root));
-  // "network" is reserved for the box's addressing (not yet sent); unknown fields are ignored.
-  HUTCH_TRY_VOID(validate(identity));
-  return identity;
-}
+struct Schema<IdentityResult> {
+  static constexpr const char* kName = "identity result";
+  static constexpr auto kFields =
+      std::tuple(field("root_bytes", &IdentityResult::root_bytes, kOptional),
+                 field("root_grown", &IdentityResult::root_grown, kOptional));
+};
 
-template <>
-Result<IdentityResult> decodeMessage<IdentityResult>(std::string_view payload) {
-  HUTCH_TRY(Json j, detail::parseObject(payload, "identity result"));
-  std::optional<int64_t> root_bytes;
-  HUTCH_TRY_VOID(
-      detail::readInt(j, "root_bytes", false, 0, std::numeric_limits<int64_t>::max(), root_bytes));
-  IdentityResult result;
-  result.root_bytes = static_cast<uint64_t>(root_bytes.value_or(0));
-  HUTCH_TRY_VOID(detail::readBool(j, "root_grown", false, result.root_grown));
-  return result;
-}
+}  // namespace detail
+
+HUTCH_PROTO_CODEC(Identity)
+HUTCH_PROTO_CODEC(IdentityResult)
 
 }  // namespace hutch::proto

@@ -3,6 +3,19 @@
 #include <limits>
 
 namespace hutch::proto::detail {
+namespace {
+
+// The integer value of j, or nullopt when j is not an integer that fits in int64_t.
+std::optional<int64_t> asInt64(const Json& j) {
+  if (j.is_number_unsigned()) {
+    const uint64_t u = j.get<uint64_t>();
+    if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return std::nullopt;
+    return static_cast<int64_t>(u);
+  }
+  return j.get<int64_t>();
+}
+
+}  // namespace
 
 std::string dump(const Json& j) {
   return j.dump(-1, ' ', false, Json::error_handler_t::replace);
@@ -17,79 +30,66 @@ Result<Json> parseObject(std::string_view payload, std::string_view what) {
   return j;
 }
 
-Result<> readString(const Json& j, const char* key, bool required, std::string& out) {
-  auto it = j.find(key);
-  if (it == j.end()) {
-    if (required) return fail(Errc::kProtocol, std::string("Missing field \"") + key + "\"");
-    return ok();
-  }
-  if (!it->is_string()) {
-    return fail(Errc::kProtocol, std::string("Field \"") + key + "\" must be a string");
-  }
-  out = it->get_ref<const std::string&>();
-  return ok();
+Error missingField(const char* field) {
+  return Error(Errc::kProtocol, std::string("Missing field \"") + field + "\"");
 }
 
-Result<> readBool(const Json& j, const char* key, bool required, bool& out) {
-  auto it = j.find(key);
-  if (it == j.end()) {
-    if (required) return fail(Errc::kProtocol, std::string("Missing field \"") + key + "\"");
-    return ok();
-  }
-  if (!it->is_boolean()) {
-    return fail(Errc::kProtocol, std::string("Field \"") + key + "\" must be a boolean");
-  }
-  out = it->get<bool>();
-  return ok();
+Error badField(const char* field, std::string_view problem) {
+  return Error(Errc::kProtocol, std::string("Field \"") + field + "\" " + std::string(problem));
 }
 
-Result<> readInt(const Json& j, const char* key, bool required, int64_t min, int64_t max,
-                 std::optional<int64_t>& out) {
-  auto it = j.find(key);
-  if (it == j.end()) {
-    if (required) return fail(Errc::kProtocol, std::string("Missing field \"") + key + "\"");
-    return ok();
-  }
-  if (!it->is_number_integer()) {
-    return fail(Errc::kProtocol, std::string("Field \"") + key + "\" must be an integer");
-  }
-  int64_t value = 0;
-  if (it->is_number_unsigned()) {
-    const uint64_t u = it->get<uint64_t>();
-    if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-      return fail(Errc::kProtocol, std::string("Field \"") + key + "\" is out of range");
-    }
-    value = static_cast<int64_t>(u);
-  } else {
-    value = it->get<int64_t>();
-  }
-  if (value < min || value > max) {
-    return fail(Errc::kProtocol, std::string("Field \"") + key + "\" is out of range");
-  }
-  out = value;
-  return ok();
+Result<std::string> readString(const Json& value, const char* field) {
+  if (!value.is_string()) return fail(badField(field, "must be a string"));
+  return value.get_ref<const std::string&>();
 }
 
-Result<> readStringList(const Json& j, const char* key, bool required,
-                        std::vector<std::string>& out) {
-  auto it = j.find(key);
-  if (it == j.end()) {
-    if (required) return fail(Errc::kProtocol, std::string("Missing field \"") + key + "\"");
-    return ok();
-  }
-  if (!it->is_array()) {
-    return fail(Errc::kProtocol, std::string("Field \"") + key + "\" must be an array of strings");
-  }
+Result<bool> readBool(const Json& value, const char* field) {
+  if (!value.is_boolean()) return fail(badField(field, "must be a boolean"));
+  return value.get<bool>();
+}
+
+Result<int64_t> readInt(const Json& value, const char* field, Range range) {
+  if (!value.is_number_integer()) return fail(badField(field, "must be an integer"));
+  const std::optional<int64_t> n = asInt64(value);
+  if (!n || *n < range.min || *n > range.max) return fail(badField(field, "is out of range"));
+  return *n;
+}
+
+Result<std::vector<std::string>> readStringList(const Json& value, const char* field) {
+  if (!value.is_array()) return fail(badField(field, "must be an array of strings"));
   std::vector<std::string> values;
-  values.reserve(it->size());
-  for (const Json& item : *it) {
-    if (!item.is_string()) {
-      return fail(Errc::kProtocol,
-                  std::string("Field \"") + key + "\" must be an array of strings");
-    }
+  values.reserve(value.size());
+  for (const Json& item : value) {
+    if (!item.is_string()) return fail(badField(field, "must be an array of strings"));
     values.push_back(item.get<std::string>());
   }
-  out = std::move(values);
+  return values;
+}
+
+Result<std::vector<int64_t>> readIntList(const Json& value, const char* field, Range range,
+                                         const char* items) {
+  HUTCH_TRY_VOID(checkArray(value, field));
+  std::vector<int64_t> values;
+  values.reserve(value.size());
+  for (const Json& item : value) {
+    const std::optional<int64_t> n =
+        item.is_number_integer() ? asInt64(item) : std::optional<int64_t>();
+    if (!n || *n < range.min || *n > range.max) {
+      return fail(badField(field, std::string("must hold ") + items));
+    }
+    values.push_back(*n);
+  }
+  return values;
+}
+
+Result<> checkArray(const Json& value, const char* field) {
+  if (!value.is_array()) return fail(badField(field, "must be an array"));
+  return ok();
+}
+
+Result<> checkObject(const Json& value, std::string_view what) {
+  if (!value.is_object())
+    return fail(Errc::kProtocol, std::string(what) + " must be a JSON object");
   return ok();
 }
 

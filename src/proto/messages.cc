@@ -3,30 +3,76 @@
 #include <limits>
 #include <string>
 
+#include "proto/exit_status_schema.h"
 #include "proto/json_fields.h"
+#include "proto/schema.h"
 
 namespace hutch::proto {
-namespace {
+namespace detail {
 
-using detail::dump;
+// Terminal sizes (rows, cols) are uint16_t as in struct winsize: their type is their range.
+
+template <>
+struct Schema<Hello> {
+  static constexpr const char* kName = "hello";
+  static constexpr auto kFields =
+      std::tuple(field("version", &Hello::version), field("host", &Hello::host, kOmitEmpty));
+};
+
+template <>
+struct Schema<HelloAck> {
+  static constexpr const char* kName = "hello acknowledgement";
+  static constexpr auto kFields =
+      std::tuple(field("version", &HelloAck::version), field("agent", &HelloAck::agent),
+                 field("capabilities", &HelloAck::capabilities));
+};
+
+template <>
+struct Schema<ExecRequest> {
+  static constexpr const char* kName = "exec request";
+  static constexpr auto kFields = std::tuple(
+      field("argv", &ExecRequest::argv), field("env", &ExecRequest::env, kOptional),
+      field("cwd", &ExecRequest::cwd, kOmitEmpty), field("user", &ExecRequest::user, kOmitEmpty),
+      field("stdin", &ExecRequest::pipe_stdin, kOptional),
+      field("tty", &ExecRequest::tty, kOmitEmpty),
+      field("login_shell", &ExecRequest::login_shell, kOmitEmpty),
+      field("detach", &ExecRequest::detach, kOmitEmpty),
+      field("rows", &ExecRequest::rows, kOmitEmpty), field("cols", &ExecRequest::cols, kOmitEmpty));
+
+  static Result<> check(const ExecRequest& request) { return validate(request); }
+};
+
+template <>
+struct Schema<Started> {
+  static constexpr const char* kName = "started";
+  static constexpr auto kFields =
+      std::tuple(field("pid", &Started::pid, kRequired, {.range = Range{1, kMaxInt}}),
+                 field("id", &Started::id, kOmitEmpty), field("log", &Started::log, kOmitEmpty));
+};
+
+template <>
+struct Schema<SignalRequest> {
+  static constexpr const char* kName = "signal request";
+  static constexpr auto kFields = std::tuple(field("signal", &SignalRequest::signal));
+};
+
+template <>
+struct Schema<WindowSize> {
+  static constexpr const char* kName = "window size";
+  static constexpr auto kFields =
+      std::tuple(field("rows", &WindowSize::rows), field("cols", &WindowSize::cols));
+};
+
+template <>
+struct Schema<ErrorMessage> {
+  static constexpr const char* kName = "error";
+  static constexpr auto kFields = std::tuple(field("code", &ErrorMessage::code),
+                                             field("message", &ErrorMessage::message, kOptional));
+};
+
+}  // namespace detail
+
 using detail::hasNul;
-using detail::Json;
-using detail::parseObject;
-using detail::readBool;
-using detail::readInt;
-using detail::readString;
-using detail::readStringList;
-
-// A terminal dimension in character cells (struct winsize holds unsigned shorts).
-constexpr int64_t kMaxCells = std::numeric_limits<uint16_t>::max();
-
-Result<uint32_t> readVersion(const Json& j) {
-  std::optional<int64_t> version;
-  HUTCH_TRY_VOID(readInt(j, "version", true, 0, std::numeric_limits<uint32_t>::max(), version));
-  return static_cast<uint32_t>(*version);
-}
-
-}  // namespace
 
 bool HelloAck::hasCapability(std::string_view name) const {
   for (const auto& c : capabilities) {
@@ -87,152 +133,14 @@ Error ErrorMessage::toError() const {
   return Error(Errc::kInternal, message + " (agent error code \"" + code + "\")");
 }
 
-std::string encodeMessage(const Hello& message) {
-  Json j = {{"version", message.version}};
-  if (!message.host.empty()) j["host"] = message.host;
-  return dump(j);
-}
-
-std::string encodeMessage(const HelloAck& message) {
-  return dump({{"version", message.version},
-               {"agent", message.agent},
-               {"capabilities", message.capabilities}});
-}
-
-std::string encodeMessage(const ExecRequest& message) {
-  Json j = {{"argv", message.argv}, {"env", message.env}, {"stdin", message.pipe_stdin}};
-  if (!message.cwd.empty()) j["cwd"] = message.cwd;
-  if (!message.user.empty()) j["user"] = message.user;
-  if (message.tty) j["tty"] = true;
-  if (message.rows != 0) j["rows"] = message.rows;
-  if (message.cols != 0) j["cols"] = message.cols;
-  if (message.login_shell) j["login_shell"] = true;
-  if (message.detach) j["detach"] = true;
-  return dump(j);
-}
-
-std::string encodeMessage(const Started& message) {
-  Json j = {{"pid", message.pid}};
-  if (!message.id.empty()) j["id"] = message.id;
-  if (!message.log.empty()) j["log"] = message.log;
-  return dump(j);
-}
-
-std::string encodeMessage(const ExitStatus& message) {
-  Json j = Json::object();
-  if (message.code) j["code"] = *message.code;
-  if (message.signal) j["signal"] = *message.signal;
-  return dump(j);
-}
-
-std::string encodeMessage(const SignalRequest& message) {
-  return dump({{"signal", message.signal}});
-}
-
-std::string encodeMessage(const WindowSize& message) {
-  return dump({{"rows", message.rows}, {"cols", message.cols}});
-}
-
-std::string encodeMessage(const ErrorMessage& message) {
-  return dump({{"code", message.code}, {"message", message.message}});
-}
-
-template <>
-Result<Hello> decodeMessage<Hello>(std::string_view payload) {
-  HUTCH_TRY(Json j, parseObject(payload, "hello"));
-  Hello hello;
-  HUTCH_TRY(hello.version, readVersion(j));
-  HUTCH_TRY_VOID(readString(j, "host", false, hello.host));
-  return hello;
-}
-
-template <>
-Result<HelloAck> decodeMessage<HelloAck>(std::string_view payload) {
-  HUTCH_TRY(Json j, parseObject(payload, "hello acknowledgement"));
-  HelloAck ack;
-  HUTCH_TRY(ack.version, readVersion(j));
-  HUTCH_TRY_VOID(readString(j, "agent", true, ack.agent));
-  HUTCH_TRY_VOID(readStringList(j, "capabilities", true, ack.capabilities));
-  return ack;
-}
-
-template <>
-Result<ExecRequest> decodeMessage<ExecRequest>(std::string_view payload) {
-  HUTCH_TRY(Json j, parseObject(payload, "exec request"));
-  ExecRequest request;
-  HUTCH_TRY_VOID(readStringList(j, "argv", true, request.argv));
-  HUTCH_TRY_VOID(readStringList(j, "env", false, request.env));
-  HUTCH_TRY_VOID(readString(j, "cwd", false, request.cwd));
-  HUTCH_TRY_VOID(readString(j, "user", false, request.user));
-  HUTCH_TRY_VOID(readBool(j, "stdin", false, request.pipe_stdin));
-  HUTCH_TRY_VOID(readBool(j, "tty", false, request.tty));
-  HUTCH_TRY_VOID(readBool(j, "login_shell", false, request.login_shell));
-  HUTCH_TRY_VOID(readBool(j, "detach", false, request.detach));
-  std::optional<int64_t> rows;
-  std::optional<int64_t> cols;
-  HUTCH_TRY_VOID(readInt(j, "rows", false, 0, kMaxCells, rows));
-  HUTCH_TRY_VOID(readInt(j, "cols", false, 0, kMaxCells, cols));
-  request.rows = static_cast<uint16_t>(rows.value_or(0));
-  request.cols = static_cast<uint16_t>(cols.value_or(0));
-  HUTCH_TRY_VOID(validate(request));
-  return request;
-}
-
-template <>
-Result<Started> decodeMessage<Started>(std::string_view payload) {
-  HUTCH_TRY(Json j, parseObject(payload, "started"));
-  std::optional<int64_t> pid;
-  HUTCH_TRY_VOID(readInt(j, "pid", true, 1, std::numeric_limits<int>::max(), pid));
-  Started started;
-  started.pid = static_cast<int>(*pid);
-  HUTCH_TRY_VOID(readString(j, "id", false, started.id));
-  HUTCH_TRY_VOID(readString(j, "log", false, started.log));
-  return started;
-}
-
-template <>
-Result<ExitStatus> decodeMessage<ExitStatus>(std::string_view payload) {
-  HUTCH_TRY(Json j, parseObject(payload, "exit status"));
-  std::optional<int64_t> code;
-  std::optional<int64_t> signal;
-  HUTCH_TRY_VOID(readInt(j, "code", false, 0, 255, code));
-  HUTCH_TRY_VOID(readInt(j, "signal", false, 1, 127, signal));
-  if (code.has_value() == signal.has_value()) {
-    return fail(Errc::kProtocol, "Exit status must have exactly one of \"code\" and \"signal\"");
-  }
-  ExitStatus status;
-  if (code) status.code = static_cast<int>(*code);
-  if (signal) status.signal = static_cast<int>(*signal);
-  return status;
-}
-
-template <>
-Result<SignalRequest> decodeMessage<SignalRequest>(std::string_view payload) {
-  HUTCH_TRY(Json j, parseObject(payload, "signal request"));
-  std::optional<int64_t> signal;
-  HUTCH_TRY_VOID(readInt(j, "signal", true, std::numeric_limits<int>::min(),
-                         std::numeric_limits<int>::max(), signal));
-  return SignalRequest{static_cast<int>(*signal)};
-}
-
-template <>
-Result<WindowSize> decodeMessage<WindowSize>(std::string_view payload) {
-  HUTCH_TRY(Json j, parseObject(payload, "window size"));
-  std::optional<int64_t> rows;
-  std::optional<int64_t> cols;
-  HUTCH_TRY_VOID(readInt(j, "rows", true, 0, kMaxCells, rows));
-  HUTCH_TRY_VOID(readInt(j, "cols", true, 0, kMaxCells, cols));
-  return WindowSize{static_cast<uint16_t>(*rows), static_cast<uint16_t>(*cols)};
-}
-
-template <>
-Result<ErrorMessage> decodeMessage<ErrorMessage>(std::string_view payload) {
-  HUTCH_TRY(Json j, parseObject(payload, "error"));
-  ErrorMessage error;
-  HUTCH_TRY_VOID(readString(j, "code", true, error.code));
-  HUTCH_TRY_VOID(readString(j, "message", false, error.message));
-  return error;
-}
+HUTCH_PROTO_CODEC(Hello)
+HUTCH_PROTO_CODEC(HelloAck)
+HUTCH_PROTO_CODEC(ExecRequest)
+HUTCH_PROTO_CODEC(Started)
+HUTCH_PROTO_CODEC(ExitStatus)
+HUTCH_PROTO_CODEC(SignalRequest)
+HUTCH_PROTO_CODEC(WindowSize)
+HUTCH_PROTO_CODEC(ErrorMessage)
 
 std::string encodeWindow(uint32_t increment) {
   return std::string{

@@ -1,104 +1,73 @@
 #include "proto/processes.h"
 
-#include <limits>
-
+#include "proto/exit_status_schema.h"
 #include "proto/json_fields.h"
+#include "proto/schema.h"
 
 namespace hutch::proto {
-namespace {
+namespace detail {
 
-using detail::Json;
+// A process's exit status goes on the wire flattened: "running", then "code" or "signal" once
+// it has ended. Decoding "running": false makes an empty exit status that "code" or "signal"
+// fill in (they are listed after it); while running they are read but ignored.
+template <>
+struct Schema<ProcessInfo> {
+  static bool running(const ProcessInfo& p) { return p.running(); }
+  static void setRunning(ProcessInfo& p, bool running) {
+    p.exit = running ? std::nullopt : std::optional<ExitStatus>(ExitStatus{});
+  }
+  static std::optional<int> code(const ProcessInfo& p) {
+    return p.exit ? p.exit->code : std::nullopt;
+  }
+  static void setCode(ProcessInfo& p, std::optional<int> code) {
+    if (p.exit) p.exit->code = code;
+  }
+  static std::optional<int> signal(const ProcessInfo& p) {
+    return p.exit ? p.exit->signal : std::nullopt;
+  }
+  static void setSignal(ProcessInfo& p, std::optional<int> signal) {
+    if (p.exit) p.exit->signal = signal;
+  }
 
-Json toJson(const ProcessInfo& p) {
-  Json j = {{"id", p.id},
-            {"pid", p.pid},
-            {"argv", p.argv},
-            {"user", p.user},
-            {"started_ns", p.started_ns},
-            {"running", p.running()},
-            {"log", p.log}};
-  if (p.exit && p.exit->code) j["code"] = *p.exit->code;
-  if (p.exit && p.exit->signal) j["signal"] = *p.exit->signal;
-  return j;
-}
+  static constexpr const char* kName = "process";
+  static constexpr const char* kElementName = "A process";
+  static constexpr auto kFields = std::tuple(
+      field("id", &ProcessInfo::id),
+      field("pid", &ProcessInfo::pid, kRequired, {.range = Range{1, kMaxInt}}),
+      field("argv", &ProcessInfo::argv), field("user", &ProcessInfo::user, kOptional),
+      field("started_ns", &ProcessInfo::started_ns, kOptional, {.range = Range{0, kMaxInt64}}),
+      field("log", &ProcessInfo::log, kOptional),
+      computed<ProcessInfo, bool>("running", &running, &setRunning),
+      computed<ProcessInfo, std::optional<int>>("code", &code, &setCode, kOmitEmpty,
+                                                {.range = kExitCodes}),
+      computed<ProcessInfo, std::optional<int>>("signal", &signal, &setSignal, kOmitEmpty,
+                                                {.range = kExitSignals}));
 
-Result<ProcessInfo> fromJson(const Json& j) {
-  if (!j.is_object()) return fail(Errc::kProtocol, "A process must be a JSON object");
-  ProcessInfo p;
-  HUTCH_TRY_VOID(detail::readString(j, "id", true, p.id));
-  std::optional<int64_t> pid;
-  HUTCH_TRY_VOID(detail::readInt(j, "pid", true, 1, std::numeric_limits<int>::max(), pid));
-  p.pid = static_cast<int>(*pid);
-  HUTCH_TRY_VOID(detail::readStringList(j, "argv", true, p.argv));
-  HUTCH_TRY_VOID(detail::readString(j, "user", false, p.user));
-  std::optional<int64_t> started;
-  HUTCH_TRY_VOID(
-      detail::readInt(j, "started_ns", false, 0, std::numeric_limits<int64_t>::max(), started));
-  p.started_ns = started.value_or(0);
-  HUTCH_TRY_VOID(detail::readString(j, "log", false, p.log));
-  bool running = true;
-  HUTCH_TRY_VOID(detail::readBool(j, "running", true, running));
-  std::optional<int64_t> code;
-  std::optional<int64_t> signal;
-  HUTCH_TRY_VOID(detail::readInt(j, "code", false, 0, 255, code));
-  HUTCH_TRY_VOID(detail::readInt(j, "signal", false, 1, 127, signal));
-  if (!running) {
-    if (code.has_value() == signal.has_value()) {
+  static Result<> check(const ProcessInfo& p) {
+    if (p.exit && p.exit->code.has_value() == p.exit->signal.has_value()) {
       return fail(Errc::kProtocol, "An ended process needs exactly one of \"code\" and \"signal\"");
     }
-    p.exit = code ? ExitStatus::exited(static_cast<int>(*code))
-                  : ExitStatus::signaled(static_cast<int>(*signal));
+    return ok();
   }
-  return p;
-}
-
-}  // namespace
-
-std::string encodeMessage(const ProcessInfo& message) {
-  return detail::dump(toJson(message));
-}
-
-std::string encodeMessage(const ProcessList& message) {
-  Json list = Json::array();
-  for (const auto& p : message.processes) list.push_back(toJson(p));
-  return detail::dump({{"processes", list}});
-}
-
-std::string encodeMessage(const SignalProcess& message) {
-  return detail::dump({{"id", message.id}, {"signal", message.signal}});
-}
+};
 
 template <>
-Result<ProcessInfo> decodeMessage<ProcessInfo>(std::string_view payload) {
-  HUTCH_TRY(Json j, detail::parseObject(payload, "process"));
-  return fromJson(j);
-}
+struct Schema<ProcessList> {
+  static constexpr const char* kName = "process list";
+  static constexpr auto kFields = std::tuple(field("processes", &ProcessList::processes));
+};
 
 template <>
-Result<ProcessList> decodeMessage<ProcessList>(std::string_view payload) {
-  HUTCH_TRY(Json j, detail::parseObject(payload, "process list"));
-  auto it = j.find("processes");
-  if (it == j.end() || !it->is_array()) {
-    return fail(Errc::kProtocol, "Field \"processes\" must be an array");
-  }
-  ProcessList list;
-  for (const Json& item : *it) {
-    HUTCH_TRY(ProcessInfo p, fromJson(item));
-    list.processes.push_back(std::move(p));
-  }
-  return list;
-}
+struct Schema<SignalProcess> {
+  static constexpr const char* kName = "signal request";
+  static constexpr auto kFields =
+      std::tuple(field("id", &SignalProcess::id), field("signal", &SignalProcess::signal));
+};
 
-template <>
-Result<SignalProcess> decodeMessage<SignalProcess>(std::string_view payload) {
-  HUTCH_TRY(Json j, detail::parseObject(payload, "signal request"));
-  SignalProcess request;
-  HUTCH_TRY_VOID(detail::readString(j, "id", true, request.id));
-  std::optional<int64_t> signal;
-  HUTCH_TRY_VOID(detail::readInt(j, "signal", true, std::numeric_limits<int>::min(),
-                                 std::numeric_limits<int>::max(), signal));
-  request.signal = static_cast<int>(*signal);
-  return request;
-}
+}  // namespace detail
+
+HUTCH_PROTO_CODEC(ProcessInfo)
+HUTCH_PROTO_CODEC(ProcessList)
+HUTCH_PROTO_CODEC(SignalProcess)
 
 }  // namespace hutch::proto

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 
 #include "proto/json_fields.h"
+#include "proto/schema.h"
 
 namespace hutch::proto {
 
@@ -19,53 +20,35 @@ Result<> validate(const ConnectRequest& request) {
   return ok();
 }
 
-std::string encodeMessage(const ConnectRequest& message) {
-  return detail::dump({{"port", message.port}, {"address", message.address}});
-}
+namespace detail {
 
 template <>
-Result<ConnectRequest> decodeMessage<ConnectRequest>(std::string_view payload) {
-  HUTCH_TRY(detail::Json j, detail::parseObject(payload, "connect request"));
-  ConnectRequest request;
-  std::optional<int64_t> port;
-  HUTCH_TRY_VOID(detail::readInt(j, "port", true, 0, 65535, port));
-  request.port = static_cast<uint16_t>(*port);
-  HUTCH_TRY_VOID(detail::readString(j, "address", false, request.address));
-  HUTCH_TRY_VOID(validate(request));
-  return request;
-}
-
-std::string encodeMessage(const ParkResult& message) {
-  return detail::dump({{"streams", message.streams}});
-}
-
-std::string encodeMessage(const ResumeRequest& message) {
-  return detail::dump({{"stream", message.stream}});
-}
+struct Schema<ConnectRequest> {
+  static constexpr const char* kName = "connect request";
+  static constexpr auto kFields = std::tuple(field("port", &ConnectRequest::port),
+                                             field("address", &ConnectRequest::address, kOptional));
+  static Result<> check(const ConnectRequest& request) { return validate(request); }
+};
 
 template <>
-Result<ParkResult> decodeMessage<ParkResult>(std::string_view payload) {
-  HUTCH_TRY(detail::Json j, detail::parseObject(payload, "park result"));
-  auto it = j.find("streams");
-  if (it == j.end() || !it->is_array()) {
-    return fail(Errc::kProtocol, "Field \"streams\" must be an array");
-  }
-  ParkResult result;
-  for (const detail::Json& id : *it) {
-    if (!id.is_number_unsigned() || id.get<uint64_t>() == 0 || id.get<uint64_t>() > UINT32_MAX) {
-      return fail(Errc::kProtocol, "Field \"streams\" must hold stream ids (1 to 2^32-1)");
-    }
-    result.streams.push_back(id.get<uint32_t>());
-  }
-  return result;
-}
+struct Schema<ParkResult> {
+  static constexpr const char* kName = "park result";
+  static constexpr auto kFields =
+      std::tuple(field("streams", &ParkResult::streams, kRequired,
+                       {.range = Range{1, kMaxU32}, .items = "stream ids (1 to 2^32-1)"}));
+};
 
 template <>
-Result<ResumeRequest> decodeMessage<ResumeRequest>(std::string_view payload) {
-  HUTCH_TRY(detail::Json j, detail::parseObject(payload, "resume request"));
-  std::optional<int64_t> stream;
-  HUTCH_TRY_VOID(detail::readInt(j, "stream", true, 1, UINT32_MAX, stream));
-  return ResumeRequest{static_cast<uint32_t>(*stream)};
-}
+struct Schema<ResumeRequest> {
+  static constexpr const char* kName = "resume request";
+  static constexpr auto kFields =
+      std::tuple(field("stream", &ResumeRequest::stream, kRequired, {.range = Range{1, kMaxU32}}));
+};
+
+}  // namespace detail
+
+HUTCH_PROTO_CODEC(ConnectRequest)
+HUTCH_PROTO_CODEC(ParkResult)
+HUTCH_PROTO_CODEC(ResumeRequest)
 
 }  // namespace hutch::proto
