@@ -10,12 +10,12 @@
 #include "api/auth.h"
 #include "api/exec_model.h"
 #include "api/http_server.h"
+#include "api/secret_service.h"
 #include "box/box_service.h"
 #include "box/port_forwards.h"
 #include "box/template_builder.h"
 #include "box/template_service.h"
 #include "guest/file_reader.h"
-#include "net/secrets.h"
 #include "observe/audit_log.h"
 #include "observe/event_bus.h"
 #include "observe/metrics.h"
@@ -60,8 +60,11 @@ void registerDiffRoutes(ApiRouter& router, box::BoxService& service);
 // Published ports, detached processes and services (box_io_handlers.cc).
 void registerBoxIoRoutes(ApiRouter& router, box::BoxService& service, box::PortForwards& ports);
 
-// A box's egress policy and policy log, and the owners' secrets (network_handlers.cc).
-void registerNetworkRoutes(ApiRouter& router, box::BoxService& service, net::SecretStore& secrets);
+// A box's egress policy and policy log (network_handlers.cc).
+void registerNetworkRoutes(ApiRouter& router, box::BoxService& service);
+
+// The caller's host secrets (secret_handlers.cc). The service must outlive the router.
+void registerSecretRoutes(ApiRouter& router, SecretService& secrets);
 
 // Events, the audit log and metrics (observe_handlers.cc, docs/observability.md). `audit` may be
 // null (hutchd --no-audit).

@@ -1,6 +1,5 @@
-// Routes for a box's network (docs/api.md): its egress policy, its policy log, and the owners'
-// secrets (each key its own; the host's on the unix socket). Thin: decode, call, map errors. Secret
-// values go in, never out.
+// Routes for a box's network (docs/api.md): its egress policy and its policy log. Thin: decode,
+// call, map errors. The owners' secrets are secret_handlers.cc.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -83,46 +82,6 @@ awaitable<Reply> policyLog(box::BoxService& service, RequestContext& ctx) {
   co_return jsonResponse(http::status::ok, json{{"entries", page->entries}, {"next", page->next}});
 }
 
-// PUT /v1/secrets/{name} {"value", "domains", "header", "format"}
-awaitable<Reply> putSecret(net::SecretStore& all_secrets, RequestContext& ctx) {
-  net::SecretStore secrets = all_secrets.forOwner(ctx.principal.owner().id);
-  auto body = parseObject(ctx.request.body());
-  if (!body) co_return errorResponse(body.error());
-  constexpr std::string_view kWhat = "a secret";
-  if (auto unknown = rejectUnknownFields(*body, {"value", "domains", "header", "format"}, kWhat);
-      !unknown) {
-    co_return errorResponse(unknown.error());
-  }
-  net::Secret secret;
-  secret.name = param(ctx, "name");
-  for (auto field : {readField(*body, "value", secret.value, kWhat),
-                     readField(*body, "domains", secret.domains, kWhat),
-                     readField(*body, "header", secret.header, kWhat),
-                     readField(*body, "format", secret.format, kWhat)}) {
-    if (!field) co_return errorResponse(field.error());
-  }
-  if (auto put = secrets.put(secret); !put) co_return errorResponse(put.error());
-  auto stored = secrets.get(secret.name);
-  if (!stored) co_return errorResponse(stored.error());
-  co_return jsonResponse(http::status::ok, net::describeSecret(*stored));
-}
-
-awaitable<Reply> listSecrets(net::SecretStore& all_secrets, RequestContext& ctx) {
-  auto all = all_secrets.forOwner(ctx.principal.owner().id).list();
-  if (!all) co_return errorResponse(all.error());
-  json items = json::array();
-  for (const auto& s : *all) items.push_back(net::describeSecret(s));
-  co_return jsonResponse(http::status::ok, json{{"secrets", items}});
-}
-
-awaitable<Reply> removeSecret(net::SecretStore& all_secrets, RequestContext& ctx) {
-  net::SecretStore secrets = all_secrets.forOwner(ctx.principal.owner().id);
-  if (auto removed = secrets.remove(param(ctx, "name")); !removed) {
-    co_return errorResponse(removed.error());
-  }
-  co_return jsonResponse(http::status::ok, json{{"removed", param(ctx, "name")}});
-}
-
 }  // namespace
 
 void addBoxEnvironment(const box::Box& box, proto::ExecRequest& request) {
@@ -136,20 +95,14 @@ void addBoxEnvironment(const box::Box& box, proto::ExecRequest& request) {
   }
 }
 
-void registerNetworkRoutes(ApiRouter& router, box::BoxService& service, net::SecretStore& secrets) {
+void registerNetworkRoutes(ApiRouter& router, box::BoxService& service) {
   using http::verb;
   auto withService = [&service](auto f) {
     return [f, &service](RequestContext& ctx) { return f(service, ctx); };
   };
-  auto withSecrets = [&secrets](auto f) {
-    return [f, &secrets](RequestContext& ctx) { return f(secrets, ctx); };
-  };
   router.add(verb::get, "/v1/boxes/{box}/policy", withService(getPolicy));
   router.add(verb::put, "/v1/boxes/{box}/policy", withService(setPolicy));
   router.add(verb::get, "/v1/boxes/{box}/policy/log", withService(policyLog));
-  router.add(verb::get, "/v1/secrets", withSecrets(listSecrets));
-  router.add(verb::put, "/v1/secrets/{name}", withSecrets(putSecret));
-  router.add(verb::delete_, "/v1/secrets/{name}", withSecrets(removeSecret));
 }
 
 }  // namespace hutch::api

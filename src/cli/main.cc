@@ -425,7 +425,8 @@ int main(int argc, char** argv) {
 
   AuditOptions audit;
   auto* audit_cmd = app.add_subcommand(
-      "audit", "The audit log: every exec, file operation, secret use, policy and key change");
+      "audit",
+      "The audit log: every exec, file operation, secret use, policy, key and secret change");
   audit_cmd->add_option("--since", audit.since,
                         "Only records since: 30s, 10m, 2h, 1d ago, or unix seconds");
   audit_cmd->add_option("--box", audit.box,

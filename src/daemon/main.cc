@@ -20,6 +20,7 @@
 #include "api/auth.h"
 #include "api/handlers.h"
 #include "api/http_server.h"
+#include "api/secret_service.h"
 #include "box/box_gauges.h"
 #include "box/box_service.h"
 #include "box/network_service.h"
@@ -37,6 +38,7 @@
 #include "net/secrets.h"
 #include "observe/audit_log.h"
 #include "observe/event_bus.h"
+#include "observe/loop_lag.h"
 #include "observe/metrics.h"
 #include "storage/box_store.h"
 #include "storage/event_store.h"
@@ -497,6 +499,9 @@ int run(int argc, char** argv) {
     return hutch::box::boxGauges(service, boxes_dir);
   });
   metrics.addCollector(hutch::observe::processMetrics);
+  // How late the loop runs what is due (hutch_event_loop_lag_seconds): blocking work on it shows.
+  // Started with the loop below (the setup before it is not the loop's lag).
+  hutch::observe::LoopLagProbe lag_probe(loop.get_executor(), metrics.loopLag());
 
   // Networking: a walled namespace per VM, hutch-egress for every running box.
   auto secrets = hutch::net::SecretStore::open(state / "secrets");
@@ -560,6 +565,8 @@ int run(int argc, char** argv) {
   hutch::storage::KeyStore key_store(store->database());
   hutch::api::KeyService keys(key_store);
   keys.setActivity(activity.events, activity.audit);
+  // Host secrets: every face lists, sets and removes them through this (docs/api.md "Owners").
+  hutch::api::SecretService secret_service(*secrets, activity.events, activity.audit);
   service.setQuotas([&keys](const std::string& owner) { return keys.quotaOf(owner); });
   hutch::api::HttpServer server(loop.get_executor(), router, &keys);
   server.setScoper(hutch::api::boxScoper(service));
@@ -623,7 +630,8 @@ int run(int argc, char** argv) {
   hutch::api::registerExecRoutes(router, service);
   hutch::api::registerFileRoutes(router, service);
   hutch::api::registerBoxIoRoutes(router, service, ports);
-  hutch::api::registerNetworkRoutes(router, service, *secrets);
+  hutch::api::registerNetworkRoutes(router, service);
+  hutch::api::registerSecretRoutes(router, secret_service);
   hutch::api::registerObserveRoutes(router, service, events, audit_log.get(), metrics);
   hutch::api::registerKeyRoutes(router, keys,
                                 [&server](const std::string& id) { server.closeSessionsOf(id); });
@@ -743,6 +751,7 @@ int run(int argc, char** argv) {
     server.stop();
     expiry_timer.cancel();
     prune_timer.cancel();
+    lag_probe.stop();
     service.setObserver(nullptr);
     ports.closeAll();
     boost::asio::co_spawn(
@@ -756,6 +765,7 @@ int run(int argc, char** argv) {
         },
         boost::asio::detached);
   });
+  lag_probe.start();
   loop.run();
   pool.join();
   return exit_code;

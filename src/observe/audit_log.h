@@ -1,8 +1,8 @@
 // AuditLog: an append-only record of what was done in boxes and to keys (docs/observability.md
 // "Audit log"): every exec, file operation through the API, use of a host secret by the egress
-// proxy, policy change and key change. One JSON object a line in a file of its own, outside every
-// box's directory (a box's trail stays after the box is removed). Each record carries the hash of
-// the one before it and its own:
+// proxy, change of a host secret, policy change and key change. One JSON object a line in a file
+// of its own, outside every box's directory (a box's trail stays after the box is removed). Each
+// record carries the hash of the one before it and its own:
 //
 //   hash = hex(SHA-256(prev + "\n" + the record without "hash", as canonical JSON))
 //

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "observe/loop_lag.h"
+
 namespace hutch::observe {
 
 using json = nlohmann::json;
@@ -93,7 +95,13 @@ Metrics::Metrics(EventBus& bus)
       quota_refusals_(prometheus::BuildCounter()
                           .Name("hutch_quota_refusals_total")
                           .Help("Operations refused because an owner's quota would be passed")
-                          .Register(registry_)) {
+                          .Register(registry_)),
+      loop_lag_(prometheus::BuildHistogram()
+                    .Name("hutch_event_loop_lag_seconds")
+                    .Help("How late hutchd's event loop ran a timer that was due (sampled every "
+                          "100 ms): time the loop spent blocked instead of serving")
+                    .Register(registry_)
+                    .Add({}, kLoopLagBuckets)) {
   bus.addListener([this](const Event& event) { onEvent(event); });
 }
 

@@ -43,6 +43,9 @@ class Metrics {
   // bytes per box.
   void egress(const std::string& box_id, bool allowed, uint64_t bytes_up, uint64_t bytes_down);
 
+  // hutch_event_loop_lag_seconds, fed by a LoopLagProbe (loop_lag.h) on hutchd's loop.
+  prometheus::Histogram& loopLag() { return loop_lag_; }
+
   // Everything, in the text exposition format (version 0.0.4).
   std::string render() const;
 
@@ -60,6 +63,7 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& egress_decisions_;
   prometheus::Family<prometheus::Counter>& egress_bytes_;
   prometheus::Family<prometheus::Counter>& quota_refusals_;
+  prometheus::Histogram& loop_lag_;
   std::vector<Collector> collectors_;
 };
 

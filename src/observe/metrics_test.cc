@@ -75,6 +75,18 @@ TEST_F(MetricsTest, CollectorsAndEgressAreRendered) {
   EXPECT_TRUE(has(text, R"(hutch_egress_decisions_total{decision="deny"} 1)"));
 }
 
+TEST_F(MetricsTest, TheEventLoopLagIsAHistogramFromTheStart) {
+  std::string text = metrics_->render();
+  EXPECT_TRUE(has(text, "# TYPE hutch_event_loop_lag_seconds histogram")) << text;
+  EXPECT_TRUE(has(text, R"(hutch_event_loop_lag_seconds_bucket{le="0.001"} 0)")) << text;
+  EXPECT_TRUE(has(text, R"(hutch_event_loop_lag_seconds_bucket{le="5"} 0)")) << text;
+  metrics_->loopLag().Observe(0.3);
+  text = metrics_->render();
+  EXPECT_TRUE(has(text, R"(hutch_event_loop_lag_seconds_bucket{le="0.25"} 0)")) << text;
+  EXPECT_TRUE(has(text, R"(hutch_event_loop_lag_seconds_bucket{le="0.5"} 1)")) << text;
+  EXPECT_TRUE(has(text, R"(hutch_event_loop_lag_seconds_count 1)")) << text;
+}
+
 TEST(ProcessMetricsTest, DescribesThisProcess) {
   auto families = processMetrics();
   std::map<std::string, double> value;

@@ -241,6 +241,11 @@ def test_metrics_parse_and_count_what_was_done(unix, tcp_user, box):
     assert value(after, "hutch_box_disk_bytes", **labels) > 0
     assert value(after, "process_open_fds") > 3
     assert value(after, "process_resident_memory_bytes") > 1 << 20
+    # The event loop's lag, sampled every 100 ms since hutchd started: every sample is in a bucket.
+    lag = value(after, "hutch_event_loop_lag_seconds_count")
+    assert lag > 0
+    assert value(after, "hutch_event_loop_lag_seconds_bucket", le="+Inf") == lag
+    assert value(after, "hutch_event_loop_lag_seconds_bucket", le="5.0") <= lag
 
 
 def test_a_quota_refusal_is_an_event_and_a_metric(unix, daemon):
@@ -263,3 +268,44 @@ def test_a_quota_refusal_is_an_event_and_a_metric(unix, daemon):
         unix.delete(f"/v1/keys/{name}")
     removed = [e for e in events(unix, type="key.") if e["data"].get("key_id") == key["id"]]
     assert [e["type"] for e in removed] == ["key.created", "key.removed"]
+
+
+def test_secret_changes_are_events_and_audit_records_without_the_value(unix, tcp_user):
+    name = "OBS_" + unique("S").upper().replace("-", "_")
+    value_ = "never-in-the-trail-" + unique("v")
+    head = unix.get("/v1/audit/verify").json()["head"]["seq"]
+    # A key's own secret: set, set again, removed.
+    for v in (value_, value_ + "-again"):
+        r = tcp_user.put(f"/v1/secrets/{name}", json={"value": v, "domains": ["api.example.com"]})
+        assert r.status_code == 200, r.text
+    assert tcp_user.delete(f"/v1/secrets/{name}").status_code == 200
+    # The host administrator's of the same name is another owner's.
+    r = unix.put(f"/v1/secrets/{name}", json={"value": value_, "domains": ["api.example.com"]})
+    assert r.status_code == 200, r.text
+    assert unix.delete(f"/v1/secrets/{name}").status_code == 200
+
+    mine = [e for e in events(tcp_user, type="secret.")
+            if e["data"]["name"] == name]
+    assert [e["type"] for e in mine] == ["secret.created", "secret.replaced", "secret.removed"]
+    owner = mine[0]["owner"]
+    assert owner and all(e["owner"] == owner and e["box"] is None for e in mine)
+    assert all(e["data"]["actor"]["key_id"] == owner for e in mine), mine
+    every = [e for e in events(unix, type="secret.") if e["data"]["name"] == name]
+    hosts = [e for e in every if e["owner"] == ""]
+    assert [e["type"] for e in hosts] == ["secret.created", "secret.removed"]
+    assert all(e["data"] == {"name": name, "actor": "host"} for e in hosts)
+
+    records = tcp_user.get("/v1/audit", params={"after": head}).json()["records"]
+    trail = [x for x in records if x["type"].startswith("secret.")]
+    assert [x["type"] for x in trail] == ["secret.create", "secret.replace", "secret.remove"]
+    assert all(x["actor"]["key_id"] == owner and x["owner_id"] == owner and
+               x["data"] == {"name": name} for x in trail), trail
+    host_trail = [x for x in unix.get("/v1/audit", params={"after": head}).json()["records"]
+                  if x["type"].startswith("secret.") and x["owner_id"] == ""]
+    assert [x["type"] for x in host_trail] == ["secret.create", "secret.remove"]
+
+    # Nowhere the value: not in the events, the records, nor the log's file.
+    verdict = unix.get("/v1/audit/verify").json()
+    assert verdict["intact"] is True
+    for text in (json.dumps(every), json.dumps(records), Path(verdict["path"]).read_text()):
+        assert value_ not in text
