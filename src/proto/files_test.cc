@@ -5,6 +5,7 @@
 #include <string>
 
 #include "proto/frame.h"
+#include "proto/test_samples.h"
 
 namespace hutch::proto {
 namespace {
@@ -17,19 +18,7 @@ T roundTrip(const T& message) {
 }
 
 FileInfo sampleInfo() {
-  FileInfo info;
-  info.name = "a.txt";
-  info.path = "/home/hutch/a.txt";
-  info.type = FileType::kFile;
-  info.size = 13;
-  info.mode = 0644;
-  info.permissions = "-rw-r--r--";
-  info.uid = 1000;
-  info.gid = 1000;
-  info.owner = "hutch";
-  info.group = "hutch";
-  info.mtime_ns = 1764400000123456789;
-  return info;
+  return testing::regularFile();
 }
 
 FileInfo sampleLink() {

@@ -13,9 +13,12 @@
 #include "proto/processes.h"
 #include "proto/services.h"
 #include "proto/tcp.h"
+#include "proto/test_samples.h"
 
 namespace hutch::proto {
 namespace {
+
+using testing::regularFile;
 
 // Each check's last two parameters are where it was called from, for its failure message:
 // default arguments evaluated at the call site (clang 14, which clang-tidy runs, has no
@@ -41,22 +44,6 @@ void expectServiceSpec(const ServiceSpec& spec, std::string_view golden,
   auto decoded = parseServiceSpec(golden);
   ASSERT_TRUE(decoded) << decoded.error().message();
   EXPECT_EQ(*decoded, spec);
-}
-
-FileInfo regularFile() {
-  FileInfo info;
-  info.name = "a.txt";
-  info.path = "/home/hutch/a.txt";
-  info.type = FileType::kFile;
-  info.size = 13;
-  info.mode = 0644;
-  info.permissions = "-rw-r--r--";
-  info.uid = 1000;
-  info.gid = 1000;
-  info.owner = "hutch";
-  info.group = "hutch";
-  info.mtime_ns = 1764400000123456789;
-  return info;
 }
 
 FileInfo directory() {
