@@ -28,7 +28,7 @@ asio::awaitable<void> BoxService::discard(PooledVm vm) {
   if (vm.agent) vm.agent->close();
   co_await vm.vm->kill();
   networkDown("", vm.uid_index);
-  held_uid_indices_.erase(static_cast<uint32_t>(vm.uid_index));
+  uid_indices_.release(static_cast<uint32_t>(vm.uid_index));
   removeQuietly(boxDir(vm.id));
 }
 
@@ -44,9 +44,9 @@ asio::awaitable<Result<PooledVm>> BoxService::make(std::string key, storage::Tem
   box.config = config;
   box.image_dir = tmpl.dir.string();
   // Its own uid from now on; the box that takes it keeps it.
-  HUTCH_CO_TRY(box.uid_index, freeUidIndex());
-  const auto index = static_cast<uint32_t>(box.uid_index);
-  held_uid_indices_.insert(index);  // at once: a create may pick an index while we wait
+  // Held at once: a create may pick an index while we wait.
+  HUTCH_CO_TRY(const uint32_t index, uid_indices_.take());
+  box.uid_index = index;
   vmm::VmSpec spec = vmSpecFor(box);
   std::error_code ec;
   fs::create_directories(boxDir(box.id), ec);
@@ -58,7 +58,7 @@ asio::awaitable<Result<PooledVm>> BoxService::make(std::string key, storage::Tem
   };
   auto overlay = co_await event::offload(pool_, std::move(make_overlay));
   if (!overlay) {
-    held_uid_indices_.erase(index);
+    uid_indices_.release(index);
     removeQuietly(boxDir(box.id));
     co_return fail(overlay.error());
   }
@@ -86,7 +86,7 @@ asio::awaitable<Result<PooledVm>> BoxService::make(std::string key, storage::Tem
   }
   if (!vm) {
     networkDown("", index);
-    held_uid_indices_.erase(index);
+    uid_indices_.release(index);
     removeQuietly(boxDir(box.id));
     co_return fail(vm.error());
   }

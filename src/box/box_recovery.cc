@@ -102,7 +102,7 @@ asio::awaitable<Result<>> BoxService::recoverAfterRestart() {
         keep.push_back(static_cast<uint32_t>(box->uid_index));
       }
     }
-    for (uint32_t held : held_uid_indices_) keep.push_back(held);
+    for (uint32_t held : uid_indices_.held()) keep.push_back(held);
     network_->removeOrphans(keep);
   }
   collectGarbage();

@@ -263,7 +263,7 @@ asio::awaitable<Result<Box>> BoxService::createBox(BoxSpec spec) {
     if (pooled) warm_pool_.giveBack(key, std::move(*pooled));
     co_return fail(inserted.error());
   }
-  if (pooled) held_uid_indices_.erase(static_cast<uint32_t>(pooled->uid_index));
+  if (pooled) uid_indices_.release(static_cast<uint32_t>(pooled->uid_index));
   if (box.expires_at != 0) next_expiry_ = 0;  // expireDue looks again
   spdlog::info("box={} name={} creating from template {}", box.id, box.name, tmpl.name);
 
@@ -492,19 +492,13 @@ std::vector<std::string> BoxService::backingFilesFor(const std::filesystem::path
   return patterns;
 }
 
-Result<uint32_t> BoxService::freeUidIndex() {
-  HUTCH_TRY(std::vector<uint32_t> used, store_.uidIndices());
-  used.insert(used.end(), held_uid_indices_.begin(), held_uid_indices_.end());
-  return jail::firstFreeIndex(used);
-}
-
 asio::awaitable<Result<>> BoxService::boot(Box& box, std::shared_ptr<Runtime> runtime,
                                            const RestoreSource* from,
                                            std::unique_ptr<vmm::Vm> launched,
                                            std::shared_ptr<guest::AgentClient> pooled_agent) {
   if (box.uid_index < 0) {
     // The box's own uid and gid for its VMM, kept until the box is removed.
-    HUTCH_CO_TRY(box.uid_index, freeUidIndex());
+    HUTCH_CO_TRY(box.uid_index, uid_indices_.lowestFree());
     HUTCH_CO_TRY_VOID(store_.update(box));
   }
   vmm::VmSpec spec = vmSpecFor(box);
@@ -756,7 +750,7 @@ asio::awaitable<Result<>> BoxService::removeBox(const std::string& key, bool for
     if (runtime->agent) runtime->agent->close();
   }
   fault::point("remove.recorded", runtime && runtime->vm ? runtime->vm->pid() : 0);
-  if (box.uid_index >= 0) held_uid_indices_.insert(static_cast<uint32_t>(box.uid_index));
+  if (box.uid_index >= 0) uid_indices_.hold(static_cast<uint32_t>(box.uid_index));
   ++cleaning_;
   if (observer_) observer_->boxRemoved(box.id);
   asio::co_spawn(loop_, cleanUp(box, runtime), asio::detached);
@@ -785,7 +779,7 @@ asio::awaitable<void> BoxService::cleanUp(Box box, std::shared_ptr<Runtime> runt
   };
   auto deleted = co_await event::offload(pool_, std::move(delete_dir));
   if (!deleted) spdlog::error("box={} {}", box.id, deleted.error().describe());
-  if (box.uid_index >= 0) held_uid_indices_.erase(static_cast<uint32_t>(box.uid_index));
+  if (box.uid_index >= 0) uid_indices_.release(static_cast<uint32_t>(box.uid_index));
   --cleaning_;
   // Its checkpoints' and its suspended state's directories, and layers nothing stands on now.
   collectGarbage();

@@ -28,6 +28,7 @@
 #include "box/box_agent.h"
 #include "box/quotas.h"
 #include "box/snapshot.h"
+#include "box/uid_indices.h"
 #include "box/warm_pool.h"
 #include "event/async_event.h"
 #include "guest/agent_client.h"
@@ -379,8 +380,6 @@ class BoxService : private WarmPool::Source {
   vmm::VmSpec vmSpecFor(const Box& box) const;
   // fnmatch patterns of the files a disk may stand on (VmSpec::backing_files).
   std::vector<std::string> backingFilesFor(const std::filesystem::path& image_dir) const;
-  // The lowest uid index (jail::boxIds) no box, template VM or pooled VM holds.
-  Result<uint32_t> freeUidIndex();
   asio::awaitable<Result<>> applyIdentity(const Box& box, Runtime& runtime, bool grow_root);
   // The template snapshot a new box of `config` restores from: a compatible one, or one made
   // now by booting the template cold. `note` says why an older one was not used.
@@ -566,8 +565,7 @@ class BoxService : private WarmPool::Source {
   // Image templates' defaults (manifest.json "defaults"), by build directory: builds never
   // change once made.
   std::map<std::string, nlohmann::json> image_defaults_;
-  // uid indices (jail::boxIds) of VMs with no box record: template VMs and the warm pool's.
-  std::set<uint32_t> held_uid_indices_;
+  UidIndices uid_indices_{store_};
   WarmPool warm_pool_;
   int cleaning_ = 0;  // removed boxes still being cleaned up
   BoxObserver* observer_ = nullptr;

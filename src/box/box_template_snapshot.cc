@@ -285,19 +285,18 @@ asio::awaitable<Result<Snapshot>> BoxService::makeTemplateSnapshot(const storage
   spec.guest_params["hostname"] = "hutch-template";
   spec.backing_files = backingFilesFor(tmpl.dir);
   // The template VM gets a uid of its own for as long as it runs.
-  auto index = freeUidIndex();
+  auto index = uid_indices_.take();
   if (!index) {
     cleanup();
     co_return fail(index.error());
   }
   spec.uid_index = *index;
-  held_uid_indices_.insert(*index);
   struct Release {
     BoxService& service;
     uint32_t index;
     ~Release() {
       service.networkDown("", index);
-      service.held_uid_indices_.erase(index);
+      service.uid_indices_.release(index);
     }
   } release{*this, *index};
   if (network_) {
