@@ -43,8 +43,9 @@ check "the CRDs are established" kubectl wait --for condition=established --time
 check "discovery lists the hutch.dev resources" bash -c \
   'kubectl api-resources --api-group=hutch.dev -o name | sort | tr "\n" " " | grep -qx "boxes.hutch.dev boxpools.hutch.dev boxsnapshots.hutch.dev boxtemplates.hutch.dev "'
 
-# A watch from now on, in the background: it must see the box come, change and go.
-kubectl get boxes --watch --output-watch-events -o 'jsonpath={.type} {.object.metadata.name} {.object.spec.runState}{"\n"}' \
+# A watch from now on, in the background: it must see the box come, change and go. An ERROR
+# event (a Status: the apiserver ended the watch) prints its reason and message.
+kubectl get boxes --watch --output-watch-events -o 'jsonpath={.type} {.object.metadata.name} {.object.spec.runState}{.object.reason} {.object.message}{"\n"}' \
   >"$DIR/watch.out" 2>"$DIR/watch.err" &
 watch_pid=$!
 sleep 2
