@@ -6,16 +6,6 @@ namespace hutch::api {
 
 using nlohmann::json;
 
-namespace {
-
-// Who acted, as events name them (exec.started's "actor"): "host" or the key.
-json actorJson(const observe::Actor& actor) {
-  return actor.key_id.empty() ? json("host")
-                              : json{{"key_id", actor.key_id}, {"key_name", actor.key_name}};
-}
-
-}  // namespace
-
 net::SecretStore SecretService::storeOf(const Principal& caller) const {
   return store_.forOwner(caller.owner().id);
 }
@@ -51,7 +41,7 @@ void SecretService::report(const Principal& caller, const std::string& done,
   const std::string owner = caller.owner().id;
   if (events_) {
     events_->publish("secret." + done, {.owner_id = owner},
-                     json{{"name", name}, {"actor", actorJson(caller.actor())}});
+                     json{{"name", name}, {"actor", observe::actorJson(caller.actor())}});
   }
   if (!audit_) return;
   auto written = audit_->append({.type = "secret." + verb,

@@ -45,11 +45,6 @@ struct ExecRecord {
   }
 };
 
-json actorJson(const observe::Actor& actor) {
-  return actor.key_id.empty() ? json("host")
-                              : json{{"key_id", actor.key_id}, {"key_name", actor.key_name}};
-}
-
 }  // namespace
 
 void ActivitySinks::record(std::string type, const observe::Actor& actor,
@@ -123,7 +118,7 @@ asio::awaitable<Result<std::shared_ptr<guest::ExecSession>>> BoxAgent::exec(
   {
     json data = record->request;
     data["pid"] = (*session)->pid();
-    data["actor"] = actorJson(actor_);
+    data["actor"] = observe::actorJson(actor_);
     if (detach) data["process_id"] = (*session)->detachedId();
     record->audit("exec.start", data);
     record->publish("exec.started", data);

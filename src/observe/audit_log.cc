@@ -15,6 +15,12 @@
 namespace hutch::observe {
 
 using json = nlohmann::json;
+
+json actorJson(const Actor& actor) {
+  return actor.key_id.empty() ? json("host")
+                              : json{{"key_id", actor.key_id}, {"key_name", actor.key_name}};
+}
+
 namespace fs = std::filesystem;
 
 namespace {

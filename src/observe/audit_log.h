@@ -32,6 +32,9 @@ struct Actor {
   std::string key_name;
   bool operator==(const Actor&) const = default;
 };
+// Who acted, as events name them (exec.started's and secret.*'s "actor"): "host", or
+// {"key_id", "key_name"}.
+nlohmann::json actorJson(const Actor& actor);
 
 struct AuditEntry {
   std::string type;  // "exec.start", "exec.end", "file.write", "secret.use", "policy.set", ...
