@@ -65,24 +65,60 @@ failed=()
 # dashboard in Chromium (tests/dashboard)), then the fuzz and soak smoke runs. A lane mostly
 # waits on its TCG guests, so two keep both cores busy. Every hutchd (the e2e harness's and each suite's) has
 # its own state directory, and takes a uid range no other holds. The client lane's output is
-# printed when both end.
+# printed when ctest ends and followed until the lane ends.
 lanes=$(mktemp -d)
 trap 'kill -- "-$tidy_pid" 2>/dev/null || true; rm -rf "$tidy_log" "$lanes" "$images"' EXIT
+# A suite runs in a session of its own under a watchdog: past its limit (HUTCH_SUITE_TIMEOUT
+# seconds, 1200 by default; the Kubernetes suite, which may build Kubernetes on a fresh machine,
+# twice that) the watchdog lists every process on the host, so that the log shows what hung, and
+# ends the suite's session. A suite is not started once the run is past HUTCH_LANE_BUDGET seconds
+# (4500 by default: CI stops a run at 5400), and none runs past it: both are failures that name
+# the suite. One stuck suite once ran a whole CI run out of time with nothing in its log.
+suite_limit=${HUTCH_SUITE_TIMEOUT:-1200}
+lane_budget=${HUTCH_LANE_BUDGET:-4500}
 lane() {
   local name=$1
   shift
-  local suite
+  local suite limit pid watchdog started
   : >"$lanes/$name.failed"
   for suite in "$@"; do
+    limit=$suite_limit
+    [[ $suite == */k8s/tests/run.sh ]] && limit=$((2 * suite_limit))
+    if ((lane_budget - SECONDS < limit)); then limit=$((lane_budget - SECONDS)); fi
+    if ((limit <= 0)); then
+      log "[$name] $suite: not started, the run is past its budget of ${lane_budget}s" >>"$lanes/$name.log" 2>&1
+      echo "$suite (not started: out of time)" >>"$lanes/$name.failed"
+      continue
+    fi
     log "[$name] $suite" >>"$lanes/$name.log" 2>&1
+    started=$SECONDS
     # shellcheck disable=SC2086  # a suite is a command line
-    bash $suite >>"$lanes/$name.log" 2>&1 || echo "$suite" >>"$lanes/$name.failed"
+    setsid bash $suite >>"$lanes/$name.log" 2>&1 &
+    pid=$!
+    (
+      trap 'kill "$!" 2>/dev/null; exit 0' TERM
+      sleep "$limit" &
+      wait "$!"
+      log "[$name] $suite: still running after ${limit}s; ending it. Every process on the host:"
+      ps -eo pid,ppid,sid,etime,time,stat,args --forest | cut -c1-300
+      kill -TERM -- "-$pid" 2>/dev/null
+      sleep 30
+      kill -KILL -- "-$pid" 2>/dev/null
+    ) >>"$lanes/$name.log" 2>&1 &
+    watchdog=$!
+    if ! wait "$pid"; then
+      echo "$suite" >>"$lanes/$name.failed"
+    fi
+    kill "$watchdog" 2>/dev/null || true
+    wait "$watchdog" 2>/dev/null || true
+    log "[$name] $suite: ended after $((SECONDS - started))s" >>"$lanes/$name.log" 2>&1
   done
 }
 # The Kubernetes suite first: on a fresh machine its builds (cached by their inputs afterwards)
 # take CPU that ctest's first, quick tests leave. schemathesis fuzzes for 90 s here; the long run
 # (HUTCH_FUZZ_TIME=1800) is written down in tests/api/README.md.
 log "Client suites and the fuzz and soak smoke runs, beside ctest: Kubernetes, tests/api, the TypeScript SDK, MCP, the Python SDK, E2B's SDKs, the dashboard in Chromium, fuzz, soak"
+: >"$lanes/clients.log"
 (export HUTCH_FUZZ_TIME=${HUTCH_FUZZ_TIME:-90}; lane clients "$HUTCH_ROOT/k8s/tests/run.sh" \
   "$HUTCH_ROOT/tests/api/run.sh" "$HUTCH_ROOT/sdk/typescript/scripts/test.sh" \
   "$HUTCH_ROOT/tests/mcp/run.sh" "$HUTCH_ROOT/sdk/python/scripts/test.sh --integration" \
@@ -95,10 +131,9 @@ log "Running tests (unit, then end to end with image $HUTCH_TEST_IMAGE)"
 HUTCH_TEST_LEAK_LOG=$lanes/leftovers
 export HUTCH_TEST_LEAK_LOG
 (cd "$HUTCH_BUILD_DIR" && ctest --output-on-failure --timeout 1200 "$@") || failed+=(ctest)
-log "ctest done; waiting for the client lane"
+log "ctest done; the client lane's output (followed until the lane ends)"
+tail -n +1 --pid="$clients" -f "$lanes/clients.log" >&2
 wait "$clients" || true
-log "The client lane's output"
-cat "$lanes/clients.log" >&2
 if [ -s "$HUTCH_TEST_LEAK_LOG" ]; then
   log "Left on the host by e2e tests' hutchd after their boxes were removed (removed by the harness; not a failure yet)"
   cat "$HUTCH_TEST_LEAK_LOG" >&2
