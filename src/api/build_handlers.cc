@@ -24,9 +24,10 @@ using nlohmann::json;
 namespace http = boost::beast::http;
 using Reply = std::optional<Response>;
 
-constexpr std::string_view kKnown[] = {"build_args", "cpus",      "disk_mib",       "dockerfile",
-                                       "memory_mib", "name",      "network_policy", "no_cache",
-                                       "ready_cmd",  "start_cmd", "step_timeout_s", "target"};
+constexpr std::string_view kKnown[] = {"build_args", "cpus",    "disk_mib",       "dockerfile",
+                                       "memory_mib", "name",    "network_policy", "no_cache",
+                                       "ready_cmd",  "secrets", "step_timeout_s", "start_cmd",
+                                       "target"};
 
 Result<uint64_t> number(const PathParams& query, const std::string& key, uint64_t fallback,
                         uint64_t max) {
@@ -85,6 +86,18 @@ Result<std::pair<std::string, box::DockerfileOptions>> parseBuildQuery(const Pat
   plan.start_cmd = text(query, "start_cmd");
   plan.ready_cmd = text(query, "ready_cmd");
   plan.network_policy = text(query, "network_policy");
+  // Host secrets the RUN steps may use: their names, comma-separated.
+  const std::string secrets = text(query, "secrets");
+  for (std::string_view rest = secrets; !rest.empty();) {
+    const size_t comma = rest.find(',');
+    std::string_view secret = rest.substr(0, comma);
+    if (secret.empty()) {
+      return fail(Errc::kInvalidArgument,
+                  "secrets is a comma-separated list of secret names (hutch secret ls)");
+    }
+    plan.secrets.emplace_back(secret);
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+  }
   HUTCH_TRY(uint64_t cpus, number(query, "cpus", plan.cpus, 64));
   plan.cpus = static_cast<unsigned>(cpus);
   HUTCH_TRY(plan.memory_mib, number(query, "memory_mib", plan.memory_mib, 1 << 20));
@@ -145,6 +158,7 @@ asio::awaitable<Reply> buildTemplate(box::TemplateBuilder& builder, RequestConte
   auto plan = box::planFromDockerfile(workspace->context(), options);
   if (!plan) co_return errorResponse(plan.error());
   observe::Actor actor = ctx.principal.actor();
+  plan->secrets_owner = ctx.principal.owner().id;
   // A streamed build whose client goes away stops (its RUN is killed, the box removed).
   auto cancel = std::make_shared<std::atomic<bool>>(false);
   plan->cancel = cancel;

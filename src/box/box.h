@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -102,6 +103,9 @@ struct BoxSpec {
   // default (network-policy.json in its directory) or else the daemon's.
   std::string network_policy;
   std::vector<std::string> secrets;  // names of host secrets the box may use (placeholders only)
+  // Whose secrets `secrets` names (an owner id; "" is the host's administrator); none: the
+  // box's owner's. A build box, owned by its build, uses those of whoever asked for the build.
+  std::optional<std::string> secrets_owner;
   BoxEnv env;
   Owner owner;  // set by the API from the caller, never from the request body
   BoxMetadata metadata;
@@ -116,6 +120,8 @@ struct BoxSpec {
 struct BoxSecret {
   std::string name;
   std::string placeholder;
+  // Whose secret it is when not the box's owner's: a build box's are its caller's.
+  std::optional<std::string> owner;
   bool operator==(const BoxSecret&) const = default;
 };
 

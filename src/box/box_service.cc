@@ -141,6 +141,21 @@ line=$(sed -n 2p "$dir/hutch-box-ca.crt")
 grep -qF "$line" "$bundle" 2>/dev/null || cat "$dir/hutch-box-ca.crt" >> "$bundle"
 )sh";
 
+// Takes $HUTCH_CA out of the guest's trust store: its file (and the link update-ca-certificates
+// makes of it) and every block of the bundle that holds it (found by its first base64 line,
+// unique to its key), whether kInstallCa appended it or update-ca-certificates put it there.
+constexpr const char* kRemoveCa = R"sh(set -e
+rm -f /usr/local/share/ca-certificates/hutch-box-ca.crt /etc/ssl/certs/hutch-box-ca.pem
+bundle=/etc/ssl/certs/ca-certificates.crt
+[ -f "$bundle" ] || exit 0
+mark=$(printf '%s\n' "$HUTCH_CA" | sed -n 2p)
+grep -qxF "$mark" "$bundle" || exit 0
+sed -e '/^-----BEGIN CERTIFICATE-----$/{' -e ':a' -e 'N' -e '/\n-----END CERTIFICATE-----$/!ba' \
+    -e "\\,\\n$mark\\n,d" -e '}' "$bundle" > "$bundle.hutch-new"
+cat "$bundle.hutch-new" > "$bundle"
+rm -f "$bundle.hutch-new"
+)sh";
+
 // Writes $HUTCH_NPMRC to /etc/npmrc and $HUTCH_PIP_CONF to /etc/pip.conf (npm's global and
 // pip's site-wide files), or removes a file hutch wrote when there is nothing to say. A file
 // that does not start with hutch's mark is the box's own: left alone.
@@ -227,13 +242,16 @@ asio::awaitable<Result<Box>> BoxService::createBox(BoxSpec spec) {
   std::vector<BoxSecret> secrets;
   if (network_) {
     auto resolved = network_->policyFor(spec.network_policy, tmpl.dir);
-    auto named = network_->secretsFor(spec.secrets, spec.owner.id);
+    auto named = network_->secretsFor(spec.secrets, spec.secrets_owner.value_or(spec.owner.id));
     if (!resolved || !named) {
       if (pooled) warm_pool_.giveBack(key, std::move(*pooled));
       co_return fail(!resolved ? resolved.error() : named.error());
     }
     policy = std::move(*resolved);
     secrets = std::move(*named);
+    if (spec.secrets_owner && *spec.secrets_owner != spec.owner.id) {
+      for (BoxSecret& secret : secrets) secret.owner = spec.secrets_owner;
+    }
   } else if (!spec.network_policy.empty() || !spec.secrets.empty()) {
     if (pooled) warm_pool_.giveBack(key, std::move(*pooled));
     co_return fail(Errc::kUnsupported,
@@ -462,12 +480,34 @@ asio::awaitable<Result<>> BoxService::networkUp(const Box& box, Runtime& runtime
   // The box's CA in its trust store, so that TLS to its secrets' domains (which hutch-egress
   // terminates to swap the placeholder for the value) verifies.
   HUTCH_CO_TRY(std::string ca, network_->caCert(box.id));
+  // Without its last newline: kInstallCa adds one, and removeCa then leaves the bundle as it was.
+  while (!ca.empty() && ca.back() == '\n') ca.pop_back();
   // Named, not temporaries inside co_await: GCC 12 mishandles those.
   std::vector<std::string> argv = {"/bin/sh", "-c", kInstallCa};
   std::vector<std::string> env = {"HUTCH_CA=" + ca};
   std::string no_input;
   co_return co_await runAsRoot(*runtime.agent, std::move(argv), std::move(env),
                                "Cannot install the box's CA in its trust store",
+                               std::move(no_input));
+}
+
+asio::awaitable<Result<>> BoxService::removeCa(const std::string& key) {
+  HUTCH_CO_TRY(Box box, store_.find(key));
+  if (box.secrets.empty() || !network_) co_return ok();
+  auto it = runtimes_.find(box.id);
+  if (box.state != BoxState::kRunning || it == runtimes_.end() || !it->second->agent) {
+    co_return fail(Errc::kFailedPrecondition,
+                   fmt::format("Box {} is {}; its CA leaves its trust store while it runs",
+                               box.name, stateName(box.state)));
+  }
+  std::shared_ptr<Runtime> runtime = it->second;
+  HUTCH_CO_TRY(std::string ca, network_->caCert(box.id));
+  // Named, not temporaries inside co_await: GCC 12 mishandles those.
+  std::vector<std::string> argv = {"/bin/sh", "-c", kRemoveCa};
+  std::vector<std::string> env = {"HUTCH_CA=" + ca};
+  std::string no_input;
+  co_return co_await runAsRoot(*runtime->agent, std::move(argv), std::move(env),
+                               "Cannot take the box's CA out of its trust store",
                                std::move(no_input));
 }
 

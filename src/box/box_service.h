@@ -114,6 +114,10 @@ class BoxService : private WarmPool::Source {
   asio::awaitable<Result<Box>> start(const std::string& key);
   // Clean shutdown: the agent syncs and powers off; QEMU is killed if it does not exit in time.
   asio::awaitable<Result<Box>> stop(const std::string& key);
+  // Takes a running box's CA (it has one while it has host secrets) out of its trust store, so
+  // that a disk frozen into a template after it trusts nothing the box's egress proxy signed.
+  // Nothing to do for a box without secrets.
+  asio::awaitable<Result<>> removeCa(const std::string& key);
   // Suspend (box_suspend.cc): the box's memory and devices saved next to its disk, its QEMU
   // gone. `by` ("request", "idle", "expiry") is recorded: a box suspended for being idle is
   // resumed by the next thing done in it (agentFor); one suspended on request needs start().

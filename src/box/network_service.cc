@@ -460,9 +460,8 @@ Result<json> NetworkService::boxMessage(const Box& box) {
   }
   json message = {{"op", "box"}, {"id", box.id}, {"policy", policy}};
   json secrets = json::array();
-  net::SecretStore owned = secrets_.forOwner(box.owner.id);
   for (const BoxSecret& bound : box.secrets) {
-    auto secret = owned.get(bound.name);
+    auto secret = secrets_.forOwner(bound.owner.value_or(box.owner.id)).get(bound.name);
     if (!secret) {
       spdlog::warn("box={} secret {} is gone from the host: not injected", box.id, bound.name);
       continue;

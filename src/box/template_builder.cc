@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -19,6 +20,7 @@
 #include <map>
 
 #include "base/unique_fd.h"
+#include "box/network_service.h"
 #include "event/offload.h"
 #include "guest/exec_session.h"
 #include "guest/file_reader.h"
@@ -184,6 +186,9 @@ struct TemplateBuilder::State {
   std::string user;              // "": root
   std::string workdir;           // "": /
   json defaults = json::object();
+  // The build box's secret placeholders ("NAME=placeholder"): every RUN's environment (beneath
+  // its own variables), never the template's.
+  std::vector<std::string> secret_env;
 
   static State from(const storage::Template& base) {
     State s;
@@ -335,6 +340,16 @@ Result<> checkCancelled(const sys::CancelFlag& cancel) {
   return ok();
 }
 
+// Every stage of `plan` (and theirs) stops with it and may use its secrets.
+void inheritFrom(BuildPlan& plan) {
+  for (BuildPlan& stage : plan.stages) {
+    stage.cancel = plan.cancel;
+    stage.secrets = plan.secrets;
+    stage.secrets_owner = plan.secrets_owner;
+    inheritFrom(stage);
+  }
+}
+
 // Watches `cancel` while the RUN of `session` runs: once set, the process group is killed and
 // the step ends with kCancelled. Ends with the session.
 asio::awaitable<void> abandonWhenCancelled(std::weak_ptr<guest::ExecSession> session,
@@ -366,6 +381,13 @@ asio::awaitable<Result<>> TemplateBuilder::runStep(BoxAgent& agent, const BuildS
       run.env = state.env;
       // This RUN's own variables (a Dockerfile's build arguments) beside the ENV.
       for (const auto& [k, v] : step.env) run.env.push_back(k + "=" + v);
+      for (const std::string& secret : state.secret_env) {
+        const std::string key = secret.substr(0, secret.find('=') + 1);
+        if (std::none_of(run.env.begin(), run.env.end(),
+                         [&key](const std::string& e) { return e.starts_with(key); })) {
+          run.env.push_back(secret);
+        }
+      }
       run.cwd = state.cwd();
       run.user = step.user.empty() ? (state.user.empty() ? "root" : state.user) : step.user;
       ExecLimits limits{.timeout = plan.step_timeout};
@@ -485,7 +507,15 @@ asio::awaitable<Result<TemplateBuilder::Ran>> TemplateBuilder::runSteps(
   const std::optional<std::string> cache_owner{std::string(kOwnerId)};
   int resume = -1;
   std::optional<Snapshot> resume_from;
-  if (!plan.no_cache) {
+  // A saved box cannot carry host secrets: a build that uses them runs every step.
+  const bool use_cache = !plan.no_cache && plan.secrets.empty();
+  if (!plan.secrets.empty() && !plan.no_cache) {
+    say({.step = BuildLog::kBaseStep,
+         .message = fmt::format("{}The build uses host secrets ({}): every step runs, and none is "
+                                "cached",
+                                label, fmt::join(plan.secrets, ", "))});
+  }
+  if (use_cache) {
     int first_forced = static_cast<int>(plan.steps.size());
     for (size_t i = 0; i < plan.steps.size(); ++i) {
       if (plan.steps[i].force) {
@@ -524,6 +554,8 @@ asio::awaitable<Result<TemplateBuilder::Ran>> TemplateBuilder::runSteps(
                             ? R"({"presets": ["debian-mirrors", "npm", "pypi"]})"
                             : plan.network_policy;
   spec.owner = Owner{.id = std::string(kOwnerId), .name = "template build " + name};
+  spec.secrets = plan.secrets;
+  spec.secrets_owner = plan.secrets_owner;
   spec.metadata["hutch.build"] = name;
   say({.step = BuildLog::kBaseStep,
        .message = resume_from ? fmt::format("{}Resuming from the cache after step {} (box {})",
@@ -542,6 +574,9 @@ asio::awaitable<Result<TemplateBuilder::Ran>> TemplateBuilder::runSteps(
     box_id = made->id;
   }
 
+  if (!plan.secrets.empty()) {
+    if (auto made = boxes_.get(box_id)) state->secret_env = NetworkService::environment(*made);
+  }
   auto steps = [&]() -> asio::awaitable<Result<>> {
     // After the last cached step (resume is -1 when none is).
     for (size_t i = static_cast<size_t>(resume) + 1; i < plan.steps.size(); ++i) {
@@ -557,7 +592,7 @@ asio::awaitable<Result<TemplateBuilder::Ran>> TemplateBuilder::runSteps(
         Error error = ran.error();
         co_return fail(error.withContext(fmt::format("{}Step {}", label, index + 1)));
       }
-      if (!changesFiles(step) || plan.no_cache) continue;
+      if (!changesFiles(step) || !use_cache) continue;
       const std::string snap = snapshotName(keys[i]);
       if (boxes_.findSaved(cache_owner, snap)) continue;
       auto saved = co_await boxes_.save(box_id, snap);
@@ -643,7 +678,11 @@ asio::awaitable<Result<json>> TemplateBuilder::build(std::string name, BuildPlan
     co_return fail(Errc::kInvalidArgument, "A build starts from a base: an image or a template");
   }
   HUTCH_CO_TRY_VOID(templates_.checkNewName(name));
-  for (BuildPlan& stage : plan.stages) stage.cancel = plan.cancel;
+  // Secrets the caller does not have fail the build now, not after its base is pulled.
+  if (!plan.secrets.empty() && boxes_.network()) {
+    HUTCH_CO_TRY_VOID(boxes_.network()->secretsFor(plan.secrets, plan.secrets_owner));
+  }
+  inheritFrom(plan);
   HUTCH_CO_TRY(storage::Template base, co_await baseTemplate(plan, say));
   if (plan.steps_from_base) {
     auto steps = plan.steps_from_base(State::from(base).env);
@@ -661,7 +700,13 @@ asio::awaitable<Result<json>> TemplateBuilder::build(std::string name, BuildPlan
   const std::string box_id = ran.box_id;
   say({.step = BuildLog::kFinalizeStep, .message = "Stopping the build box"});
   Result<json> made = fail(Errc::kInternal, "not made");
-  auto stopped = co_await boxes_.stop(box_id);
+  // The build box's CA (it had host secrets) does not become the template's.
+  Result<> stopped = ok();
+  if (!plan.secrets.empty()) stopped = co_await boxes_.removeCa(box_id);
+  if (stopped) {
+    auto down = co_await boxes_.stop(box_id);
+    if (!down) stopped = fail(down.error());
+  }
   if (!stopped) {
     made = fail(stopped.error().withContext("The build box did not stop"));
   } else {

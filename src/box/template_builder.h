@@ -107,6 +107,13 @@ struct BuildPlan {
   uint64_t disk_mib = 8192;
   // The build box's egress policy (a preset or JSON); empty: the registries the host uses.
   std::string network_policy;
+  // Host secrets the build's RUN steps may use, as a box's (placeholders in their environment,
+  // swapped by hutch-egress), of `secrets_owner` (the caller). Nothing of them reaches the
+  // template: the build box's CA leaves its trust store before its disk is frozen. A build with
+  // secrets neither takes steps from the step cache nor adds to it (a saved box cannot carry
+  // secrets).
+  std::vector<std::string> secrets;
+  std::string secrets_owner;
   std::chrono::seconds step_timeout{3600};
   bool no_cache = false;
   // Once set (the client that asked went away), the build stops: a running RUN is killed, no

@@ -224,6 +224,9 @@ int main(int argc, char** argv) {
   template_build->add_option("--network-policy", dockerfile_build.network_policy,
                              "Egress of the build's RUN steps (default: the host's package "
                              "registries: debian-mirrors, npm, pypi)");
+  template_build->add_option("--secret", dockerfile_build.secrets,
+                             "A host secret the RUN steps may use, as a box's (repeatable): "
+                             "never in the template; the steps are not cached");
   template_build->add_flag("--no-cache", dockerfile_build.no_cache, "Run every step again");
   template_build->add_option("--cpus", dockerfile_build.cpus, "vCPUs of the build box");
   std::string build_memory;
@@ -535,7 +538,7 @@ int main(int argc, char** argv) {
         !dockerfile_build.dockerfile.empty() || !dockerfile_build.context.empty();
     if (!dockerfile) {
       for (const char* option :
-           {"--build-arg", "--target", "--start-cmd", "--ready-cmd", "--network-policy",
+           {"--build-arg", "--target", "--start-cmd", "--ready-cmd", "--network-policy", "--secret",
             "--no-cache", "--cpus", "--memory", "--disk"}) {
         if (template_build->count(option) > 0) {
           return reportError(

@@ -154,7 +154,11 @@ Result<std::vector<box::Snapshot>> readSnapshots(Statement& st) {
 
 std::string secretsJson(const std::vector<box::BoxSecret>& secrets) {
   nlohmann::json list = nlohmann::json::array();
-  for (const auto& s : secrets) list.push_back({{"name", s.name}, {"placeholder", s.placeholder}});
+  for (const auto& s : secrets) {
+    nlohmann::json entry = {{"name", s.name}, {"placeholder", s.placeholder}};
+    if (s.owner) entry["owner"] = *s.owner;
+    list.push_back(std::move(entry));
+  }
   return list.dump();
 }
 
@@ -190,7 +194,9 @@ Result<box::Box> readRow(const Statement& st) {
     return fail(Errc::kInternal, fmt::format("Box {} has a corrupt secrets column", b.id));
   }
   for (const auto& s : secrets) {
-    b.secrets.push_back({s.value("name", ""), s.value("placeholder", "")});
+    box::BoxSecret secret{s.value("name", ""), s.value("placeholder", ""), std::nullopt};
+    if (s.contains("owner") && s["owner"].is_string()) secret.owner = s["owner"].get<std::string>();
+    b.secrets.push_back(std::move(secret));
   }
   b.owner.id = st.columnText(18);
   b.owner.name = st.columnText(19);

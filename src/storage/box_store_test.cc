@@ -41,6 +41,22 @@ TEST(BoxStoreTest, InsertFindUpdateRemove) {
   EXPECT_EQ(gone.error().code(), Errc::kNotFound);
 }
 
+// A secret's owner is kept only when it is not the box's (a build box's are its caller's).
+TEST(BoxStoreTest, SecretsKeepTheirOwnerWhenTheyHaveOne) {
+  auto store = BoxStore::open(":memory:");
+  ASSERT_TRUE(store) << store.error().message();
+  box::Box b = makeBox("a1b2c3d4e5f6", "build-1");
+  b.owner.id = "hutch-build";
+  b.secrets = {{"API_KEY", "hutch-secret-API_KEY-1", std::string()},
+               {"NPM_TOKEN", "hutch-secret-NPM_TOKEN-2", std::nullopt}};
+  ASSERT_TRUE(store->insert(b));
+  auto found = store->find("build-1");
+  ASSERT_TRUE(found) << found.error().message();
+  EXPECT_EQ(found->secrets, b.secrets);
+  EXPECT_EQ(found->secrets[0].owner, std::optional<std::string>(""));
+  EXPECT_FALSE(found->secrets[1].owner);
+}
+
 TEST(BoxStoreTest, DuplicateNameIsRefusedAndNothingChanges) {
   auto store = BoxStore::open(":memory:");
   ASSERT_TRUE(store->insert(makeBox("aaaaaaaaaaaa", "same")));

@@ -542,6 +542,60 @@ TEST_F(NetworkTest, ForksKeepTheirParentsPolicyAndSecrets) {
   EXPECT_EQ(curl("child", "http://other.example.test/"), "");
 }
 
+// A Dockerfile build's RUN steps use host secrets as a box does (the placeholder in their
+// environment, the key sent upstream by hutch-egress); the template keeps none of it: no
+// secret in its boxes' environment, the build box's CA gone from its trust store, byte for byte.
+TEST_F(NetworkTest, ABuildUsesHostSecretsAndItsTemplateKeepsNoneOfThem) {
+  auto set = d().hutch({"secret", "set", "--domain", "api.example.test", "--header",
+                        "Authorization", "--format", "Bearer {value}", "API_KEY"},
+                       std::string(kRealKey) + "\n", true);
+  ASSERT_EQ(set.exit_code, 0) << set.err;
+  std::string policy = policyFile("build", {{"allow", {{{"domain", "api.example.test"}}}}});
+  fs::path context = world_->dir() / "context";
+  fs::create_directories(context);
+  std::ofstream(context / "Dockerfile")
+      << "FROM base\n"
+         "RUN test -f /usr/local/share/ca-certificates/hutch-box-ca.crt && printenv API_KEY > "
+         "/placeholder.txt && curl -fsS --max-time 20 -H \"Authorization: Bearer $API_KEY\" "
+         "https://api.example.test/auth > /answer.txt\n";
+  auto build = [&](const std::string& name, const std::string& secret) {
+    return d().hutch({"template", "build", name, "-f", (context / "Dockerfile").string(),
+                      context.string(), "--network-policy", policy, "--secret", secret, "--memory",
+                      "512m", "--cpus", "1", "--disk", "2g"});
+  };
+  auto built = build("keyed", "API_KEY");
+  ASSERT_EQ(built.exit_code, 0) << built.out << built.err;
+  EXPECT_NE(built.err.find("uses host secrets (API_KEY): every step runs"), std::string::npos)
+      << built.err;
+  bool upstream_saw_key = false;
+  for (const auto& head : world_->https().heads()) {
+    upstream_saw_key = upstream_saw_key || head.find(kRealKey) != std::string::npos;
+  }
+  EXPECT_TRUE(upstream_saw_key) << "the build's request did not reach the upstream with the key";
+
+  ASSERT_EQ(d().hutch({"run", "--name", "k", "--template", "keyed"}).exit_code, 0);
+  ASSERT_EQ(d().hutch({"run", "--name", "plain"}).exit_code, 0);
+  const std::string look =
+      "cat /answer.txt 2>/dev/null; printenv API_KEY || echo no secret; "
+      "ls /usr/local/share/ca-certificates/ /etc/ssl/certs/ 2>/dev/null | grep -c hutch; "
+      "b=/etc/ssl/certs/ca-certificates.crt; wc -c < $b; grep -c BEGIN $b; sha256sum < $b; "
+      "tail -c 100 $b | od -c | tail -3";
+  auto keyed = inBox("k", look);
+  auto plain = inBox("plain", look);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_EQ(keyed.out, "authorized\n" + plain.out) << "plain: " << plain.out;
+  EXPECT_EQ(inBox("k", "cut -c1-21 /placeholder.txt").out, "hutch-secret-API_KEY-\n");
+
+  // A secret the caller does not have: refused with what to do, nothing left behind.
+  auto missing = build("nokey", "NOPE");
+  EXPECT_EQ(missing.exit_code, 66) << missing.err;
+  EXPECT_NE(missing.err.find("hutch secret set NOPE"), std::string::npos) << missing.err;
+  EXPECT_EQ(d().hutch({"template", "ls"}).out.find("nokey"), std::string::npos);
+  auto two = build("nokey", "API_KEY,OTHER");
+  EXPECT_EQ(two.exit_code, 64) << two.err;
+  EXPECT_NE(two.err.find("repeat --secret"), std::string::npos) << two.err;
+}
+
 TEST_F(NetworkTest, ATemplateCarriesItsDefaultPolicyAndTheExplicitProxyWorks) {
   // A template of the test image (hard links) with its own network-policy.json.
   fs::path image = std::getenv("HUTCH_TEST_IMAGE");

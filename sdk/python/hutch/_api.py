@@ -387,6 +387,7 @@ def build_params(name: str, dockerfile: str, *, build_args: Mapping[str, str] | 
                  target: str | None = None, no_cache: bool = False,
                  start_cmd: str | None = None, ready_cmd: str | None = None,
                  network_policy: str | Mapping[str, Any] | None = None,
+                 secrets: Sequence[str] | None = None,
                  cpus: int | None = None, memory: int | str | None = None,
                  disk: int | str | None = None,
                  step_timeout: float | None = None) -> dict[str, str]:
@@ -417,6 +418,12 @@ def build_params(name: str, dockerfile: str, *, build_args: Mapping[str, str] | 
         else:
             raise InvalidArgumentError("network_policy is a preset name (none, allow-all, "
                                        "debian-mirrors, npm, pypi) or a policy dict")
+    if secrets is not None:
+        if isinstance(secrets, str) or any(not isinstance(s, str) or not s or "," in s
+                                           for s in secrets):
+            raise InvalidArgumentError("secrets is a list of secret names, not a string")
+        if secrets:
+            params["secrets"] = ",".join(secrets)
     if cpus is not None:
         if isinstance(cpus, bool) or not isinstance(cpus, int) or cpus < 1:
             raise InvalidArgumentError(f"cpus is a positive int, got {cpus!r}")

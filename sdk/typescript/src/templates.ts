@@ -49,6 +49,11 @@ export interface BuildOptions extends ProgressOptions {
   readyCmd?: string;
   /** Egress of the RUN steps (default: the registries the host uses). */
   networkPolicy?: PolicyInput;
+  /**
+   * Host secrets (client.secrets.set) the RUN steps may use, as a box's: none reaches the
+   * template, and such a build caches no step.
+   */
+  secrets?: string[];
   /** The build box's size (default 2 vCPUs, 1024 MiB, an 8 GiB disk). */
   cpus?: number;
   memory?: Size;
@@ -81,6 +86,7 @@ const dockerfileOptions = [
   "startCmd",
   "readyCmd",
   "networkPolicy",
+  "secrets",
   "cpus",
   "memory",
   "disk",
@@ -250,6 +256,12 @@ export function buildQuery(name: string, dockerfile: string, o: BuildOptions): Q
   if (o.networkPolicy !== undefined) {
     const policy = policyToJson(o.networkPolicy);
     query["network_policy"] = typeof policy === "string" ? policy : JSON.stringify(policy);
+  }
+  if (o.secrets !== undefined) {
+    if (!Array.isArray(o.secrets) || o.secrets.some((s) => typeof s !== "string" || s === "" || s.includes(","))) {
+      throw new InvalidArgumentError("secrets is an array of secret names");
+    }
+    if (o.secrets.length > 0) query["secrets"] = o.secrets.join(",");
   }
   if (o.cpus !== undefined) {
     if (!Number.isInteger(o.cpus) || o.cpus < 1) throw new InvalidArgumentError(`cpus must be a whole number from 1, got ${o.cpus}`);

@@ -5,6 +5,7 @@
 #include <archive_entry.h>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -203,7 +204,21 @@ int cmdTemplateBuildDockerfile(const ApiClient& client, const Output& out,
   add("target", build.target);
   add("start_cmd", build.start_cmd);
   add("ready_cmd", build.ready_cmd);
-  add("network_policy", build.network_policy);
+  if (!build.network_policy.empty()) {
+    // A preset name or a policy file, as for `hutch run --network-policy`.
+    auto policy = policyArgument(build.network_policy);
+    if (!policy) return reportError(out, policy.error());
+    add("network_policy", policy->is_string() ? policy->get<std::string>() : policy->dump());
+  }
+  for (const std::string& secret : build.secrets) {
+    if (secret.empty() || secret.find(',') != std::string::npos) {
+      return reportError(out, Error(Errc::kInvalidArgument,
+                                    fmt::format("--secret '{}': give one secret's name (hutch "
+                                                "secret ls); repeat --secret for more",
+                                                secret)));
+    }
+  }
+  add("secrets", fmt::format("{}", fmt::join(build.secrets, ",")));
   if (build.no_cache) target += "&no_cache=true";
   if (build.cpus) target += fmt::format("&cpus={}", build.cpus);
   if (build.memory_mib) target += fmt::format("&memory_mib={}", build.memory_mib);

@@ -112,6 +112,7 @@ struct DockerfileBuild {
   std::string start_cmd;
   std::string ready_cmd;
   std::string network_policy;
+  std::vector<std::string> secrets;  // host secrets the RUN steps may use (names)
   bool no_cache = false;
   unsigned cpus = 0;  // 0: hutchd's default for builds
   uint64_t memory_mib = 0;

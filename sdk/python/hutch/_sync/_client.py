@@ -195,6 +195,7 @@ class Templates:
                     no_cache: bool = False, start_cmd: str | None = None,
                     ready_cmd: str | None = None,
                     network_policy: str | Mapping[str, Any] | None = None,
+                    secrets: Sequence[str] | None = None,
                     cpus: int | None = None, memory: int | str | None = None,
                     disk: int | str | None = None,
                     step_timeout: float | None = None) -> Template:
@@ -209,14 +210,16 @@ class Templates:
         ``build_args`` are ARG values, ``target`` the stage to build, ``no_cache`` runs every
         step again, ``start_cmd``/``ready_cmd`` a process the template's boxes start with and
         the check polled until it is ready, ``network_policy`` the egress of the RUN steps,
-        ``cpus``/``memory``/``disk`` the build box's size (MiB or ``"2G"``), ``step_timeout``
+        ``secrets`` the host secrets they may use (as a box's; none reaches the template, and
+        such a build caches no step), ``cpus``/``memory``/``disk`` the build box's size (MiB or ``"2G"``), ``step_timeout``
         seconds per step. A Dockerfile hutchd cannot read is an :class:`InvalidArgumentError`
         naming its line, a failed step an error naming the step.
 
         Without any of those it builds hutch's recipe ``images/NAME`` on the host."""
         if context is None and dockerfile is None and dockerfile_content is None:
             extra = dict(build_args=build_args, target=target, start_cmd=start_cmd,
-                         ready_cmd=ready_cmd, network_policy=network_policy, cpus=cpus,
+                         ready_cmd=ready_cmd, network_policy=network_policy,
+                         secrets=secrets, cpus=cpus,
                          memory=memory, disk=disk, step_timeout=step_timeout)
             given = sorted(k for k, v in extra.items() if v is not None)
             if given or no_cache:
@@ -232,7 +235,7 @@ class Templates:
         params = _api.build_params(
             name, plan.dockerfile, build_args=build_args, target=target, no_cache=no_cache,
             start_cmd=start_cmd, ready_cmd=ready_cmd, network_policy=network_policy,
-            cpus=cpus, memory=memory, disk=disk, step_timeout=step_timeout)
+            secrets=secrets, cpus=cpus, memory=memory, disk=disk, step_timeout=step_timeout)
         return self._stream_template(
             "POST", "/v1/builds", f"The build of template {name!r}", on_progress,
             params=params, content=_backend.iterate_blocking(plan.stream()),

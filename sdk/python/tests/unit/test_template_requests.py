@@ -154,14 +154,16 @@ def test_build_sends_context_and_query(client, fake, tmp_path):
     t = client.templates.build("app", seen.append, context=ctx, build_args={"V": "2"},
                                target="final", no_cache=True, start_cmd="python3 -m http.server",
                                ready_cmd="true", network_policy={"allow": [{"domain": "*"}]},
-                               cpus=1, memory="512M", disk="4G", step_timeout=600)
+                               secrets=["NPM_TOKEN", "PIP_TOKEN"], cpus=1, memory="512M",
+                               disk="4G", step_timeout=600)
     assert t.source == "build" and t.build.steps == 3
     assert seen == ["Step 1/2 : FROM base", "Step 2/2 : COPY"]
     params = dict(fake.last.url.params)
     assert params == {"name": "app", "dockerfile": "Dockerfile", "build_args": '{"V": "2"}',
                       "target": "final", "no_cache": "true",
                       "start_cmd": "python3 -m http.server", "ready_cmd": "true",
-                      "network_policy": '{"allow": [{"domain": "*"}]}', "cpus": "1",
+                      "network_policy": '{"allow": [{"domain": "*"}]}',
+                      "secrets": "NPM_TOKEN,PIP_TOKEN", "cpus": "1",
                       "memory_mib": "512", "disk_mib": "4096", "step_timeout_s": "600"}
     assert fake.last.headers["content-type"] == "application/x-tar"
     got = members(fake.bodies[-1])
@@ -211,6 +213,9 @@ def test_build_bad_input_is_refused_here(client, fake, tmp_path):
         client.templates.build("app", dockerfile_content="FROM base", build_args={"A": 1})
     with pytest.raises(hutch.InvalidArgumentError, match="cpus"):
         client.templates.build("app", dockerfile_content="FROM base", cpus=0)
+    for bad in ("NPM_TOKEN", ["A,B"], [""]):
+        with pytest.raises(hutch.InvalidArgumentError, match="secrets"):
+            client.templates.build("app", dockerfile_content="FROM base", secrets=bad)
     assert fake.requests == []
 
 

@@ -166,6 +166,7 @@ test("a Dockerfile build sends the context as a tar and the options as the query
     startCmd: "python3 -m http.server",
     readyCmd: "true",
     networkPolicy: { allow: [{ domain: "*" }], deny: [] },
+    secrets: ["NPM_TOKEN", "PIP_TOKEN"],
     cpus: 1,
     memory: "512M",
     disk: "4G",
@@ -183,6 +184,7 @@ test("a Dockerfile build sends the context as a tar and the options as the query
     start_cmd: "python3 -m http.server",
     ready_cmd: "true",
     network_policy: '{"allow":[{"domain":"*"}],"deny":[]}',
+    secrets: "NPM_TOKEN,PIP_TOKEN",
     cpus: "1",
     memory_mib: "512",
     disk_mib: "4096",
@@ -232,6 +234,9 @@ test("bad build input is refused before anything is sent", async () => {
   await assert.rejects(client.templates.build("app", { dockerfileContent: "FROM base", cpus: 0 }), /cpus/);
   await assert.rejects(client.templates.build("app", { dockerfileContent: "FROM base", buildArgs: { A: 1 as unknown as string } }), /buildArgs/);
   await assert.rejects(client.templates.build("app", { dockerfileContent: "FROM base", nope: 1 } as never), /Unknown option 'nope'/);
+  for (const bad of ["NPM_TOKEN", ["A,B"], [""]]) {
+    await assert.rejects(client.templates.build("app", { dockerfileContent: "FROM base", secrets: bad as string[] }), /secrets/);
+  }
   assert.equal(fake.requests.length, before);
 });
 
