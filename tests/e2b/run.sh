@@ -186,12 +186,12 @@ run_suite() {
   case "$s" in
     js-*)
       # --test-force-exit: e2b 2.14.1 leaves a 60 s timer behind a failed commands.connect.
-      (cd "$HERE" && E2B_SDK="e2b-${s#js-}" node --test --test-concurrency=1 --test-force-exit --test-reporter=spec \
+      (cd "$HERE" && E2B_SDK="e2b-${s#js-}" node --test --test-concurrency=1 --test-force-exit --test-timeout=900000 --test-reporter=spec \
         ${E2B_TEST_FILTER:+--test-name-pattern="$E2B_TEST_FILTER"} js/lifecycle.test.mjs js/commands.test.mjs js/files.test.mjs js/errors.test.mjs \
         js/semantics.test.mjs js/remote.test.mjs js/template.test.mjs ${image_tests:+js/template_image.test.mjs})
       rc=$? ;;
     py-*)
-      (cd "$HERE/py" && PYTHONDONTWRITEBYTECODE=1 "${venvs[$s]}/bin/python" -m pytest -p no:cacheprovider -ra \
+      (cd "$HERE/py" && PYTHONDONTWRITEBYTECODE=1 "${venvs[$s]}/bin/python" -m pytest -p no:cacheprovider -ra --timeout 900 \
         ${E2B_TEST_FILTER:+-k "$E2B_TEST_FILTER"} test_lifecycle.py test_commands.py test_files.py test_async.py test_errors.py \
         test_semantics.py test_remote.py test_template.py ${image_tests:+test_template_image.py})
       rc=$? ;;
