@@ -457,6 +457,9 @@ class BoxService : private WarmPool::Source {
   asio::awaitable<Result<>> writeRegistryFiles(const Box& box, Runtime& runtime,
                                                bool even_if_empty);
   asio::awaitable<Result<>> networkUp(const Box& box, Runtime& runtime);
+  // Runs `script` (kInstallCa, kRemoveCa) as root in the box with the box's CA in $HUTCH_CA.
+  asio::awaitable<Result<>> runCaScript(const std::string& box_id, guest::AgentClient& agent,
+                                        const char* script, std::string what);
   // Runs argv as root in the box to its end, `stdin_data` (if any) on its standard input; its
   // standard error is the error when it fails.
   static asio::awaitable<Result<>> runAsRoot(guest::AgentClient& agent,

@@ -152,6 +152,22 @@ int cmdTemplateBuildDockerfile(const ApiClient& client, const Output& out,
         out, Error(Errc::kInvalidArgument,
                    fmt::format("{}: the build context must be a directory", context.string())));
   }
+  // The options are checked before the context is read.
+  std::string policy_text;
+  if (!build.network_policy.empty()) {
+    // A preset name or a policy file, as for `hutch run --network-policy`.
+    auto policy = policyArgument(build.network_policy);
+    if (!policy) return reportError(out, policy.error());
+    policy_text = policy->is_string() ? policy->get<std::string>() : policy->dump();
+  }
+  for (const std::string& secret : build.secrets) {
+    if (secret.empty() || secret.find(',') != std::string::npos) {
+      return reportError(out, Error(Errc::kInvalidArgument,
+                                    fmt::format("--secret '{}': give one secret's name (hutch "
+                                                "secret ls); repeat --secret for more",
+                                                secret)));
+    }
+  }
   const fs::path dockerfile =
       build.dockerfile.empty() ? context / "Dockerfile" : fs::path(build.dockerfile);
   // Its path in the context when it is inside, else a name of its own beside the context's.
@@ -204,20 +220,7 @@ int cmdTemplateBuildDockerfile(const ApiClient& client, const Output& out,
   add("target", build.target);
   add("start_cmd", build.start_cmd);
   add("ready_cmd", build.ready_cmd);
-  if (!build.network_policy.empty()) {
-    // A preset name or a policy file, as for `hutch run --network-policy`.
-    auto policy = policyArgument(build.network_policy);
-    if (!policy) return reportError(out, policy.error());
-    add("network_policy", policy->is_string() ? policy->get<std::string>() : policy->dump());
-  }
-  for (const std::string& secret : build.secrets) {
-    if (secret.empty() || secret.find(',') != std::string::npos) {
-      return reportError(out, Error(Errc::kInvalidArgument,
-                                    fmt::format("--secret '{}': give one secret's name (hutch "
-                                                "secret ls); repeat --secret for more",
-                                                secret)));
-    }
-  }
+  add("network_policy", policy_text);
   add("secrets", fmt::format("{}", fmt::join(build.secrets, ",")));
   if (build.no_cache) target += "&no_cache=true";
   if (build.cpus) target += fmt::format("&cpus={}", build.cpus);
