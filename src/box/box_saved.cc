@@ -30,6 +30,8 @@ std::string savedSourceJson(const Box& box) {
       .dump();
 }
 
+}  // namespace
+
 Result<Box> savedSource(const Snapshot& saved) {
   json j = json::parse(saved.source, nullptr, false);
   if (!j.is_object()) {
@@ -56,8 +58,6 @@ Result<Box> savedSource(const Snapshot& saved) {
                             saved.name, e.what()));
   }
 }
-
-}  // namespace
 
 asio::awaitable<Result<Snapshot>> BoxService::save(const std::string& key, std::string name) {
   HUTCH_CO_TRY(std::string resuspend, co_await readyForCapture(key));

@@ -94,6 +94,10 @@ class BoxObserver {
 // ENV (docs/templates.md), with `requested` over it. Names the box cannot carry are left out.
 BoxEnv imageEnvironment(const nlohmann::json& manifest, const BoxEnv& requested);
 
+// The box a saved snapshot was taken of, as it was recorded then (its template, sizes, network
+// policy, environment and metadata); kFailedPrecondition when that record is corrupt.
+Result<Box> savedSource(const Snapshot& saved);
+
 class BoxService : private WarmPool::Source {
  public:
   BoxService(asio::any_io_executor loop, asio::thread_pool& pool, storage::BoxStore& store,

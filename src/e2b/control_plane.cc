@@ -66,6 +66,13 @@ awaitable<Reply> createFromSnapshot(box::BoxService& service, const FacadeOption
   box_spec.env = spec.env;
   box_spec.metadata = spec.metadata;
   keepSandboxMetadata(box_spec.metadata, spec);
+  // The saved sandbox's default user and working directory (its template's) stay.
+  if (auto source = box::savedSource(saved)) {
+    for (std::string_view key : {kUserMetadataKey, kWorkdirMetadataKey}) {
+      auto it = source->metadata.find(std::string(key));
+      if (it != source->metadata.end()) box_spec.metadata[it->first] = it->second;
+    }
+  }
   box_spec.owner = ctx.principal.owner();
   if (spec.timeout_s > 0) {
     box_spec.expires_at = box::unixNow() + spec.timeout_s;
@@ -89,10 +96,12 @@ awaitable<Reply> createSandbox(box::BoxService& service, const FacadeOptions& op
   box::BoxSpec box_spec;
   box_spec.config.template_name = mapTemplate(options.templates, spec->template_id);
   // A template E2B's builder made ("name", "name:tag", its id): the hutch template of that tag.
+  std::optional<E2bTemplate::Tag> built;
   if (builds != nullptr) {
-    auto built = builds->resolve(ctx.principal, spec->template_id);
-    if (!built) co_return controlError(built.error());
-    if (*built) box_spec.config.template_name = **built;
+    auto resolved = builds->resolve(ctx.principal, spec->template_id);
+    if (!resolved) co_return controlError(resolved.error());
+    built = std::move(*resolved);
+    if (built) box_spec.config.template_name = built->hutch_template;
   }
   box_spec.env = spec->env;
   box_spec.owner = ctx.principal.owner();
@@ -104,6 +113,10 @@ awaitable<Reply> createSandbox(box::BoxService& service, const FacadeOptions& op
   if (!policy) co_return controlError(policy.error());
   box_spec.metadata = spec->metadata;
   keepSandboxMetadata(box_spec.metadata, *spec);
+  if (built && !built->user.empty()) box_spec.metadata[std::string(kUserMetadataKey)] = built->user;
+  if (built && !built->workdir.empty()) {
+    box_spec.metadata[std::string(kWorkdirMetadataKey)] = built->workdir;
+  }
   box_spec.network_policy = *policy;
   auto created = co_await service.create(std::move(box_spec));
   if (!created) co_return controlError(created.error());

@@ -93,9 +93,10 @@ Result<json> streamRequest(const RequestContext& ctx) {
   return parseMessage(message);
 }
 
-Result<std::string> userOf(const RequestContext& ctx) {
+Result<std::string> userOf(const RequestContext& ctx, box::BoxService& service) {
   const std::string header(ctx.request[http::field::authorization]);
-  return userFromAuthorization(header);
+  auto b = service.get(boxOf(ctx));
+  return userFromAuthorization(header, b ? defaultUserOf(*b) : std::string(kDefaultUser));
 }
 
 std::chrono::milliseconds keepaliveInterval(const RequestContext& ctx) {

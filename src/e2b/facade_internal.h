@@ -49,7 +49,8 @@ Error notRunning(const Error& error, const std::string& box);
 // ---- requests ----
 
 Result<json> streamRequest(const api::RequestContext& ctx);  // a streaming request's message
-Result<std::string> userOf(const api::RequestContext& ctx);  // from Authorization: Basic
+// The user a request names (Authorization: Basic), else the sandbox's default (defaultUserOf).
+Result<std::string> userOf(const api::RequestContext& ctx, box::BoxService& service);
 std::chrono::milliseconds keepaliveInterval(const api::RequestContext& ctx);
 std::optional<std::chrono::milliseconds> connectTimeout(const api::RequestContext& ctx);
 

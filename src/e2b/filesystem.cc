@@ -59,7 +59,7 @@ awaitable<Result<FsCall>> fsCall(box::BoxService& service, const RequestContext&
   if (path_field != nullptr) {
     HUTCH_CO_TRY(path, pathField(message, path_field));
   }
-  HUTCH_CO_TRY(std::string user, userOf(ctx));
+  HUTCH_CO_TRY(std::string user, userOf(ctx, service));
   auto agent = co_await service.agentFor(boxOf(ctx), ctx.principal.actor());
   if (!agent) co_return fail(notRunning(agent.error(), boxOf(ctx)));
   co_return FsCall{*agent, std::move(user), std::move(message), std::move(path)};
@@ -172,7 +172,7 @@ awaitable<Reply> fsWatchDir(box::BoxService& service, RequestContext& ctx) {
   if (!message) co_return rpcError(message.error());
   auto request = watchRequest(*message);
   if (!request) co_return rpcError(request.error());
-  auto user = userOf(ctx);
+  auto user = userOf(ctx, service);
   if (!user) co_return rpcError(user.error());
   auto agent = co_await service.agentFor(boxOf(ctx), ctx.principal.actor());
   if (!agent) co_return rpcError(notRunning(agent.error(), boxOf(ctx)));
@@ -321,11 +321,11 @@ namespace {
 
 // ---- /files and /health ----
 
-Result<std::string> fileUser(const RequestContext& ctx) {
+Result<std::string> fileUser(const RequestContext& ctx, box::BoxService& service) {
   if (auto u = ctx.query.find("username"); u != ctx.query.end() && !u->second.empty()) {
     return u->second;
   }
-  return userOf(ctx);
+  return userOf(ctx, service);
 }
 }  // namespace
 
@@ -334,7 +334,7 @@ awaitable<Reply> filesGet(box::BoxService& service, RequestContext& ctx) {
   if (path == ctx.query.end() || path->second.empty()) {
     co_return envdError(Error(Errc::kInvalidArgument, "GET /files needs ?path="));
   }
-  auto user = fileUser(ctx);
+  auto user = fileUser(ctx, service);
   if (!user) co_return envdError(user.error());
   auto agent = co_await service.agentFor(boxOf(ctx), ctx.principal.actor());
   if (!agent) co_return envdError(notRunning(agent.error(), boxOf(ctx)));
@@ -463,7 +463,7 @@ json writtenJson(const proto::FileInfo& info) {
 }  // namespace
 
 awaitable<Reply> filesPost(box::BoxService& service, RequestContext& ctx) {
-  auto user = fileUser(ctx);
+  auto user = fileUser(ctx, service);
   if (!user) co_return envdError(user.error());
   auto agent = co_await service.agentFor(boxOf(ctx), ctx.principal.actor());
   if (!agent) co_return envdError(notRunning(agent.error(), boxOf(ctx)));

@@ -285,6 +285,16 @@ std::string sandboxState(const box::Box& b) {
              : "paused";
 }
 
+std::string defaultUserOf(const box::Box& b) {
+  auto it = b.metadata.find(std::string(kUserMetadataKey));
+  return it == b.metadata.end() || it->second.empty() ? std::string(kDefaultUser) : it->second;
+}
+
+std::string defaultWorkdirOf(const box::Box& b) {
+  auto it = b.metadata.find(std::string(kWorkdirMetadataKey));
+  return it == b.metadata.end() ? std::string() : it->second;
+}
+
 std::string templateIdOf(const box::Box& b) {
   auto it = b.metadata.find(std::string(kTemplateMetadataKey));
   return it == b.metadata.end() ? b.config.template_name : it->second;
@@ -388,8 +398,8 @@ std::string_view signatureProblem(SignatureCheck check) {
   return "invalid signature";
 }
 
-Result<std::string> userFromAuthorization(std::string_view header) {
-  if (header.empty()) return std::string(kDefaultUser);
+Result<std::string> userFromAuthorization(std::string_view header, std::string_view fallback) {
+  if (header.empty()) return std::string(fallback);
   constexpr std::string_view kBasic = "Basic ";
   if (header.size() <= kBasic.size() || header.substr(0, kBasic.size()) != kBasic) {
     return fail(Errc::kUnauthenticated,
@@ -398,7 +408,7 @@ Result<std::string> userFromAuthorization(std::string_view header) {
   HUTCH_TRY(std::string decoded,
             api::base64Decode(header.substr(kBasic.size()), "the Authorization header"));
   std::string user = decoded.substr(0, decoded.find(':'));
-  if (user.empty()) return std::string(kDefaultUser);
+  if (user.empty()) return std::string(fallback);
   return user;
 }
 

@@ -98,6 +98,14 @@ inline constexpr std::string_view kTemplateMetadataKey = "hutch.e2b.template";
 inline constexpr std::string_view kCreatedMetadataKey = "hutch.e2b.created";
 // "true" for a sandbox created with autoPause: its lifetime ends in a pause, every time.
 inline constexpr std::string_view kAutoPauseMetadataKey = "hutch.e2b.autoPause";
+// The default user and working directory of its commands and file operations (E2B's envd
+// defaultUser and defaultWorkdir), from the last USER and WORKDIR of the E2B build that made
+// its template; absent: "user", and the user's home.
+inline constexpr std::string_view kUserMetadataKey = "hutch.e2b.user";
+inline constexpr std::string_view kWorkdirMetadataKey = "hutch.e2b.workdir";
+// Those of a box: kDefaultUser and "" when it has none.
+std::string defaultUserOf(const box::Box& b);
+std::string defaultWorkdirOf(const box::Box& b);
 
 // ---- envd ----
 
@@ -119,8 +127,10 @@ SignatureCheck checkFileSignature(const std::map<std::string, std::string, std::
 // and their users compare ("signature is already expired").
 std::string_view signatureProblem(SignatureCheck check);
 
-// The user of "Authorization: Basic base64(user:)"; the default user when there is none.
-Result<std::string> userFromAuthorization(std::string_view header);
+// The user of "Authorization: Basic base64(user:)"; `fallback` (the sandbox's default user)
+// when there is none.
+Result<std::string> userFromAuthorization(std::string_view header,
+                                          std::string_view fallback = kDefaultUser);
 
 // Whether the last component of `path` is one of the temporaries hutch-agent writes a file
 // through (".NAME.hutch-" and 16 hex digits, renamed over NAME when complete): watchers are not

@@ -177,6 +177,20 @@ TEST(EnvdTest, UsersComeFromBasicAuthorization) {
   EXPECT_EQ(userFromAuthorization("Basic cm9vdDo=").value(), "root");  // "root:"
   EXPECT_EQ(userFromAuthorization("Bearer x").error().code(), Errc::kUnauthenticated);
   EXPECT_FALSE(userFromAuthorization("Basic !!!"));
+  // The sandbox's default user (its template's last USER) when the request names none.
+  EXPECT_EQ(userFromAuthorization("", "root").value(), "root");
+  EXPECT_EQ(userFromAuthorization("Basic Og==", "root").value(), "root");  // ":"
+  EXPECT_EQ(userFromAuthorization("Basic dXNlcjo=", "root").value(), "user");
+}
+
+TEST(EnvdTest, DefaultsOfASandboxComeFromItsMetadata) {
+  box::Box b;
+  EXPECT_EQ(defaultUserOf(b), "user");
+  EXPECT_EQ(defaultWorkdirOf(b), "");
+  b.metadata[std::string(kUserMetadataKey)] = "root";
+  b.metadata[std::string(kWorkdirMetadataKey)] = "/srv/app";
+  EXPECT_EQ(defaultUserOf(b), "root");
+  EXPECT_EQ(defaultWorkdirOf(b), "/srv/app");
 }
 
 TEST(EnvdTest, EntriesInProto3Json) {

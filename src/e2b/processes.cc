@@ -206,7 +206,7 @@ awaitable<Reply> processStart(box::BoxService& service, std::shared_ptr<State> s
   if (!message) co_return rpcError(message.error());
   auto start = parseStartRequest(*message);
   if (!start) co_return rpcError(start.error());
-  auto user = userOf(ctx);
+  auto user = userOf(ctx, service);
   if (!user) co_return rpcError(user.error());
   const std::string& box = boxOf(ctx);
   auto agent = co_await service.agentFor(box, ctx.principal.actor());
@@ -215,9 +215,12 @@ awaitable<Reply> processStart(box::BoxService& service, std::shared_ptr<State> s
   proto::ExecRequest request;
   request.argv.push_back(start->process.cmd);
   for (const auto& a : start->process.args) request.argv.push_back(a);
-  if (auto b = service.get(box); b) api::addBoxEnvironment(*b, request);
+  auto b = service.get(box);
+  if (b) api::addBoxEnvironment(*b, request);
   for (const auto& [k, v] : start->process.envs) request.env.push_back(k + "=" + v);
+  // None named: its template's last WORKDIR (envd's defaultWorkdir), else the user's home.
   request.cwd = start->process.cwd.value_or("");
+  if (request.cwd.empty() && b) request.cwd = defaultWorkdirOf(*b);
   if (!request.cwd.empty() && !request.cwd.starts_with('/')) {
     // envd takes a relative cwd (and "~") from the user's home: the agent's stat of "." as the
     // user names it.

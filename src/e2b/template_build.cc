@@ -126,22 +126,24 @@ void Impl::sweep(const std::string& template_id, const std::optional<E2bTemplate
   }
 }
 
-Result<std::string> Impl::baseTemplate(const api::Principal& p, const std::string& from) const {
-  std::string name = from;
+Result<std::optional<E2bTemplate::Tag>> Impl::tagFor(const api::Principal& p,
+                                                     const std::string& ref) const {
+  std::string name = ref;
   std::string tag(kDefaultTag);
-  if (size_t colon = from.find(':'); colon != std::string::npos) {
-    name = from.substr(0, colon);
-    tag = from.substr(colon + 1);
+  if (size_t colon = ref.find(':'); colon != std::string::npos) {
+    name = ref.substr(0, colon);
+    tag = ref.substr(colon + 1);
   }
-  if (auto t = registry.find(name)) {
-    if (!visible(p, *t)) return fail(notYours(name));
-    auto it = t->tags.find(tag);
-    if (it == t->tags.end()) {
-      return fail(Errc::kNotFound, fmt::format("Template {} has no build tagged '{}'", name, tag));
-    }
-    return it->second.hutch_template;
+  auto t = registry.find(name);
+  if (!t) return std::optional<E2bTemplate::Tag>();
+  if (!usable(p, *t)) return fail(notYours(name));
+  auto it = t->tags.find(tag);
+  if (it == t->tags.end()) {
+    return fail(
+        Errc::kNotFound,
+        fmt::format("Template {} has no build tagged '{}' (Template.build it first)", name, tag));
   }
-  return mapTemplate(mapped, from);
+  return std::optional<E2bTemplate::Tag>(it->second);
 }
 
 std::string Impl::lastStatus(const std::string& template_id) const {
@@ -197,7 +199,7 @@ awaitable<Reply> requestBuild(Impl& s, Ctx& ctx) {
   s.order.push_back(build->id);
   co_return jsonReply(http::status::accepted, {{"templateID", t.id},
                                                {"buildID", build->id},
-                                               {"public", false},
+                                               {"public", t.is_public},
                                                {"names", json::array({name})},
                                                {"aliases", json::array({name})},
                                                {"tags", req->tags}});
@@ -242,7 +244,7 @@ awaitable<void> runBuild(std::shared_ptr<Impl> s, std::shared_ptr<Build> build, 
     co_return;
   }
   for (const std::string& tag : build->tags) {
-    t->tags[tag] = {build->id, name, box::unixNow()};
+    t->tags[tag] = {build->id, name, box::unixNow(), build->user, build->workdir};
   }
   ++t->build_count;
   t->updated_at = box::unixNow();
@@ -272,18 +274,22 @@ awaitable<Reply> startBuild(const std::shared_ptr<Impl>& sp, Ctx& ctx) {
   }
   auto start = parseBuildStart(ctx.request.body());
   if (!start) co_return controlError(start.error());
-  std::string base;
+  // What it starts from: an E2B-built template's tag (its sandboxes' defaults too, as E2B's
+  // fromTemplate inherits them), else hutch's own or --e2b-template's.
+  E2bTemplate::Tag base;
   if (!start->from_template.empty()) {
-    auto resolved = s.baseTemplate(ctx.principal, start->from_template);
+    auto resolved = s.tagFor(ctx.principal, start->from_template);
     if (!resolved) co_return controlError(resolved.error());
-    base = *resolved;
+    base = resolved->value_or(
+        E2bTemplate::Tag{.hutch_template = mapTemplate(s.mapped, start->from_template)});
   }
   const fs::path files = s.filesDir(build->owner_id);
-  auto plan = planBuild(*start, base, [&files](const std::string& hash) -> std::optional<fs::path> {
-    std::error_code ec;
-    if (fs::is_directory(files / hash, ec)) return files / hash;
-    return std::nullopt;
-  });
+  auto plan = planBuild(*start, base.hutch_template,
+                        [&files](const std::string& hash) -> std::optional<fs::path> {
+                          std::error_code ec;
+                          if (fs::is_directory(files / hash, ec)) return files / hash;
+                          return std::nullopt;
+                        });
   if (!plan) co_return controlError(plan.error());
   if (start->registry) {
     plan->plan.base_scope =
@@ -296,6 +302,8 @@ awaitable<Reply> startBuild(const std::shared_ptr<Impl>& sp, Ctx& ctx) {
   build->updated_at = box::unixNow();
   build->hutch_template = fmt::format("e2b-{}-{}", id, build_id.substr(0, 8));
   build->from_image = start->from_image;
+  build->user = plan->user.value_or(base.user);
+  build->workdir = plan->workdir.value_or(base.workdir);
   build->log(box::BuildLog::kBaseStep,
              fmt::format("Building {} as hutch template {}",
                          start->from_template.empty() ? "from image " + start->from_image
@@ -390,6 +398,10 @@ void TemplateBuilds::addRoutes(api::ApiRouter& control, api::Route otherwise) {
               route([&s](Ctx& ctx) { return listTags(s, ctx); }));
   control.add(verb::get, "/templates/{templateID}",
               route([&s](Ctx& ctx) { return getTemplate(s, ctx); }));
+  control.add(verb::patch, "/v2/templates/{templateID}",
+              route([&s](Ctx& ctx) { return updateTemplate(s, true, ctx); }));
+  control.add(verb::patch, "/templates/{templateID}",
+              route([&s](Ctx& ctx) { return updateTemplate(s, false, ctx); }));
   auto other = std::make_shared<api::Route>(std::move(otherwise));
   control.add(verb::delete_, "/templates/{templateID}",
               route([&s, other](Ctx& ctx) { return deleteTemplate(s, *other, ctx); }));
@@ -399,25 +411,9 @@ void TemplateBuilds::addRoutes(api::ApiRouter& control, api::Route otherwise) {
   uploads_.add(verb::put, std::string(kUploadPrefix) + "{owner}/{hash}", std::move(put));
 }
 
-Result<std::optional<std::string>> TemplateBuilds::resolve(const api::Principal& principal,
-                                                           const std::string& id) const {
-  const Impl& s = *impl_;
-  std::string name = id;
-  std::string tag(kDefaultTag);
-  if (size_t colon = id.find(':'); colon != std::string::npos) {
-    name = id.substr(0, colon);
-    tag = id.substr(colon + 1);
-  }
-  auto t = s.registry.find(name);
-  if (!t) return std::optional<std::string>();
-  if (!Impl::visible(principal, *t)) return fail(Impl::notYours(name));
-  auto it = t->tags.find(tag);
-  if (it == t->tags.end()) {
-    return fail(
-        Errc::kNotFound,
-        fmt::format("Template {} has no build tagged '{}' (Template.build it first)", name, tag));
-  }
-  return std::optional<std::string>(it->second.hutch_template);
+Result<std::optional<E2bTemplate::Tag>> TemplateBuilds::resolve(const api::Principal& principal,
+                                                                const std::string& id) const {
+  return impl_->tagFor(principal, id);
 }
 
 }  // namespace hutch::e2b

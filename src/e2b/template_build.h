@@ -12,9 +12,11 @@
 //   GET  /templates/aliases/{alias}                    404, 403 (another key's), 200
 //   POST|DELETE /templates/tags, GET /templates/{templateID}/tags
 //   GET  /templates, /v2/templates, /templates/{id};   DELETE /templates/{id}
+//   PATCH /v2/templates/{id}, /templates/{id}          {public}: every key may use it
 //
 // A template belongs to the key that first built its name; another key's name is 403 (what
-// E2B answers), admins and the host see and use all. Each build that succeeds is a hutch
+// E2B answers) unless it was published (then any key may start sandboxes of it and build from
+// it), admins and the host see and use all. Each build that succeeds is a hutch
 // template of its own ("e2b-<templateID>-<build>"), which the build's tags then name; a hutch
 // template no tag names any more is removed once no box uses it. Builds (status and logs) are
 // kept in memory, at most kMaxBuilds: a hutchd restart fails the builds in flight (the engine
@@ -36,6 +38,7 @@
 #include "box/template_builder.h"
 #include "box/template_service.h"
 #include "e2b/facade.h"
+#include "e2b/template_registry.h"
 
 namespace hutch::e2b {
 
@@ -56,11 +59,12 @@ class TemplateBuilds {
   void addRoutes(api::ApiRouter& control, api::Route otherwise);
   // The upload URLs' plane (claims /e2b-files/...).
   api::Plane uploadPlane();
-  // The hutch template a sandbox of `id` ("name", "name:tag", a templateID) is made from, for
-  // this caller: nullopt when no E2B-built template has that name (then it is hutch's own or
-  // --e2b-template's), kPermissionDenied for another key's, kNotFound for a tag it lacks.
-  Result<std::optional<std::string>> resolve(const api::Principal& principal,
-                                             const std::string& id) const;
+  // The tag a sandbox of `id` ("name", "name:tag", a templateID) is made from, for this caller
+  // (its hutch template and its sandboxes' default user and working directory): nullopt when
+  // no E2B-built template has that name (then it is hutch's own or --e2b-template's),
+  // kPermissionDenied for another key's unpublished one, kNotFound for a tag it lacks.
+  Result<std::optional<E2bTemplate::Tag>> resolve(const api::Principal& principal,
+                                                  const std::string& id) const;
 
   struct Impl;
 

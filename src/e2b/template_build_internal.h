@@ -50,6 +50,8 @@ struct TemplateBuilds::Impl {
     int engine_step = box::BuildLog::kBaseStep;  // the step the engine said last
     std::string hutch_template;
     std::string from_image;  // the image it starts from, if any
+    std::string user;        // its sandboxes' defaults (E2bTemplate::Tag)
+    std::string workdir;
     int64_t created_at = 0;
     int64_t updated_at = 0;
 
@@ -80,8 +82,13 @@ struct TemplateBuilds::Impl {
         mapped(options.templates),
         registry(std::move(r)) {}
 
+  // The caller's own (or an admin): may list, build, tag, publish and delete it.
   static bool visible(const api::Principal& p, const E2bTemplate& t) {
     return p.seesEverything() || t.owner_id == p.owner().id;
+  }
+  // May start sandboxes of it and build from it: the caller's own, or a published one.
+  static bool usable(const api::Principal& p, const E2bTemplate& t) {
+    return t.is_public || visible(p, t);
   }
   static Error notYours(const std::string& name) {
     return Error(Errc::kPermissionDenied,
@@ -100,8 +107,11 @@ struct TemplateBuilds::Impl {
   // Removes the hutch templates of E2B template `t` no tag names and no build under way
   // makes; those boxes still use stay (the next sweep removes them).
   void sweep(const std::string& template_id, const std::optional<E2bTemplate>& t);
-  // The hutch template a build starts from (fromTemplate).
-  Result<std::string> baseTemplate(const api::Principal& p, const std::string& from) const;
+  // The tag a sandbox or a build starts from ("name", "name:tag", a templateID) for this caller:
+  // nullopt when no E2B-built template has that name, kPermissionDenied for another key's
+  // unpublished one, kNotFound for a tag it lacks.
+  Result<std::optional<E2bTemplate::Tag>> tagFor(const api::Principal& p,
+                                                 const std::string& ref) const;
   // The status of the template's last build ("ready" when none is remembered).
   std::string lastStatus(const std::string& template_id) const;
 };
@@ -119,6 +129,8 @@ asio::awaitable<Reply> removeTags(Impl& s, Ctx& ctx);     // DELETE /templates/t
 asio::awaitable<Reply> listTags(Impl& s, Ctx& ctx);       // GET /templates/{templateID}/tags
 asio::awaitable<Reply> listTemplates(Impl& s, Ctx& ctx);  // GET /templates, /v2/templates
 asio::awaitable<Reply> getTemplate(Impl& s, Ctx& ctx);    // GET /templates/{templateID}
+// PATCH /v2/templates/{templateID} (v2: answers its names), PATCH /templates/{templateID}.
+asio::awaitable<Reply> updateTemplate(Impl& s, bool v2, Ctx& ctx);
 // DELETE /templates/{templateID}; of no E2B-built template: `otherwise` (a snapshot).
 asio::awaitable<Reply> deleteTemplate(Impl& s, const api::Route& otherwise, Ctx& ctx);
 

@@ -1,5 +1,6 @@
 // E2B's template builder, what was built (template_build_internal.h): Template.exists' alias
-// check, tags (Template.assignTags, removeTags, getTags), listing and deletion.
+// check, tags (Template.assignTags, removeTags, getTags), publishing (`e2b template publish`),
+// listing and deletion.
 
 // clang-format off
 #include <utility>  // first: Boost 1.74's asio/awaitable.hpp uses std::exchange unincluded
@@ -29,7 +30,7 @@ json templateJson(const E2bTemplate& t, std::string_view build_status) {
           {"cpuCount", t.cpus},
           {"memoryMB", t.memory_mib},
           {"diskSizeMB", 0},
-          {"public", false},
+          {"public", t.is_public},
           {"aliases", json::array({t.name})},
           {"names", json::array({t.name})},
           {"createdAt", rfc3339(t.created_at)},
@@ -64,7 +65,7 @@ awaitable<Reply> aliasInfo(Impl& s, Ctx& ctx) {
   alias = alias.substr(0, alias.find(':'));
   if (auto t = s.registry.byName(alias)) {
     if (!Impl::visible(ctx.principal, *t)) co_return controlError(Impl::notYours(alias));
-    co_return jsonReply(http::status::ok, {{"templateID", t->id}, {"public", false}});
+    co_return jsonReply(http::status::ok, {{"templateID", t->id}, {"public", t->is_public}});
   }
   // hutchd's own templates (and --e2b-template's names) are everyone's.
   if (s.mapped.contains(alias) || s.templates.find(alias)) {
@@ -89,8 +90,11 @@ awaitable<Reply> assignTags(Impl& s, Ctx& ctx) {
         Errc::kNotFound, fmt::format("Template {} has no tag '{}'", target->name, target->tag)));
   }
   const E2bTemplate::Tag source = from->second;
-  for (const std::string& tag : *tags)
-    t->tags[tag] = {source.build_id, source.hutch_template, box::unixNow()};
+  for (const std::string& tag : *tags) {
+    E2bTemplate::Tag& assigned = t->tags[tag];
+    assigned = source;
+    assigned.created_at = box::unixNow();
+  }
   t->updated_at = box::unixNow();
   if (auto put = s.registry.put(*t); !put) co_return controlError(put.error());
   s.sweep(t->id, *t);
@@ -158,6 +162,30 @@ awaitable<Reply> getTemplate(Impl& s, Ctx& ctx) {
   json j = templateJson(*t, s.lastStatus(t->id));
   j["builds"] = builds;
   co_return jsonReply(http::status::ok, j);
+}
+
+// PATCH /v2/templates/{templateID} and /templates/{templateID} {public?}: a published template
+// is every key's to start sandboxes of and to build from (by its name); only its owner (or an
+// admin) lists, builds, tags, publishes or deletes it. An empty body changes nothing, as E2B.
+awaitable<Reply> updateTemplate(Impl& s, bool v2, Ctx& ctx) {
+  json body = json::object();
+  if (!ctx.request.body().empty()) {
+    auto parsed = parseMessage(ctx.request.body());
+    if (!parsed) co_return controlError(parsed.error());
+    body = std::move(*parsed);
+  }
+  auto t = s.mine(ctx.principal, ctx.params.find("templateID")->second);
+  if (!t) co_return controlError(t.error());
+  if (auto it = body.find("public"); it != body.end() && !it->is_null()) {
+    if (!it->is_boolean()) {
+      co_return controlError(Error(Errc::kInvalidArgument, "public must be true or false"));
+    }
+    t->is_public = it->get<bool>();
+    t->updated_at = box::unixNow();
+    if (auto put = s.registry.put(*t); !put) co_return controlError(put.error());
+  }
+  if (!v2) co_return jsonReply(http::status::ok, nullptr);
+  co_return jsonReply(http::status::ok, {{"names", json::array({t->name})}});
 }
 
 // DELETE /templates/{templateID}: the template, its tags and the hutch templates they name.

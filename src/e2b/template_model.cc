@@ -123,26 +123,50 @@ Result<std::optional<box::TemplateService::PullCredentials>> parseRegistry(
 // A RUN as root that makes `user` when the box has none of that name: Debian's adduser, else
 // useradd, else busybox's adduser; an image with none of them (Debian's busybox-static has no
 // adduser) gets the lines in /etc/passwd and /etc/group and a home, written by the shell.
-box::BuildStep makeUserStep(const std::string& user, std::string text) {
+// Makes `user` when the box has none of that name (adduser, else useradd, else by hand) and,
+// with `sudo`, lets it sudo without a password as E2B's builder does: the sudo or wheel group,
+// no password, and a NOPASSWD line in /etc/sudoers.d/e2b-USER (which Debian's, Ubuntu's,
+// Fedora's and Alpine's sudoers include), there already for a sudo installed later; an image
+// without those groups is not an error.
+box::BuildStep makeUserStep(const std::string& user, std::string text, bool sudo = false) {
   box::BuildStep make;
   make.kind = box::BuildStep::Kind::kRun;
   make.text = std::move(text);
   const std::string q = shellQuote(user);
-  make.argv = {
-      "/bin/sh", "-c",
-      fmt::format("id -u {0} >/dev/null 2>&1 && exit 0\n"
-                  "adduser --disabled-password --gecos '' {0} >/dev/null 2>&1 && exit 0\n"
-                  "useradd -m {0} >/dev/null 2>&1 && exit 0\n"
-                  "adduser -D {0} >/dev/null 2>&1 && exit 0\n"
-                  "u=1000\n"
-                  "while grep -q \"^[^:]*:[^:]*:$u:\" /etc/passwd /etc/group 2>/dev/null; do "
-                  "u=$((u+1)); done\n"
-                  "echo {0}:x:$u:$u::/home/{1}:/bin/sh >> /etc/passwd && "
-                  "echo {0}:x:$u: >> /etc/group && mkdir -p /home/{1} && "
-                  "chown $u:$u /home/{1} && exit 0\n"
-                  "echo \"Cannot make the user {0}: no adduser or useradd, and /etc/passwd is "
-                  "not writable\" >&2; exit 1",
-                  q, user)};
+  std::string script = fmt::format(
+      "mkuser() {{\n"
+      "id -u {0} >/dev/null 2>&1 && return 0\n"
+      "adduser --disabled-password --gecos '' {0} >/dev/null 2>&1 && return 0\n"
+      "useradd -m {0} >/dev/null 2>&1 && return 0\n"
+      "adduser -D {0} >/dev/null 2>&1 && return 0\n"
+      "u=1000\n"
+      "while grep -q \"^[^:]*:[^:]*:$u:\" /etc/passwd /etc/group 2>/dev/null; do "
+      "u=$((u+1)); done\n"
+      "echo {0}:x:$u:$u::/home/{1}:/bin/sh >> /etc/passwd && "
+      "echo {0}:x:$u: >> /etc/group && mkdir -p /home/{1} && "
+      "chown $u:$u /home/{1} && return 0\n"
+      "echo \"Cannot make the user {0}: no adduser or useradd, and /etc/passwd is "
+      "not writable\" >&2; return 1\n"
+      "}}\n"
+      "mkuser || exit 1\n",
+      q, user);
+  if (sudo) {
+    std::string file = "e2b-" + user;  // sudo skips a name with a '.' in /etc/sudoers.d
+    std::replace(file.begin(), file.end(), '.', '_');
+    script += fmt::format(
+        "for g in sudo wheel; do\n"
+        "  grep -q \"^$g:\" /etc/group 2>/dev/null || continue\n"
+        "  usermod -aG $g {0} 2>/dev/null || adduser {0} $g >/dev/null 2>&1 || "
+        "addgroup {0} $g 2>/dev/null\n"
+        "  break\n"
+        "done\n"
+        "passwd -d {0} >/dev/null 2>&1\n"
+        "mkdir -p /etc/sudoers.d && printf '%s\\n' {1} > /etc/sudoers.d/{2} && "
+        "chmod 0440 /etc/sudoers.d/{2}\n"
+        "exit 0",
+        q, shellQuote(user + " ALL=(ALL:ALL) NOPASSWD: ALL"), shellQuote(file));
+  }
+  make.argv = {"/bin/sh", "-c", std::move(script)};
   make.user = "root";
   return make;
 }
@@ -370,7 +394,9 @@ Result<E2bPlan> planBuild(const BuildStart& start, const std::string& base_templ
     // E2B's provisioning gives every image the user its SDKs run commands as by default.
     box::BuildStep provision = makeUserStep(
         std::string(kDefaultUser),
-        fmt::format("USER {} (made if missing, as E2B provisions every image)", kDefaultUser));
+        fmt::format("USER {} (made if missing, with sudo, as E2B provisions every image)",
+                    kDefaultUser),
+        true);
     provision.force = start.force;  // the whole build's force: its first step, so all of it
     add(std::move(provision));
   }
@@ -429,13 +455,18 @@ Result<E2bPlan> planBuild(const BuildStart& start, const std::string& base_templ
       step.kind = box::BuildStep::Kind::kWorkdir;
       step.text = "WORKDIR " + s.args[0];
       step.path = s.args[0];
+      out.workdir = s.args[0];
     } else if (s.type == "USER") {
       HUTCH_TRY_VOID(need(1, "a user"));
       HUTCH_TRY_VOID(checkName(s.args[0], false, "user"));
       user = s.args[0];
+      out.user = user;
+      const bool sudo = s.args.size() > 1 && s.args[1] == "true";
       if (user != "root") {
         // E2B makes the user when the box has none of that name.
-        box::BuildStep make = makeUserStep(user, "USER " + user + " (made if missing)");
+        box::BuildStep make = makeUserStep(
+            user, "USER " + user + (sudo ? " (made if missing, with sudo)" : " (made if missing)"),
+            sudo);
         make.force = step.force;
         step.force = false;
         add(std::move(make));

@@ -80,12 +80,17 @@ using FilesLookup = std::function<std::optional<std::filesystem::path>(const std
 struct E2bPlan {
   box::BuildPlan plan;
   std::vector<int> origin;  // plan.steps[i] comes from E2B step origin[i]
+  // The last USER and WORKDIR of the steps (nullopt: none): its sandboxes' default user and
+  // working directory, as E2B's finalize gives envd (when nullopt, the base's).
+  std::optional<std::string> user;
+  std::optional<std::string> workdir;
 };
 // `base_template` is the hutch template the build starts from when fromTemplate is set (the
 // caller resolves E2B names). RUN runs `/bin/bash -l -c CMD` where the box has bash, else
 // `/bin/sh -c CMD` (E2B's envd runs bash as a login shell); USER of a user the box lacks makes
-// it first (adduser, else useradd), as E2B does; COPY puts the uploaded files where E2B's copy
-// script puts them (copyItems).
+// it first (adduser, else useradd), as E2B does, and USER NAME true (E2B's own form, which its
+// builder gives the image's provisioned `user`) also gives it sudo without a password; COPY puts
+// the uploaded files where E2B's copy script puts them (copyItems).
 Result<E2bPlan> planBuild(const BuildStart& start, const std::string& base_template,
                           const FilesLookup& files);
 

@@ -199,6 +199,9 @@ TEST(PlanBuildTest, StepsMapBackToTheSdksSteps) {
   EXPECT_TRUE(steps[4].force);
   EXPECT_EQ(steps[5].path, "/app");
   EXPECT_EQ(steps[6].user, "root");
+  // The last USER and WORKDIR: its sandboxes' defaults (a RUN's own user changes neither).
+  EXPECT_EQ(plan->user, "alice");
+  EXPECT_EQ(plan->workdir, "/app");
   EXPECT_EQ(stepLabel(0, plan->origin), "1");
   EXPECT_EQ(stepLabel(2, plan->origin), "2");
   EXPECT_EQ(stepLabel(box::BuildLog::kBaseStep, plan->origin), "base");
@@ -211,6 +214,20 @@ TEST(PlanBuildTest, StepsMapBackToTheSdksSteps) {
   EXPECT_FALSE(planBuild(start, "x", {}));
   start.steps = {{"HEALTHCHECK", {"x"}, false, ""}};
   EXPECT_FALSE(planBuild(start, "x", {}));
+}
+
+TEST(PlanBuildTest, UserWithTrueMayAlsoSudo) {
+  BuildStart start;
+  start.from_template = "base";
+  start.steps = {{"USER", {"bob", "true"}, false, ""}, {"USER", {"carol"}, false, ""}};
+  auto plan = planBuild(start, "base", {});
+  ASSERT_TRUE(plan) << plan.error().describe();
+  ASSERT_EQ(plan->plan.steps.size(), 4u);
+  const std::string& bob = plan->plan.steps[0].argv.at(2);
+  EXPECT_NE(bob.find("'bob ALL=(ALL:ALL) NOPASSWD: ALL'"), std::string::npos) << bob;
+  EXPECT_EQ(plan->plan.steps[0].user, "root");
+  EXPECT_EQ(plan->plan.steps[2].argv.at(2).find("NOPASSWD"), std::string::npos);
+  EXPECT_EQ(plan->user, "carol");
 }
 
 TEST(PlanBuildTest, ForceOfTheWholeBuildForcesItsFirstStep) {
@@ -227,6 +244,10 @@ TEST(PlanBuildTest, ForceOfTheWholeBuildForcesItsFirstStep) {
   EXPECT_FALSE(plan->plan.steps[1].force);
   EXPECT_FALSE(plan->plan.steps[2].force);
   EXPECT_EQ(plan->origin, (std::vector<int>{0, 1, 2}));
+  // An image's provisioned user may sudo without a password, as E2B's are.
+  EXPECT_NE(plan->plan.steps[0].argv.at(2).find("NOPASSWD: ALL"), std::string::npos);
+  EXPECT_FALSE(plan->user);  // no USER, no WORKDIR: the base's defaults
+  EXPECT_FALSE(plan->workdir);
   start.from_image.clear();
   start.from_template = "base";
   plan = planBuild(start, "base", {});

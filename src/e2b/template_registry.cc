@@ -21,7 +21,9 @@ json toJson(const E2bTemplate& t) {
   for (const auto& [name, tag] : t.tags) {
     tags[name] = {{"build_id", tag.build_id},
                   {"hutch_template", tag.hutch_template},
-                  {"created_at", tag.created_at}};
+                  {"created_at", tag.created_at},
+                  {"user", tag.user},
+                  {"workdir", tag.workdir}};
   }
   return {{"id", t.id},
           {"name", t.name},
@@ -32,6 +34,7 @@ json toJson(const E2bTemplate& t) {
           {"cpus", t.cpus},
           {"memory_mib", t.memory_mib},
           {"build_count", t.build_count},
+          {"public", t.is_public},
           {"tags", tags}};
 }
 
@@ -46,10 +49,12 @@ E2bTemplate fromJson(const json& j) {
   t.cpus = j.value("cpus", 2u);
   t.memory_mib = j.value("memory_mib", uint64_t{1024});
   t.build_count = j.value("build_count", uint64_t{0});
+  t.is_public = j.value("public", false);
   const json tags = j.value("tags", json::object());
   for (const auto& [name, tag] : tags.items()) {
     t.tags[name] = {tag.value("build_id", ""), tag.value("hutch_template", ""),
-                    tag.value("created_at", int64_t{0})};
+                    tag.value("created_at", int64_t{0}), tag.value("user", ""),
+                    tag.value("workdir", "")};
   }
   return t;
 }

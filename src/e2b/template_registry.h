@@ -21,6 +21,11 @@ struct E2bTemplate {
     std::string build_id;
     std::string hutch_template;  // what boxes of this tag are made from
     int64_t created_at = 0;      // unix seconds
+    // Its sandboxes' defaults (E2B's envd defaultUser and defaultWorkdir): the build's last USER
+    // ("": E2B's "user") and last WORKDIR ("": the user's home), each inherited through
+    // fromTemplate.
+    std::string user;
+    std::string workdir;
     bool operator==(const Tag&) const = default;
   };
   std::string id;        // E2B's templateID
@@ -32,6 +37,7 @@ struct E2bTemplate {
   unsigned cpus = 2;
   uint64_t memory_mib = 1024;
   uint64_t build_count = 0;
+  bool is_public = false;  // every key may start sandboxes of it (`e2b template publish`)
   std::map<std::string, Tag> tags;
   bool operator==(const E2bTemplate&) const = default;
 

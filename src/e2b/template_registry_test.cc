@@ -20,7 +20,8 @@ TEST(TemplateRegistryTest, KeptAcrossOpens) {
     EXPECT_TRUE(r->all().empty());
     E2bTemplate t{.id = "t1", .name = "app", .owner_id = "k1", .created_at = 5};
     t.tags["default"] = {"b1", "e2b-t1-b1", 6};
-    t.tags["v1"] = {"b1", "e2b-t1-b1", 6};
+    t.tags["v1"] = {"b1", "e2b-t1-b1", 6, "root", "/srv/app"};
+    t.is_public = true;
     ASSERT_TRUE(r->put(t));
     ASSERT_TRUE(
         r->put(E2bTemplate{.id = "t2", .name = "other", .owner_id = "k2", .created_at = 1}));
@@ -33,6 +34,11 @@ TEST(TemplateRegistryTest, KeptAcrossOpens) {
   ASSERT_TRUE(app);
   EXPECT_EQ(app->id, "t1");
   EXPECT_EQ(app->tags.at("v1").hutch_template, "e2b-t1-b1");
+  EXPECT_EQ(app->tags.at("v1").user, "root");
+  EXPECT_EQ(app->tags.at("v1").workdir, "/srv/app");
+  EXPECT_EQ(app->tags.at("default").workdir, "");
+  EXPECT_TRUE(app->is_public);
+  EXPECT_FALSE(r->find("other")->is_public);
   EXPECT_EQ(app->hutchTemplates(), std::vector<std::string>{"e2b-t1-b1"});
   EXPECT_EQ(r->find("t1")->name, "app");
   ASSERT_TRUE(r->remove("t1"));

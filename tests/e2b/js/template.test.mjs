@@ -4,10 +4,12 @@
 // a failing step is the SDK's BuildError at the user's line; another key's name is refused.
 // The base is hutch's `base` template (no registry on the internet is reachable here).
 import assert from 'node:assert/strict'
+import { execFile } from 'node:child_process'
 import { mkdtempSync, writeFileSync, mkdirSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, test } from 'node:test'
+import { promisify } from 'node:util'
 import { sdk, Sandbox, RUN_ID, KEY_B, track, waitFor, processLines, rejectsWith, sleep } from './lib.mjs'
 
 const { Template, BuildError, waitForFile } = sdk
@@ -73,6 +75,10 @@ test('template: Sandbox.create(name) has the files, env, workdir, user and start
   const marks = await sbx.commands.run(
     'cat /opt/marker /opt/ran-as /tmp/pwd-at-build /tmp/env-at-build /tmp/user-at-build')
   assert.equal(marks.stdout, 'first\nroot\n/srv/app\nhi there\nuser\n')
+  // The build's last WORKDIR and USER are its sandboxes' defaults (E2B's envd defaultWorkdir
+  // and defaultUser); a command naming its own cwd or user still gets those.
+  assert.equal((await sbx.commands.run('pwd; id -un')).stdout, '/srv/app\nuser\n')
+  assert.equal((await sbx.commands.run('pwd', { cwd: '/tmp', user: 'root' })).stdout, '/tmp\n')
   // The template's ENV in the sandbox's commands.
   const env = await sbx.commands.run('echo "$TPL_GREETING|$TPL_RUN"')
   assert.equal(env.stdout, `hi there|${RUN_ID}\n`)
@@ -148,6 +154,44 @@ test("template: another key's name: exists, but not theirs to build or use", asy
     Error, 'a build of the name by key B')
   await assert.rejects(Sandbox.create(NAME, { apiKey: KEY_B }))
   assert.equal(await Template.exists(`tpl-none-${sfx}`), false)
+})
+
+test('template: the last setUser and setWorkdir are the sandbox defaults, through fromTemplate too', async () => {
+  const name = `${NAME}-root`
+  await Template.build(Template().fromTemplate(NAME).setUser('root').setWorkdir('/opt'), name, BUILD)
+  const sbx = await create(name)
+  assert.equal((await sbx.commands.run('pwd; id -un')).stdout, '/opt\nroot\n')
+  // A file operation without a user is the default user's too.
+  await sbx.files.write('/opt/by-default.txt', 'x')
+  assert.equal((await sbx.commands.run('stat -c %U /opt/by-default.txt')).stdout, 'root\n')
+  // Neither set: the base template's (NAME's /srv/app and user) are inherited.
+  const child = `${NAME}-child`
+  await Template.build(Template().fromTemplate(NAME).runCmd('true'), child, BUILD)
+  const inherited = await create(child)
+  assert.equal((await inherited.commands.run('pwd; id -un')).stdout, '/srv/app\nuser\n')
+})
+
+const cli = join(import.meta.dirname ?? new URL('.', import.meta.url).pathname, '..', 'node_modules', '.bin', 'e2b')
+const e2bCli = (args) => promisify(execFile)(cli, args, {
+  env: { ...process.env, E2B_DOMAIN: '', NO_COLOR: '1' },
+  timeout: 120_000,
+})
+
+test("template: e2b template publish lets every key use it (not build it); unpublish takes that back", { skip: process.env.E2B_SDK === 'e2b-old' ? 'once, in the latest lane' : false }, async (t) => {
+  if (!KEY_B) return t.skip('no second key (E2B_TEST_KEY_B)')
+  const published = await e2bCli(['template', 'publish', NAME, '-y'])
+  assert.match(published.stdout, new RegExp(`Published as: ${NAME}`))
+  const theirs = await Sandbox.create(NAME, { apiKey: KEY_B, timeoutMs: 300_000 })
+  try {
+    assert.equal((await theirs.commands.run('cat /opt/marker')).stdout, 'first\n')
+  } finally {
+    await theirs.kill()
+  }
+  // Still not theirs to build, tag or delete.
+  await rejectsWith(Template.build(Template().fromTemplate('base'), NAME, { ...BUILD, apiKey: KEY_B }),
+    Error, 'a build of a published name by key B')
+  await e2bCli(['template', 'unpublish', NAME, '-y'])
+  await assert.rejects(Sandbox.create(NAME, { apiKey: KEY_B }))
 })
 
 test('template: Template.exists of hutch templates', async () => {

@@ -69,6 +69,15 @@ def test_from_dockerfile_of_a_registry_image(dockerfile_build):
     r = sbx.commands.run('cat /app/hello.txt /app/arg.txt /app/ran-as; echo "$DF_ENV|$LANG"; id -un')
     assert r.stdout == f"hello from {RUN_ID}\nhello-arg\nroot\nfrom-the-dockerfile|C.UTF-8\nuser\n"
     assert "Debian GNU/Linux" in sbx.files.read("/etc/os-release")
+    # The Dockerfile's WORKDIR is where commands start (E2B's defaultWorkdir).
+    assert sbx.commands.run("pwd").stdout == "/app\n"
+    # The provisioned user may sudo without a password, as in E2B's images: the sudo group and a
+    # sudoers.d entry that a sudo installed later reads (this minbase image has no sudo).
+    r = sbx.commands.run("id -nG user; cat /etc/sudoers.d/e2b-user; stat -c %a /etc/sudoers.d/e2b-user", user="root")
+    groups, line, mode = r.stdout.splitlines()
+    assert "sudo" in groups.split(), groups
+    assert line == "user ALL=(ALL:ALL) NOPASSWD: ALL"
+    assert mode == "440"
 
 
 @needs_registry
