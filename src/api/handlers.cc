@@ -317,10 +317,10 @@ awaitable<Reply> createTemplate(box::TemplateService& templates, RequestContext&
   auto body = parseObject(ctx.request.body());
   if (!body) co_return errorResponse(body.error());
   for (const auto& [key, _] : body->items()) {
-    if (key != "name" && key != "from_box" && key != "from_image") {
+    if (key != "name" && key != "from_box" && key != "from_image" && key != "systemd") {
       co_return errorResponse(Error(Errc::kInvalidArgument, "Unknown field '" + key +
                                                                 "'; known fields: from_box, "
-                                                                "from_image, name"));
+                                                                "from_image, name, systemd"));
     }
   }
   if (!(*body)["name"].is_string() ||
@@ -330,20 +330,31 @@ awaitable<Reply> createTemplate(box::TemplateService& templates, RequestContext&
                                   "'name' (and 'from_box' or 'from_image' if given) must be "
                                   "strings"));
   }
+  if (body->contains("systemd") && !(*body)["systemd"].is_boolean()) {
+    co_return errorResponse(Error(Errc::kInvalidArgument, "'systemd' must be true or false"));
+  }
   std::string name = (*body)["name"];
   std::string from_box = body->value("from_box", "");
   std::string from_image = body->value("from_image", "");
+  const bool systemd = body->value("systemd", false);
   if (!from_box.empty() && !from_image.empty()) {
     co_return errorResponse(Error(Errc::kInvalidArgument,
                                   "Give 'from_box' or 'from_image', not both: a template comes "
                                   "from one source"));
   }
+  if (systemd && from_image.empty()) {
+    co_return errorResponse(Error(Errc::kInvalidArgument,
+                                  "'systemd' is for a template from an image (from_image, or an "
+                                  "archive): a recipe or a box keeps the init it has"));
+  }
+  const auto init =
+      systemd ? box::TemplateService::ImageInit::kSystemd : box::TemplateService::ImageInit::kAgent;
   Result<json> made = json();
   TemplateMaker make;
   auto cancel = std::make_shared<std::atomic<bool>>(false);
   if (!from_image.empty()) {
-    make = [&templates, name, from_image, cancel](box::TemplateService::Progress progress) {
-      return templates.createFromImage(name, from_image, std::move(progress), cancel);
+    make = [&templates, name, from_image, cancel, init](box::TemplateService::Progress progress) {
+      return templates.createFromImage(name, from_image, std::move(progress), cancel, {}, init);
     };
   } else if (from_box.empty()) {
     make = [&templates, name](box::TemplateService::Progress progress) {
@@ -377,21 +388,29 @@ awaitable<Reply> refuseUpload(RequestContext& ctx, bool reading, const Error& er
   co_return errorResponse(error);
 }
 
-// POST /v1/templates/{template}/archive[?image=NAME]: template {template} of an image archive,
+// POST /v1/templates/{template}/archive[?image=NAME][&systemd=true]: template {template} of an
+// image archive,
 // the body (a docker save or OCI archive tar, plain or compressed; docs/templates.md
 // "Archives"). Refusals of the name come before the body is read (with Expect: 100-continue,
 // before it is sent); then, as POST /v1/templates, NDJSON progress or 201 Template.
 awaitable<Reply> createTemplateFromArchive(box::TemplateService& templates, RequestContext& ctx) {
-  for (const auto& [key, _] : ctx.query) {
-    if (key != "image") {
+  for (const auto& [key, value] : ctx.query) {
+    if (key != "image" && key != "systemd") {
       co_return co_await refuseUpload(
           ctx, false,
           Error(Errc::kInvalidArgument,
-                "Unknown parameter '" + key + "'; known parameters: image"));
+                "Unknown parameter '" + key + "'; known parameters: image, systemd"));
+    }
+    if (key == "systemd" && value != "true" && value != "false") {
+      co_return co_await refuseUpload(
+          ctx, false, Error(Errc::kInvalidArgument, "systemd must be true or false"));
     }
   }
   const std::string name = param(ctx, "template");
   const std::string image = ctx.query.contains("image") ? ctx.query.at("image") : "";
+  const auto init = ctx.query.contains("systemd") && ctx.query.at("systemd") == "true"
+                        ? box::TemplateService::ImageInit::kSystemd
+                        : box::TemplateService::ImageInit::kAgent;
   BodyReader& body = *ctx.body;
   bool reading = false;
   auto received = co_await templates.receiveArchive(name, body.contentLength(), [&] {
@@ -400,9 +419,9 @@ awaitable<Reply> createTemplateFromArchive(box::TemplateService& templates, Requ
   });
   if (!received) co_return co_await refuseUpload(ctx, reading, received.error());
   auto cancel = std::make_shared<std::atomic<bool>>(false);
-  TemplateMaker make = [&templates, name, image, archive = *received,
-                        cancel](box::TemplateService::Progress progress) {
-    return templates.createFromArchive(name, archive, image, std::move(progress), cancel);
+  TemplateMaker make = [&templates, name, image, archive = *received, cancel,
+                        init](box::TemplateService::Progress progress) {
+    return templates.createFromArchive(name, archive, image, std::move(progress), cancel, init);
   };
   if (ctx.request[http::field::accept].find("application/x-ndjson") != std::string_view::npos) {
     co_return co_await streamBuild(ctx, std::move(make), cancel);

@@ -40,6 +40,7 @@
 #include "image/rootfs_image.h"
 #include "image/skopeo_argv.h"
 #include "image/skopeo_error.h"
+#include "image/systemd_init.h"
 #include "sys/files.h"
 #include "sys/run.h"
 
@@ -173,7 +174,7 @@ Result<TemplateService::ImageKernel> TemplateService::imageKernel() const {
 
 boost::asio::awaitable<Result<json>> TemplateService::createFromImage(
     std::string name, std::string reference, Progress progress, sys::CancelFlag cancel,
-    std::optional<PullCredentials> credentials) {
+    std::optional<PullCredentials> credentials, ImageInit init) {
   HUTCH_CO_TRY_VOID(checkNewName(name));
   HUTCH_CO_TRY(image::Reference ref, image::parseReference(reference));
   const auto& allowed = config_.image.allowed_registries;
@@ -188,7 +189,7 @@ boost::asio::awaitable<Result<json>> TemplateService::createFromImage(
     return pullImage(ref, say, cancel, credentials);
   };
   co_return co_await makeFromImage(std::move(name), ref.str(), std::move(fetch),
-                                   std::move(progress), std::move(cancel));
+                                   std::move(progress), std::move(cancel), init);
 }
 
 boost::asio::awaitable<Result<TemplateService::ReceivedArchive>> TemplateService::receiveArchive(
@@ -241,37 +242,33 @@ boost::asio::awaitable<Result<TemplateService::ReceivedArchive>> TemplateService
   co_return ReceivedArchive{.file = std::move(owned), .bytes = bytes};
 }
 
-boost::asio::awaitable<Result<json>> TemplateService::createFromArchive(std::string name,
-                                                                        ReceivedArchive archive,
-                                                                        std::string image,
-                                                                        Progress progress,
-                                                                        sys::CancelFlag cancel) {
+boost::asio::awaitable<Result<json>> TemplateService::createFromArchive(
+    std::string name, ReceivedArchive archive, std::string image, Progress progress,
+    sys::CancelFlag cancel, ImageInit init) {
   FetchImage fetch = [this, archive, image, cancel](const Say& say) {
     return importArchive(archive, image, say, cancel);
   };
   co_return co_await makeFromImage(std::move(name), "an archive", std::move(fetch),
-                                   std::move(progress), std::move(cancel));
+                                   std::move(progress), std::move(cancel), init);
 }
 
-boost::asio::awaitable<Result<json>> TemplateService::makeFromImage(std::string name,
-                                                                    std::string what,
-                                                                    FetchImage fetch,
-                                                                    Progress progress,
-                                                                    sys::CancelFlag cancel) {
+boost::asio::awaitable<Result<json>> TemplateService::makeFromImage(
+    std::string name, std::string what, FetchImage fetch, Progress progress, sys::CancelFlag cancel,
+    ImageInit init) {
   Making making(making_);
   HUTCH_CO_TRY_VOID(checkNewName(name));
   HUTCH_CO_TRY(ImageKernel kernel, imageKernel());
   const std::string key =
       fmt::format("{}", std::chrono::system_clock::to_time_t(std::chrono::system_clock::now()));
   fs::path dir = config_.images_dir / fmt::format("{}-image-{}", name, key);
-  auto work = [this, name, key, dir, kernel, progress, fetch, cancel]() -> Result<json> {
+  auto work = [this, name, key, dir, kernel, progress, fetch, cancel, init]() -> Result<json> {
     Say say = [&progress](const std::string& line) {
       if (progress) progress(line + "\n");
     };
     const fs::path tmp = dir.string() + ".tmp";
     auto made = [&]() -> Result<json> {
       HUTCH_TRY(FetchedImage fetched, fetch(say));
-      HUTCH_TRY(std::string root_key, rootKey(fetched, kernel));
+      HUTCH_TRY(std::string root_key, rootKey(fetched, kernel, init));
       json manifest;
       if (std::optional<json> reused = reuseRoot(root_key, fetched, tmp)) {
         say(
@@ -280,7 +277,7 @@ boost::asio::awaitable<Result<json>> TemplateService::makeFromImage(std::string 
                         fetched.resolved.manifest_digest));
         manifest = std::move(*reused);
       } else {
-        HUTCH_TRY(manifest, unpackImage(fetched, tmp, kernel, say, cancel));
+        HUTCH_TRY(manifest, unpackImage(fetched, tmp, kernel, init, say, cancel));
         keepRoot(root_key, tmp, manifest);
       }
       manifest["name"] = name;
@@ -354,11 +351,12 @@ Result<fs::path> TemplateService::kernelModules(const std::string& release) cons
                           (config_.cache_dir / "kernel").string(), config_.image.kernel_template));
 }
 
-Result<std::string> TemplateService::rootKey(const FetchedImage& image,
-                                             const ImageKernel& kernel) const {
+Result<std::string> TemplateService::rootKey(const FetchedImage& image, const ImageKernel& kernel,
+                                             ImageInit init) const {
   image::Sha256 hash;
   hash.update(
       fmt::format("hutch-root-v1\n{}\n{}\n", image.resolved.manifest_digest, kernel.release));
+  if (init == ImageInit::kSystemd) hash.update(std::string_view("init=systemd\n"));
   UniqueFd agent(::open(config_.agent.c_str(), O_RDONLY | O_CLOEXEC));
   if (!agent) return fail(sysError("Cannot open " + config_.agent.string(), errno));
   std::array<char, 1 << 16> buf{};
@@ -612,7 +610,7 @@ Result<TemplateService::FetchedImage> TemplateService::importArchive(
 }
 
 Result<json> TemplateService::unpackImage(const FetchedImage& fetched, const fs::path& tmp,
-                                          const ImageKernel& kernel, const Say& say,
+                                          const ImageKernel& kernel, ImageInit init, const Say& say,
                                           const sys::CancelFlag& cancel) {
   const ImagePullConfig& ic = config_.image;
   const image::ResolvedImage& resolved = fetched.resolved;
@@ -666,6 +664,11 @@ Result<json> TemplateService::unpackImage(const FetchedImage& fetched, const fs:
   HUTCH_TRY_VOID(root.mkdirAll("lib/modules", 0755));
   HUTCH_TRY_VOID(root.remove("lib/modules/" + kernel.release));
   HUTCH_TRY_VOID(root.copyTreeFrom(kernel.modules, "lib/modules/" + kernel.release));
+  std::string init_path;
+  if (init == ImageInit::kSystemd) {
+    HUTCH_TRY(init_path, image::addSystemdInit(root));
+    say(fmt::format("Boots {} as PID 1, with hutch-agent as its service", init_path));
+  }
 
   // 5. The root disk.
   HUTCH_TRY(image::TreeSize size, image::measureTree(tmp / "tree"));
@@ -693,10 +696,12 @@ Result<json> TemplateService::unpackImage(const FetchedImage& fetched, const fs:
   source["bytes"] = usage.bytes;
   say(fmt::format("Image {} unpacked ({} in {} layers)", label, mib(usage.bytes),
                   resolved.layers.size()));
-  return json{{"created", utcNow()},
-              {"source", "image"},
-              {"image", std::move(source)},
-              {"defaults", defaultsJson(config)}};
+  json made{{"created", utcNow()},
+            {"source", "image"},
+            {"image", std::move(source)},
+            {"defaults", defaultsJson(config)}};
+  if (!init_path.empty()) made["init"] = init_path;
+  return made;
 }
 
 }  // namespace hutch::box

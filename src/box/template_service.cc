@@ -95,6 +95,8 @@ Result<nlohmann::json> TemplateService::describe(const storage::Template& t) {
   // A template from an image: which one (by digest), and the defaults its config gave.
   if (t.manifest.contains("image")) j["image"] = t.manifest["image"];
   if (t.manifest.contains("defaults")) j["defaults"] = t.manifest["defaults"];
+  // PID 1 when it is not hutch-agent (--systemd: the image's systemd).
+  if (t.manifest.contains("init")) j["init"] = t.manifest["init"];
   // A built template: its base and cache key; a start command and ready check.
   if (t.manifest.contains("build")) j["build"] = t.manifest["build"];
   if (t.manifest.contains("start")) j["start"] = t.manifest["start"];
@@ -179,8 +181,9 @@ boost::asio::awaitable<Result<nlohmann::json>> TemplateService::createFromBox(
     if (j.is_object()) {
       // The boot (a kernel template's, for a box of an image) and what boxes of it take from
       // the parent's image: a frozen box keeps its image's config, as `docker commit` does.
-      for (const char* k : {"kernel_version", "kernel_cmdline", "kernel_cmdline_template",
-                            "initramfs_key", "agent_sha256", "image", "defaults", "start"}) {
+      for (const char* k :
+           {"kernel_version", "kernel_cmdline", "kernel_cmdline_template", "initramfs_key",
+            "agent_sha256", "image", "defaults", "start", "init"}) {
         if (j.contains(k)) manifest[k] = j[k];
       }
     }

@@ -88,13 +88,16 @@ class TemplateService {
   // `credentials`, when given, are used for this one pull instead of the host's logins (E2B's
   // fromImageRegistry): written only into the pull's own scratch directory (0700, removed when
   // the pull ends) for skopeo's --authfile, never logged, never kept, never given to a box.
+  // `init` kSystemd boots the image's systemd as PID 1 with hutch-agent its service
+  // (image/systemd_init.h); kFailedPrecondition for an image without systemd.
   struct PullCredentials {
     std::string username;
     std::string password;
   };
+  enum class ImageInit { kAgent, kSystemd };
   boost::asio::awaitable<Result<nlohmann::json>> createFromImage(
       std::string name, std::string reference, Progress progress = {}, sys::CancelFlag cancel = {},
-      std::optional<PullCredentials> credentials = {});
+      std::optional<PullCredentials> credentials = {}, ImageInit init = ImageInit::kAgent);
   // An image archive a client sent, kept in a directory of its own under <state>/oci/tmp that
   // goes when the last copy of this does.
   struct ReceivedArchive {
@@ -115,11 +118,9 @@ class TemplateService {
   // OCI ref.name, "@N"; empty: its only image), as createFromImage makes one from a registry's
   // (image/image_archive.h: what an archive may hold, and how it is checked before skopeo
   // copies it). Nothing is left when it fails.
-  boost::asio::awaitable<Result<nlohmann::json>> createFromArchive(std::string name,
-                                                                   ReceivedArchive archive,
-                                                                   std::string image,
-                                                                   Progress progress = {},
-                                                                   sys::CancelFlag cancel = {});
+  boost::asio::awaitable<Result<nlohmann::json>> createFromArchive(
+      std::string name, ReceivedArchive archive, std::string image, Progress progress = {},
+      sys::CancelFlag cancel = {}, ImageInit init = ImageInit::kAgent);
   // Credentials for registries hutchd pulls from (image/registry_auth.h): kept on the host.
   Result<std::vector<image::RegistryLogin>> registryLogins();
   Result<image::RegistryLogin> registryLogin(std::string_view registry, std::string_view username,
@@ -163,7 +164,8 @@ class TemplateService {
   // `fetch`, unpackImage and the template's directory written and renamed into place.
   boost::asio::awaitable<Result<nlohmann::json>> makeFromImage(std::string name, std::string what,
                                                                FetchImage fetch, Progress progress,
-                                                               sys::CancelFlag cancel);
+                                                               sys::CancelFlag cancel,
+                                                               ImageInit init);
   // The kernel template boxes of images boot, and its modules; kFailedPrecondition without
   // them or without the agent.
   struct ImageKernel {
@@ -178,13 +180,15 @@ class TemplateService {
   Result<FetchedImage> importArchive(const ReceivedArchive& archive, const std::string& want,
                                      const Say& say, const sys::CancelFlag& cancel);
   Result<nlohmann::json> unpackImage(const FetchedImage& image, const std::filesystem::path& tmp,
-                                     const ImageKernel& kernel, const Say& say,
+                                     const ImageKernel& kernel, ImageInit init, const Say& say,
                                      const sys::CancelFlag& cancel);
   // The root disks made from pulled images, kept in <oci>/roots/<key> (a hard link of the
   // read-only rootfs.img and the manifest fields it was made with) by what makes them: the
-  // image's manifest digest, the agent's bytes and the kernel release. A second template of the
-  // same image links it instead of unpacking again; store_prune.h removes one no template links.
-  Result<std::string> rootKey(const FetchedImage& image, const ImageKernel& kernel) const;
+  // image's manifest digest, the agent's bytes, the kernel release and the init. A second
+  // template of the same image links it instead of unpacking again; store_prune.h removes one no
+  // template links.
+  Result<std::string> rootKey(const FetchedImage& image, const ImageKernel& kernel,
+                              ImageInit init) const;
   std::optional<nlohmann::json> reuseRoot(const std::string& key, const FetchedImage& image,
                                           const std::filesystem::path& tmp) const;
   void keepRoot(const std::string& key, const std::filesystem::path& tmp,

@@ -253,11 +253,21 @@ int main(int argc, char** argv) {
       ->add_option("--image", template_archive_image,
                    "Of an archive holding several images, the one to use (a tag, or @N)")
       ->needs(from_archive_opt);
-  template_create->callback([&template_from, &template_image, &template_archive] {
-    if (template_from.empty() && template_image.empty() && template_archive.empty()) {
-      throw CLI::RequiredError("--from BOX, --from-image REF or --from-archive FILE");
-    }
-  });
+  bool template_systemd = false;
+  template_create->add_flag(
+      "--systemd", template_systemd,
+      "Boot the image's own systemd as PID 1, with hutch-agent as its service (as the systemd "
+      "template does); the image must have systemd");
+  template_create->callback(
+      [&template_from, &template_image, &template_archive, &template_systemd] {
+        if (template_from.empty() && template_image.empty() && template_archive.empty()) {
+          throw CLI::RequiredError("--from BOX, --from-image REF or --from-archive FILE");
+        }
+        if (template_systemd && !template_from.empty()) {
+          throw CLI::ValidationError(
+              "--systemd", "is for a template from an image (--from-image or --from-archive)");
+        }
+      });
   template_create->add_option("name", template_name, "New template name")->required();
   std::vector<std::string> template_rm_names;
   auto* template_rm = template_cmd->add_subcommand("rm", "Remove templates no box uses");
@@ -567,7 +577,8 @@ int main(int argc, char** argv) {
                              {.box = template_from,
                               .image = template_image,
                               .archive = template_archive,
-                              .archive_image = template_archive_image});
+                              .archive_image = template_archive_image,
+                              .systemd = template_systemd});
   }
   if (template_rm->parsed()) return cmdTemplateRemove(client, out, template_rm_names);
   if (registry_login->parsed()) return cmdRegistryLogin(client, out, registry_host, registry_user);

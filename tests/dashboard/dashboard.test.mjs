@@ -327,9 +327,15 @@ test("an admin makes a template of a registry image in New template, with its pr
   await dialog.getByRole("button", { name: "Create" }).click();
   await alert.filter({ hasText: "Dockerfile line 2" }).waitFor({ timeout: SHORT });
 
-  // The image that is there: progress lines as the pull goes, then the template.
+  // systemd as PID 1 asked of an image without systemd: refused, saying so.
   await dialog.getByLabel("Source").selectOption("image");
   await dialog.getByLabel("Image").fill(`${registry}/test/busybox:latest`);
+  await dialog.getByLabel(/systemd as PID 1/).check();
+  await dialog.getByRole("button", { name: "Create" }).click();
+  await alert.filter({ hasText: "has no systemd" }).waitFor({ timeout: LONG });
+  await dialog.getByLabel(/systemd as PID 1/).uncheck();
+
+  // The image that is there: progress lines as the pull goes, then the template.
   await dialog.getByRole("button", { name: "Create" }).click();
   await dialog.getByRole("status").filter({ hasText: "Template dash-busybox made (image)" }).waitFor({ timeout: LONG });
   assert.notEqual((await dialog.getByRole("log", { name: "Progress" }).textContent()).trim(), "");

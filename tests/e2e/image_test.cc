@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "harness.h"
+#include "image_support.h"
 
 namespace hutch::e2e {
 namespace {
@@ -50,6 +51,7 @@ class ImageTest : public ::testing::Test {
     // (image, repository:tag, extra arguments of registry.sh push)
     const std::vector<std::array<std::string, 3>> pushes = {
         {"debian", "test/debian:latest", ""},
+        {"systemd", "test/systemd:latest", ""},
         {"busybox", "test/busybox:latest", ""},
         {"busybox", "test/busybox:v2s2", " -- --format v2s2"},  // a Docker schema 2 manifest
         {"zstd", "test/busybox:zstd", ""},
@@ -192,6 +194,57 @@ TEST_F(ImageTest, ADebianImageAndAShellLessImageBoth) {
   EXPECT_NE(shell_string.exit_code, 0);
   EXPECT_NE(shell_string.err.find("sh"), std::string::npos) << shell_string.err;
   EXPECT_EQ(daemon_->hutch({"rm", "-f", "bare1"}).exit_code, 0);
+}
+
+TEST_F(ImageTest, AnImageWithSystemdBootsItAsPid1OnlyWhenAsked) {
+  // Its CMD is systemd, but without --systemd hutch-agent is PID 1, as in every image.
+  auto plain = create("sdplain", ref("systemd"));
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_FALSE(templateNamed("sdplain").contains("init")) << templateNamed("sdplain").dump();
+  auto agent = daemon_->hutch(
+      {"run", "--rm", "--template", "sdplain", "--", "cat", "/proc/1/comm", "/etc/hutch/init"});
+  EXPECT_NE(agent.exit_code, 0);  // no /etc/hutch/init
+  EXPECT_EQ(agent.out, "hutch-agent\n") << agent.err;
+
+  // With it: the image's systemd is PID 1, booted before the template's snapshot (its ready
+  // check), and hutch-agent is one of its services.
+  login();
+  auto made =
+      daemon_->hutch({"template", "create", "--from-image", ref("systemd"), "--systemd", "sd"});
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  EXPECT_NE(made.err.find("as PID 1, with hutch-agent as its service"), std::string::npos)
+      << made.err;
+  EXPECT_EQ(templateNamed("sd")["init"], "/usr/lib/systemd/systemd") << templateNamed("sd").dump();
+  ASSERT_EQ(daemon_->hutch({"run", "--name", "sd1", "--template", "sd"}).exit_code, 0);
+  auto booted = daemon_->hutch(
+      {"exec", "-u", "root", "sd1", "--", "sh", "-c",
+       "cat /proc/1/comm; systemctl is-active hutch-agent; systemctl is-system-running || true"});
+  ASSERT_EQ(booted.exit_code, 0) << booted.err;
+  EXPECT_TRUE(booted.out.starts_with("systemd\nactive\n")) << booted.out;
+  EXPECT_TRUE(booted.out.ends_with("running\n") || booted.out.ends_with("degraded\n"))
+      << booted.out;
+  // A service started now is systemd's, and still there for the next exec.
+  auto unit = daemon_->hutch(
+      {"exec", "-u", "root", "sd1", "--", "systemd-run", "--unit=hello", "sleep", "1000"});
+  EXPECT_EQ(unit.exit_code, 0) << unit.err;
+  auto active = daemon_->hutch({"exec", "sd1", "--", "systemctl", "is-active", "hello"});
+  EXPECT_EQ(active.out, "active\n") << active.err;
+  EXPECT_EQ(daemon_->hutch({"rm", "-f", "sd1"}).exit_code, 0);
+
+  // An image without systemd is refused before anything is made, saying what to do.
+  auto refused =
+      daemon_->hutch({"template", "create", "--from-image", ref("debian"), "--systemd", "nosd"});
+  EXPECT_EQ(refused.exit_code, 65) << refused.err;  // failed precondition
+  EXPECT_NE(refused.err.find("has no systemd"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("without --systemd"), std::string::npos) << refused.err;
+  EXPECT_EQ(leftoversOf(*daemon_, "nosd"), "");
+  // And a box's disk keeps the init it has.
+  auto from_box = daemon_->hutch({"template", "create", "--from", "x", "--systemd", "y"});
+  EXPECT_NE(from_box.exit_code, 0);
+  EXPECT_NE(from_box.err.find("--systemd"), std::string::npos) << from_box.err;
+  for (const char* t : {"sd", "sdplain"}) {
+    EXPECT_EQ(daemon_->hutch({"template", "rm", t}).exit_code, 0) << t;
+  }
 }
 
 TEST_F(ImageTest, AnIndexGivesItsAmd64ImageAndAnArm64OnlyImageIsRefusedWithNothingLeft) {

@@ -31,7 +31,7 @@ die() {
   exit 1
 }
 
-ALL_IMAGES=(debian busybox static layers multiarch arm64only zstd)
+ALL_IMAGES=(debian systemd busybox static layers multiarch arm64only zstd)
 CACHE_ROOT=${HUTCH_CACHE_DIR:-/var/cache/hutch}/test-images
 ARCH=$(dpkg --print-architecture)
 # The path a normal image gets; also the mtime-independent bits that every image shares.
@@ -53,29 +53,49 @@ add_layer() {
 # ---------------------------------------------------------------------------------------------
 # The images. build_NAME OUT WORK: writes the OCI layout OUT, with WORK as scratch space.
 
-# A Debian minbase of the host's suite, one ./-prefixed layer as mmdebstrap writes it.
-build_debian() {
-  local out=$1 work=$2 suite mirrors=()
+# minbase_rootfs WORK [MMDEBSTRAP_ARGS...]: WORK/rootfs.tar, a Debian minbase of the host's
+# suite (one ./-prefixed layer as mmdebstrap writes it), with the extra arguments (--include=).
+minbase_rootfs() {
+  local work=$1 suite mirrors=()
+  shift
   need_cmd mmdebstrap
-  [ "$(id -u)" -eq 0 ] || die "building the debian image needs root (mmdebstrap --mode=root)"
+  [ "$(id -u)" -eq 0 ] || die "building a Debian image needs root (mmdebstrap --mode=root)"
   suite=$(host_suite)
   mapfile -t mirrors < <(apt_mirror_lines "$suite")
   [ ${#mirrors[@]} -gt 0 ] || die "no apt source for '$suite' in the host's apt configuration"
-  log "debian: mmdebstrap $suite minbase from $(printf '%s; ' "${mirrors[@]}")"
+  log "mmdebstrap $suite minbase $* from $(printf '%s; ' "${mirrors[@]}")"
   # --skip=output/dev: no device nodes in the layer, as in Docker's official images.
   # shellcheck disable=SC2016 # the hook's $1 is mmdebstrap's, not ours
-  mmdebstrap --mode=root --variant=minbase --arch="$ARCH" --format=tar --skip=output/dev \
+  mmdebstrap --mode=root --variant=minbase --arch="$ARCH" --format=tar --skip=output/dev "$@" \
     --aptopt='Acquire::Languages "none"' \
     --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/locale/*' \
     --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-include=/usr/share/doc/*/copyright' \
     --customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*.bin' \
     "$suite" "$work/rootfs.tar" "${mirrors[@]}" >"$work/mmdebstrap.log" 2>&1 ||
     die "mmdebstrap failed: $(tail -n 20 "$work/mmdebstrap.log")"
+}
+
+# A Debian minbase of the host's suite.
+build_debian() {
+  local out=$1 work=$2
+  minbase_rootfs "$work"
   umoci_start "$out" latest
-  add_layer "$out:latest" "$work/rootfs.tar" "mmdebstrap --variant=minbase $suite"
+  add_layer "$out:latest" "$work/rootfs.tar" "mmdebstrap --variant=minbase $(host_suite)"
   umoci config --image "$out:latest" --no-history --config.env "PATH=$STD_PATH" \
     --config.env LANG=C.UTF-8 --config.workingdir /root --config.cmd bash \
     --config.label org.example.test=debian
+}
+
+# The same with systemd and D-Bus (no udev, no systemd-sysv), whose CMD is systemd, as the
+# images people run systemd in are (hutch template create --from-image --systemd).
+build_systemd() {
+  local out=$1 work=$2
+  minbase_rootfs "$work" --include=systemd,dbus
+  umoci_start "$out" latest
+  add_layer "$out:latest" "$work/rootfs.tar" "mmdebstrap --variant=minbase --include=systemd,dbus $(host_suite)"
+  umoci config --image "$out:latest" --no-history --config.env "PATH=$STD_PATH" \
+    --config.env LANG=C.UTF-8 --config.cmd /lib/systemd/systemd \
+    --config.label org.example.test=systemd
 }
 
 # busybox-static with every applet as a symlink in /bin, a user `app`, and a full config.
@@ -186,6 +206,14 @@ EOF
 # ---------------------------------------------------------------------------------------------
 # Keys: what each image is made of.
 
+# PKG=VERSION of each package's candidate version.
+candidate_versions() {
+  local p
+  for p in "$@"; do
+    printf '%s=%s\n' "$p" "$(apt-cache policy "$p" | awk '$1 == "Candidate:" {print $2}')"
+  done
+}
+
 minbase_versions() {
   apt-cache dumpavail | awk 'BEGIN { RS = ""; FS = "\n" }
     { p = v = ""; keep = 0
@@ -204,14 +232,16 @@ image_key() {
     printf 'test-images-v1 %s arch=%s umoci=%s skopeo=%s STD_PATH=%s\n' "$name" "$ARCH" \
       "$(pkg_version umoci)" "$(pkg_version skopeo)" "$STD_PATH"
     declare -f "build_$name" umoci_start add_layer
+    case "$name" in debian | systemd) declare -f minbase_rootfs ;; esac
     case "$name" in multiarch | arm64only) declare -f tiny_arm64 ;; esac
-    if [ "$name" != debian ]; then
+    if [ "$name" != debian ] && [ "$name" != systemd ]; then
       printf 'python3=%s ocitool=%s\n' "$(pkg_version python3)" "$(sha256_file "$OCITOOL")"
     fi
     case "$name" in
-      debian)
+      debian | systemd)
         printf 'suite=%s mmdebstrap=%s\n' "$(host_suite)" "$(pkg_version mmdebstrap)"
         minbase_versions
+        if [ "$name" = systemd ]; then candidate_versions systemd dbus; fi
         ;;
       busybox) printf 'busybox-static=%s\n' "$(pkg_version busybox-static)" ;;
       static)

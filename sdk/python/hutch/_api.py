@@ -353,13 +353,16 @@ def list_templates() -> Call[List[Template]]:
 
 
 def create_template(name: str, from_box: str | None = None,
-                    from_image: str | None = None) -> Call[Template]:
+                    from_image: str | None = None, systemd: bool = False) -> Call[Template]:
     if not isinstance(name, str) or not name:
         raise InvalidArgumentError(f"A template needs a non-empty name, got {name!r}")
     if from_box is not None and from_image is not None:
         raise InvalidArgumentError("Give from_box or from_image, not both: a template comes "
                                    "from one source")
-    body = {"name": name}
+    _check_systemd(systemd, from_image is not None)
+    body: dict[str, Any] = {"name": name}
+    if systemd:
+        body["systemd"] = True
     if from_box is not None:
         body["from_box"] = from_box
     if from_image is not None:
@@ -374,13 +377,25 @@ def template_archive_path(name: str) -> str:
     return f"/v1/templates/{seg(name)}/archive"
 
 
-def archive_params(image: str | None) -> dict[str, str] | None:
-    if image is None:
-        return None
-    if not isinstance(image, str) or not image:
-        raise InvalidArgumentError(f"image names one image of the archive (a tag, or '@N'), "
-                                   f"got {image!r}")
-    return {"image": image}
+def _check_systemd(systemd: Any, from_an_image: bool) -> None:
+    if not isinstance(systemd, bool):
+        raise InvalidArgumentError(f"systemd is True or False, got {systemd!r}")
+    if systemd and not from_an_image:
+        raise InvalidArgumentError("systemd is for a template from an image (from_image or "
+                                   "from_archive): a box's disk keeps the init it has")
+
+
+def archive_params(image: str | None, systemd: bool = False) -> dict[str, str] | None:
+    _check_systemd(systemd, True)
+    params: dict[str, str] = {}
+    if image is not None:
+        if not isinstance(image, str) or not image:
+            raise InvalidArgumentError(f"image names one image of the archive (a tag, or "
+                                       f"'@N'), got {image!r}")
+        params["image"] = image
+    if systemd:
+        params["systemd"] = "true"
+    return params or None
 
 
 def build_params(name: str, dockerfile: str, *, build_args: Mapping[str, str] | None = None,

@@ -235,6 +235,8 @@ class Template:
     start: TemplateStart | None = None
     #: The image's (or Dockerfile's) ENV, USER, WORKDIR, ... for images and builds.
     defaults: TemplateDefaults | None = None
+    #: PID 1 when it is not hutch-agent: the image's systemd (made with ``systemd=True``).
+    init: str | None = None
     raw: dict[str, Any] = _raw()
 
     def __post_init__(self) -> None:

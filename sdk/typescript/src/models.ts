@@ -230,6 +230,8 @@ export interface Template {
   start?: TemplateStart;
   /** What the image's config (or the Dockerfile) gives its boxes: ENV, USER, WORKDIR, ... */
   defaults?: TemplateDefaults;
+  /** PID 1 when it is not hutch-agent: the image's systemd (made with `systemd: true`). */
+  init?: string;
 }
 
 export interface TemplateImage {
@@ -328,6 +330,7 @@ export function templateFromJson(value: unknown): Template {
       stopSignal: str(d, "stop_signal", wd),
     };
   }
+  if (o["init"] !== undefined && o["init"] !== null) t.init = str(o, "init", w);
   return t;
 }
 

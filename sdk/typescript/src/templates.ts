@@ -62,9 +62,24 @@ export interface BuildOptions extends ProgressOptions {
   stepTimeoutS?: number;
 }
 
-export interface ArchiveOptions extends ProgressOptions {
+export interface ImageOptions extends ProgressOptions {
+  /**
+   * Boot the image's own systemd as PID 1, with hutch-agent as its service, as hutch's systemd
+   * template does; an image without systemd is refused.
+   */
+  systemd?: boolean;
+}
+
+export interface ArchiveOptions extends ImageOptions {
   /** Of an archive holding several images, the one to use: a tag, or "@N". */
   image?: string;
+}
+
+function checkSystemd(options: ImageOptions): boolean {
+  if (options.systemd !== undefined && typeof options.systemd !== "boolean") {
+    throw new InvalidArgumentError(`systemd is true or false, got ${JSON.stringify(options.systemd)}`);
+  }
+  return options.systemd === true;
 }
 
 /**
@@ -154,15 +169,17 @@ export class Templates {
    * "python:3.12-slim", "registry.example:5000/team/app:1", "NAME@sha256:...". Credentials are
    * the host's (`hutch registry login`). Resolves with the template once it is made.
    */
-  async createFromImage(name: string, image: string, options: ProgressOptions = {}): Promise<Template> {
+  async createFromImage(name: string, image: string, options: ImageOptions = {}): Promise<Template> {
     checkName(name);
     if (typeof image !== "string" || image.trim() === "") {
       throw new InvalidArgumentError(`An image reference such as "python:3.12-slim" is needed, got ${JSON.stringify(image)}`);
     }
+    const json: Record<string, unknown> = { name, from_image: image };
+    if (checkSystemd(options)) json.systemd = true;
     return this.stream(`The pull of ${image} as template ${name}`, options, {
       method: "POST",
       path: "/v1/templates",
-      json: { name, from_image: image },
+      json,
     });
   }
 
@@ -176,8 +193,9 @@ export class Templates {
     if (options.image !== undefined && (typeof options.image !== "string" || options.image === "")) {
       throw new InvalidArgumentError('image names one image of the archive: a tag, or "@N"');
     }
+    const systemd = checkSystemd(options);
     const { body, length } = await archiveBody(archive);
-    const query: Query = { image: options.image };
+    const query: Query = { image: options.image, systemd: systemd ? "true" : undefined };
     return this.stream(`The import of the archive as template ${name}`, options, {
       method: "POST",
       path: pathOf`/v1/templates/${name}/archive`,

@@ -80,6 +80,7 @@ struct TemplateSource {
   std::string image;
   std::string archive;        // FILE, DIR (an OCI image layout) or "-" (stdin)
   std::string archive_image;  // the archive's image to use (--image), when it holds several
+  bool systemd = false;       // --systemd: the image's systemd is PID 1
 };
 int cmdTemplateCreate(const ApiClient& client, const Output& out, const std::string& name,
                       const TemplateSource& from);

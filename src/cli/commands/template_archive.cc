@@ -28,7 +28,10 @@ Result<> sendTemplateArchive(const ApiClient& client, const Output& out, const s
                              const TemplateSource& from,
                              const std::function<void(const nlohmann::json&)>& on_line) {
   std::string target = "/v1/templates/" + percentEncode(name) + "/archive";
-  if (!from.archive_image.empty()) target += "?image=" + percentEncode(from.archive_image);
+  std::string query;
+  if (!from.archive_image.empty()) query += "&image=" + percentEncode(from.archive_image);
+  if (from.systemd) query += "&systemd=true";
+  if (!query.empty()) target += "?" + query.substr(1);
   UniqueFd file;
   int body = STDIN_FILENO;
   std::optional<CopyPlan> directory;

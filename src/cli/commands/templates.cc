@@ -42,6 +42,7 @@ int cmdTemplateCreate(const ApiClient& client, const Output& out, const std::str
   nlohmann::json body{{"name", name}};
   if (!from_box.empty()) body["from_box"] = from_box;
   if (!from.image.empty()) body["from_image"] = from.image;
+  if (from.systemd && from.archive.empty()) body["systemd"] = true;
   Result<nlohmann::json> made = nlohmann::json();
   if (from_box.empty()) {
     if (!out.json && !from.archive.empty()) {

@@ -112,6 +112,8 @@ export interface Template {
   };
   build?: { key: string; base_template: string; base_image: string; steps: number; cached_steps: number };
   start?: { cmd: string; ready: string };
+  // PID 1 when it is not hutch-agent: the image's systemd (template create --systemd)
+  init?: string;
   defaults?: {
     env: string[];
     workdir: string;
@@ -271,8 +273,9 @@ export class Api {
     image: string,
     onProgress: (line: string) => void,
     signal?: AbortSignal,
+    systemd = false,
   ): Promise<Template> {
-    const body = JSON.stringify({ name, from_image: image });
+    const body = JSON.stringify(systemd ? { name, from_image: image, systemd } : { name, from_image: image });
     return this.templateStream("/v1/templates", "application/json", body, onProgress, signal);
   }
 

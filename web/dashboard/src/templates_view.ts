@@ -11,7 +11,8 @@ const kPollMs = 10000;
 const kLogLines = 200;
 
 function origin(t: Template): string {
-  if (t.image) return t.image.ref ? `${t.image.ref} (${short(t.image.digest)})` : `${t.image.archive ?? "archive"} ${short(t.image.digest)}`;
+  const init = t.init ? `, ${t.init} as PID 1` : "";
+  if (t.image) return (t.image.ref ? `${t.image.ref} (${short(t.image.digest)})` : `${t.image.archive ?? "archive"} ${short(t.image.digest)}`) + init;
   if (t.build) return `Dockerfile on ${t.build.base_image || t.build.base_template}, ${t.build.steps} steps`;
   if (t.source === "box" && t.source_box) return `box ${t.source_box}`;
   if (t.source === "recipe") return `recipe images/${t.name}`;
@@ -132,7 +133,13 @@ export function newTemplateDialog(ctx: Context): Promise<Template | null> {
       spellcheck: "false",
       placeholder: "FROM base\nRUN apt-get install -y ...",
     });
-    const imageRow = h("div", { class: "dialog-form" }, ...field("template-image", "Image", image));
+    const systemd = h("input", { id: "template-systemd", name: "systemd", type: "checkbox" });
+    const imageRow = h(
+      "div",
+      { class: "dialog-form" },
+      ...field("template-image", "Image", image),
+      ...field("template-systemd", "Run systemd as PID 1 (it must be installed)", systemd),
+    );
     const dockerfileRow = h(
       "div",
       { class: "dialog-form", hidden: true },
@@ -208,7 +215,7 @@ export function newTemplateDialog(ctx: Context): Promise<Template | null> {
       const signal = running.signal;
       const request =
         kind.value === "image"
-          ? ctx.api.createTemplateFromImage(values.name, values.image, say, signal)
+          ? ctx.api.createTemplateFromImage(values.name, values.image, say, signal, systemd.checked)
           : ctx.api.buildTemplate(values.name, values.dockerfile, say, signal);
       request.then(
         (template) => {

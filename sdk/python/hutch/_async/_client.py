@@ -243,6 +243,7 @@ class AsyncTemplates:
     async def create(self, name: str, from_box: str | AsyncBox | None = None, *,
                      from_image: str | None = None,
                      from_archive: Any = None, image: str | None = None,
+                     systemd: bool = False,
                      on_progress: Callable[[str], Any] | None = None) -> Template:
         """Makes template ``name`` from one source (admins only):
 
@@ -254,6 +255,10 @@ class AsyncTemplates:
           ``docker save`` tar or an OCI archive, plain or compressed, or an OCI image layout
           directory), a binary file object or an iterable of bytes. ``image`` picks one image
           of an archive that holds several (a tag, or ``"@N"``).
+
+        ``systemd=True`` (from an image or an archive) boots the image's own systemd as PID 1,
+        with hutch-agent as its service, as hutch's ``systemd`` template does; an image without
+        systemd is refused.
 
         ``on_progress`` gets each progress line of a pull or an import as it comes."""
         given = [k for k, v in (("from_box", from_box), ("from_image", from_image),
@@ -267,14 +272,14 @@ class AsyncTemplates:
                                        "from_archive")
         if from_box is not None:
             box = from_box.id if isinstance(from_box, AsyncBox) else from_box
-            return await self._client._call(_api.create_template(name, box))
+            return await self._client._call(_api.create_template(name, box, systemd=systemd))
         if from_image is not None:
-            call = _api.create_template(name, from_image=from_image)
+            call = _api.create_template(name, from_image=from_image, systemd=systemd)
             return await self._stream_template(
                 "POST", call.path, f"The pull of {from_image} as template {name!r}", on_progress,
                 content=_api.json_body(call.json), content_type="application/json")
         path = _api.template_archive_path(name)
-        params = _api.archive_params(image)
+        params = _api.archive_params(image, systemd)
         content, length = _archive_body(from_archive)
         return await self._stream_template(
             "POST", path, f"The import of the archive as template {name!r}", on_progress,

@@ -67,6 +67,26 @@ def test_create_from_image_streams_progress(client, fake):
     assert fake.last.headers["accept"] == "application/x-ndjson"
 
 
+def test_create_from_image_or_archive_with_systemd(client, fake, tmp_path):
+    fake.on("POST", "/v1/templates", body=ndjson({"template": IMAGE_TEMPLATE}),
+            headers={"Content-Type": "application/x-ndjson"})
+    client.templates.create("sd", from_image="reg:5000/test/systemd", systemd=True)
+    assert fake.last_json() == {"name": "sd", "from_image": "reg:5000/test/systemd",
+                                "systemd": True}
+    archive = tmp_path / "image.tar"
+    archive.write_bytes(b"A" * 10)
+    fake.on("POST", "/v1/templates/sd/archive", body=ndjson({"template": IMAGE_TEMPLATE}),
+            headers={"Content-Type": "application/x-ndjson"})
+    client.templates.create("sd", from_archive=archive, systemd=True)
+    assert fake.last.url.params["systemd"] == "true" and "image" not in fake.last.url.params
+    sent = len(fake.requests)
+    with pytest.raises(hutch.InvalidArgumentError, match="for a template from an image"):
+        client.templates.create("sd", from_box="dev", systemd=True)
+    with pytest.raises(hutch.InvalidArgumentError, match="True or False"):
+        client.templates.create("sd", from_image="x", systemd="yes")
+    assert len(fake.requests) == sent
+
+
 def test_create_from_image_error_line_is_typed(client, fake):
     fake.on("POST", "/v1/templates",
             body=ndjson({"progress": "x"}, {"error": {"code": "not_found",

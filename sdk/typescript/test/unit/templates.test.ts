@@ -101,6 +101,20 @@ test("createFromImage sends the reference and streams progress; an error line is
   await assert.rejects(client.templates.createFromImage("py", " "), InvalidArgumentError);
 });
 
+test("systemd: true asks for the image's systemd as PID 1, from an image or an archive", async () => {
+  fake.on("POST", "/v1/templates", (_req, res) => stream(res, { template: { ...imageTemplate, init: "/usr/lib/systemd/systemd" } }));
+  const t = await client.templates.createFromImage("sd", "reg:5000/test/systemd", { systemd: true });
+  assert.deepEqual(JSON.parse(last().body.toString()), { name: "sd", from_image: "reg:5000/test/systemd", systemd: true });
+  assert.equal(t.init, "/usr/lib/systemd/systemd");
+  fake.on("POST", "/v1/templates/sd/archive", (_req, res) => stream(res, { template: imageTemplate }));
+  const plain = await client.templates.createFromArchive("sd", new Uint8Array([1]), { systemd: true });
+  assert.equal(last().query.get("systemd"), "true");
+  assert.equal(plain.init, undefined);
+  const before = fake.requests.length;
+  await assert.rejects(client.templates.createFromImage("sd", "x", { systemd: "yes" as unknown as boolean }), InvalidArgumentError);
+  assert.equal(fake.requests.length, before);
+});
+
 test("a stream that ends without a result is an error", async () => {
   fake.on("POST", "/v1/templates", (_req, res) => stream(res, { progress: "x" }));
   await assert.rejects(client.templates.createFromImage("py", "busybox"), (e: unknown) => e instanceof UnavailableError && /without a result/.test(e.message));
