@@ -381,16 +381,14 @@ Result<BuildPlan> planStage(const Shared& shared, size_t target, int depth) {
     root = *parent;
     chain.push_back(root);
   }
-  if (from == "scratch") {
-    return fail(Errc::kUnsupported,
-                "FROM scratch: a box needs a base with files to run its steps in; start FROM an "
-                "image or a template");
-  }
   BuildPlan plan = shared.options.plan;
   plan.steps.clear();
   // A name that is a template here is that template (hutch template ls); otherwise an image.
+  // `scratch` is always Docker's empty image.
   plan.base_image = from;
-  if (from.find_first_of("/:@.") == std::string::npos) plan.base_template = from;
+  if (from != "scratch" && from.find_first_of("/:@.") == std::string::npos) {
+    plan.base_template = from;
+  }
   // Only the final plan has the template's start command.
   if (depth > 0) {
     plan.start_cmd.clear();

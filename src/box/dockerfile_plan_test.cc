@@ -138,10 +138,13 @@ TEST_F(DockerfilePlanTest, WhatBuildsDoNotDoIsRefusedWithWhatToDoInstead) {
   ASSERT_FALSE(from);
   EXPECT_NE(from.error().message().find("line 2"), std::string::npos) << from.error().message();
 
+  // FROM scratch is the empty image (TemplateService::createScratch), not a template.
   write("Dockerfile", "FROM scratch\nCOPY a /\n");
+  write("a", "x");
   auto scratch = planFromDockerfile(context(), {});
-  ASSERT_FALSE(scratch);
-  EXPECT_EQ(scratch.error().code(), Errc::kUnsupported);
+  ASSERT_TRUE(scratch) << scratch.error().describe();
+  EXPECT_EQ(scratch->base_image, "scratch");
+  EXPECT_EQ(scratch->base_template, "");
 
   write("Dockerfile", "FROM base\nCOPY missing /\n");
   auto missing = steps();

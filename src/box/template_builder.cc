@@ -317,8 +317,13 @@ asio::awaitable<Result<storage::Template>> TemplateBuilder::baseImage(const Buil
     }
   };
   std::string ref = plan.base_image;
-  auto made =
-      co_await templates_.createFromImage(name, ref, progress, plan.cancel, plan.base_credentials);
+  Result<nlohmann::json> made = nlohmann::json();
+  if (ref == "scratch") {
+    made = co_await templates_.createScratch(name, progress, plan.cancel);
+  } else {
+    made = co_await templates_.createFromImage(name, ref, progress, plan.cancel,
+                                               plan.base_credentials);
+  }
   if (!made) {
     // Two builds of one image at once: the other made it.
     if (made.error().code() == Errc::kAlreadyExists) {

@@ -109,8 +109,9 @@ asio::awaitable<Result<>> TemplateBuilder::copyItems(BoxAgent& agent, const Buil
         write.path = target;
         write.user = "root";
         write.mode = item.mode & 07777;
-        write.owner = owner.empty() ? "root" : owner;
-        write.group = group.empty() ? (owner.empty() ? "root" : "") : group;
+        // Docker's default owner is 0:0 by number: an image may have no /etc/group (scratch).
+        write.owner = owner.empty() ? "0" : owner;
+        write.group = group.empty() ? (owner.empty() ? "0" : "") : group;
         write.parents = true;
         HUTCH_CO_TRY(uint64_t sent, co_await sendFile(agent, item.source, write));
         bytes += sent;
@@ -138,8 +139,8 @@ asio::awaitable<Result<>> TemplateBuilder::copyItems(BoxAgent& agent, const Buil
         write.path = staged;
         write.user = "root";
         write.mode = 0600;
-        write.owner = "root";
-        write.group = "root";
+        write.owner = "0";
+        write.group = "0";
         write.parents = true;
         HUTCH_CO_TRY(uint64_t sent, co_await sendFile(agent, item.source, write));
         bytes += sent;

@@ -52,6 +52,8 @@ using nlohmann::json;
 namespace {
 
 constexpr std::string_view kRefName = "image";
+// Docker's name of the empty image (FROM scratch).
+constexpr std::string_view kScratch = "scratch";
 // How long after skopeo's own --command-timeout hutchd kills it, if it has not ended by then.
 constexpr auto kKillGrace = std::chrono::seconds(30);
 // An archive's bytes are written to its file in pieces of this size, each on the worker pool.
@@ -240,6 +242,22 @@ boost::asio::awaitable<Result<TemplateService::ReceivedArchive>> TemplateService
     co_return fail(Errc::kInvalidArgument, "The archive is empty: send it as the body");
   spdlog::info("template {}: received an archive of {}", name, mib(bytes));
   co_return ReceivedArchive{.file = std::move(owned), .bytes = bytes};
+}
+
+boost::asio::awaitable<Result<json>> TemplateService::createScratch(std::string name,
+                                                                    Progress progress,
+                                                                    sys::CancelFlag cancel) {
+  FetchImage fetch = [](const Say& say) -> Result<FetchedImage> {
+    say("scratch: an empty image, no layers");
+    FetchedImage empty;
+    empty.resolved.manifest_digest = std::string(kScratch);  // the root disk cache's key
+    empty.resolved.config.os = "linux";
+    empty.resolved.config.architecture = "amd64";
+    empty.source = json{{"ref", kScratch}, {"digest", ""}};
+    return empty;
+  };
+  co_return co_await makeFromImage(std::move(name), std::string(kScratch), std::move(fetch),
+                                   std::move(progress), std::move(cancel), ImageInit::kAgent);
 }
 
 boost::asio::awaitable<Result<json>> TemplateService::createFromArchive(

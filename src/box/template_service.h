@@ -98,6 +98,11 @@ class TemplateService {
   boost::asio::awaitable<Result<nlohmann::json>> createFromImage(
       std::string name, std::string reference, Progress progress = {}, sys::CancelFlag cancel = {},
       std::optional<PullCredentials> credentials = {}, ImageInit init = ImageInit::kAgent);
+  // Template `name` of Docker's `scratch`: an empty image, so only what hutch adds (the agent,
+  // the kernel's modules, the mount points); what a Dockerfile's `FROM scratch` starts from.
+  boost::asio::awaitable<Result<nlohmann::json>> createScratch(std::string name,
+                                                               Progress progress = {},
+                                                               sys::CancelFlag cancel = {});
   // An image archive a client sent, kept in a directory of its own under <state>/oci/tmp that
   // goes when the last copy of this does.
   struct ReceivedArchive {

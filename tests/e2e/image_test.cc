@@ -393,6 +393,41 @@ TEST_F(ImageTest, ADockerfileCopiesAFileFromAnImage) {
   EXPECT_EQ(bases, 1) << listed.dump();
 }
 
+TEST_F(ImageTest, AMultiStageBuildEndsFromScratchWithOnlyWhatItCopies) {
+  ASSERT_EQ(login().exit_code, 0);
+  char tmpl[] = "/tmp/hutch-scratch-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const fs::path context = tmpl;
+  // The usual shape: build in one stage, ship only the result in an empty image.
+  std::ofstream(context / "Dockerfile") << "FROM " << ref("busybox") << " AS build\n"
+                                        << "RUN echo made-in-the-build-stage > /tmp/made.txt\n"
+                                        << "FROM scratch\n"
+                                        << "COPY --from=build /tmp/made.txt /made.txt\n"
+                                        << "COPY --from=build /bin/busybox /busybox\n"
+                                        << "COPY --from=" << ref("static") << " /hello /hello\n"
+                                        << "ENV HELLO_ENV=from-scratch\n"
+                                        << "CMD [\"/hello\"]\n";
+  auto built =
+      daemon_->hutch({"template", "build", "scr", "-f", (context / "Dockerfile").string(),
+                      context.string(), "--memory", "512m", "--cpus", "1", "--disk", "2g"});
+  ASSERT_EQ(built.exit_code, 0) << built.err;
+  EXPECT_NE(built.err.find("scratch: an empty image"), std::string::npos) << built.err;
+  ASSERT_EQ(daemon_->hutch({"run", "--name", "scr1", "--template", "scr"}).exit_code, 0);
+  auto hello = daemon_->hutch({"exec", "scr1", "--", "/hello", "from-scratch"});
+  EXPECT_EQ(hello.exit_code, 0) << hello.err;
+  EXPECT_NE(hello.out.find("argv[1]=from-scratch"), std::string::npos) << hello.out;
+  EXPECT_NE(hello.out.find("HELLO_ENV=from-scratch"), std::string::npos) << hello.out;
+  // busybox-static, copied too, reads what the build stage made.
+  auto made = daemon_->hutch({"exec", "scr1", "--", "/busybox", "cat", "/made.txt"});
+  EXPECT_EQ(made.out, "made-in-the-build-stage\n") << made.err;
+  // Nothing of the build stage, and no shell: only what was copied (and hutch's agent).
+  auto shell_string = daemon_->hutch({"exec", "scr1", "--", "sh", "-c", "true"});
+  EXPECT_NE(shell_string.exit_code, 0);
+  fs::remove_all(context);
+  EXPECT_EQ(daemon_->hutch({"rm", "-f", "scr1"}).exit_code, 0);
+  EXPECT_EQ(daemon_->hutch({"template", "rm", "scr"}).exit_code, 0);
+}
+
 TEST_F(ImageTest, TwoCreatesAtOncePullOnceAndPruneDropsWhatNoTemplateUses) {
   daemon_->hutch({"template", "rm", "bare"});  // another test's template of the same image
   auto emptied = daemon_->hutch({"image", "prune", "--keep", "0"});
