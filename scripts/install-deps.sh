@@ -16,6 +16,8 @@ packages=(
   libext2fs-dev
   # metrics in the Prometheus text format (src/observe)
   prometheus-cpp-dev
+  # SSH into boxes ends in hutchd: libssh's server API (src/ssh, docs/ssh.md)
+  libssh-dev
   # VMM and disks
   qemu-system-x86 qemu-utils e2fsprogs
   # box networks: namespaces and taps (ip), the wall (nft)
@@ -30,6 +32,8 @@ packages=(
   openssl
   # the remote API's e2e tests talk to hutchd with someone else's HTTP client
   curl
+  # SSH's e2e tests use Debian's own clients: ssh, scp, sftp, rsync -e ssh (tests/e2e/ssh_test.cc)
+  openssh-client rsync
   # the Python SDK's and the API contract's tests run in venvs of their own
   python3-venv
   # the dashboard's browser tests (tests/dashboard) drive it headless

@@ -262,4 +262,47 @@ asio::awaitable<Result<proto::ServiceList>> BoxAgent::listServices(
   co_return co_await client_->listServices(timeout);
 }
 
+namespace {
+
+// Ends the session when dropped: the idle clock forgets it, KIND.session.ended is published.
+struct Hold final : BoxAgent::SessionHold {
+  ActivitySinks sinks;
+  observe::Actor actor;
+  observe::Subject subject;
+  BoxAgent::Hooks hooks;
+  std::string kind;
+  json data;
+  Clock::time_point started;
+
+  ~Hold() override {
+    data["duration_ms"] =
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count();
+    sinks.record(kind + ".session.end", actor, subject, data);
+    if (sinks.events) sinks.events->publish(kind + ".session.ended", subject, data);
+    if (hooks.sessions) hooks.sessions(-1);
+    if (hooks.touch) hooks.touch();
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<BoxAgent::SessionHold> BoxAgent::openSession(const std::string& kind, json data) {
+  auto hold = std::make_unique<Hold>();
+  hold->id = randomId();
+  hold->sinks = sinks_;
+  hold->actor = actor_;
+  hold->subject = observe::subjectOf(box_);
+  hold->hooks = hooks_;
+  hold->kind = kind;
+  hold->started = Clock::now();
+  data["session_id"] = hold->id;
+  data["actor"] = observe::actorJson(actor_);
+  hold->data = data;
+  touch();
+  if (hooks_.sessions) hooks_.sessions(1);
+  sinks_.record(kind + ".session.start", actor_, hold->subject, data);
+  if (sinks_.events) sinks_.events->publish(kind + ".session.started", hold->subject, data);
+  return hold;
+}
+
 }  // namespace hutch::box

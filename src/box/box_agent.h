@@ -86,6 +86,17 @@ class BoxAgent {
                                           std::chrono::milliseconds timeout);
   asio::awaitable<Result<proto::ServiceList>> listServices(std::chrono::milliseconds timeout);
 
+  // A connection into the box that lasts (an SSH connection, ssh/): while the returned hold
+  // lives it counts as work for idle pause, as an open exec does. `kind` names its events and
+  // audit records: KIND.session.started and KIND.session.ended are published, and
+  // KIND.session.start and KIND.session.end written, with `data` (who, from where), the
+  // session's id (`session_id`, also in the hold) and, at the end, its duration.
+  struct SessionHold {
+    std::string id;
+    virtual ~SessionHold() = default;
+  };
+  std::unique_ptr<SessionHold> openSession(const std::string& kind, nlohmann::json data);
+
  private:
   // One audit record (and nothing else) for a file operation: its path(s), user, outcome.
   void fileOp(const std::string& op, nlohmann::json data, const Result<>& outcome);

@@ -375,12 +375,20 @@ Result<std::string> ApiClient::getText(const std::string& target) const {
 }
 
 Result<UpgradedStream> ApiClient::upgrade(const std::string& target, const json& body) const {
+  return upgradeTo(http::verb::post, target, "hutch-exec", body);
+}
+
+Result<UpgradedStream> ApiClient::upgradeTo(http::verb method, const std::string& target,
+                                            const std::string& protocol,
+                                            const std::optional<json>& body) const {
   auto c = std::make_unique<Conn>();
-  http::request<http::string_body> req{http::verb::post, target, 11};
-  req.set(http::field::content_type, "application/json");
+  http::request<http::string_body> req{method, target, 11};
+  if (body) {
+    req.set(http::field::content_type, "application/json");
+    req.body() = body->dump();
+  }
   req.set(http::field::connection, "Upgrade");
-  req.set(http::field::upgrade, "hutch-exec");
-  req.body() = body.dump();
+  req.set(http::field::upgrade, protocol);
   Parser parser;
   HUTCH_TRY_VOID(roundTrip(*c, endpoint_, req, parser, true));
   if (parser.get().result() != http::status::switching_protocols) {
@@ -388,7 +396,7 @@ Result<UpgradedStream> ApiClient::upgrade(const std::string& target, const json&
     boost::system::error_code ec;
     c->with([&](auto& s) { http::read(s, c->buffer, parser, ec); });
     return parseAnswer(parser.get()).and_then([](const json&) -> Result<UpgradedStream> {
-      return fail(Errc::kProtocol, "hutchd did not switch protocols for exec");
+      return fail(Errc::kProtocol, "hutchd did not switch protocols");
     });
   }
   UpgradedStream stream;

@@ -71,6 +71,11 @@ class ApiClient {
   Result<std::string> getText(const std::string& target) const;
   // POST with "Upgrade: hutch-exec"; on 101 returns the raw stream.
   Result<UpgradedStream> upgrade(const std::string& target, const json& body) const;
+  // The same for another method and protocol (GET with "Upgrade: ssh" for hutch ssh-proxy),
+  // without a body when `body` is empty.
+  Result<UpgradedStream> upgradeTo(boost::beast::http::verb method, const std::string& target,
+                                   const std::string& protocol,
+                                   const std::optional<json>& body) const;
   // A request asking for NDJSON (Accept: application/x-ndjson): every line as it arrives goes
   // to on_line as parsed JSON (blank lines, keep-alives, are skipped). Non-2xx answers become
   // their Error.

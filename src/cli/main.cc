@@ -403,8 +403,8 @@ int main(int argc, char** argv) {
   secret_rm->add_option("name", secret_rm_names, "Secret names")->required();
 
   KeyOptions key;
-  auto* key_cmd =
-      app.add_subcommand("key", "API keys of hutchd's TCP listener: 'key create|ls|rm'");
+  auto* key_cmd = app.add_subcommand(
+      "key", "API keys of hutchd's TCP listener: 'key create|ls|rm'; SSH keys: 'key ssh ...'");
   key_cmd->require_subcommand(1);
   auto* key_create = key_cmd->add_subcommand("create", "Make a key; it is printed once");
   key_create->add_flag("--admin", key.admin, "It sees and manages every owner's boxes and keys");
@@ -417,6 +417,20 @@ int main(int argc, char** argv) {
   std::vector<std::string> key_rm_names;
   auto* key_rm = key_cmd->add_subcommand("rm", "Remove keys; their open sessions end at once");
   key_rm->add_option("name", key_rm_names, "Key names")->required();
+  auto* key_ssh = key_cmd->add_subcommand(
+      "ssh", "Your SSH public keys for hutchd --listen-ssh: 'key ssh add|ls|rm' (docs/ssh.md)");
+  key_ssh->require_subcommand(1);
+  std::string ssh_key_name;
+  std::string ssh_key_file;
+  auto* key_ssh_add =
+      key_ssh->add_subcommand("add", "Register a public key (a .pub file, '-': stdin)");
+  key_ssh_add->add_option("name", ssh_key_name, "The key's name")->required();
+  key_ssh_add->add_option("keyfile", ssh_key_file, "The public key file (~/.ssh/id_ed25519.pub)")
+      ->required();
+  auto* key_ssh_ls = key_ssh->add_subcommand("ls", "List your SSH keys");
+  std::vector<std::string> ssh_key_rm_names;
+  auto* key_ssh_rm = key_ssh->add_subcommand("rm", "Remove SSH keys");
+  key_ssh_rm->add_option("name", ssh_key_rm_names, "Key names")->required();
 
   auto* df_cmd =
       app.add_subcommand("df", "Disk space used by templates, snapshots, checkpoints and boxes");
@@ -451,6 +465,27 @@ int main(int argc, char** argv) {
       "mcp",
       "Serve hutch's tools to an MCP client on stdin/stdout (claude mcp add hutch -- hutch mcp); "
       "see docs/mcp.md");
+
+  std::string ssh_host;
+  auto* ssh_proxy_cmd = app.add_subcommand(
+      "ssh-proxy", "Relay stdin/stdout to SSH in a box: OpenSSH's ProxyCommand (docs/ssh.md)");
+  ssh_proxy_cmd->add_option("host", ssh_host, "BOX.hutch or BOX")->required();
+  auto* ssh_known_cmd = app.add_subcommand(
+      "ssh-known-hosts", "Print hutchd's SSH host key as a known_hosts line for HOST");
+  ssh_known_cmd->add_option("host", ssh_host, "The host name ssh checks (%H)")->required();
+  bool ssh_install = false;
+  auto* ssh_config_cmd = app.add_subcommand(
+      "ssh-config", "Print the OpenSSH block that makes 'ssh BOX.hutch' work (docs/ssh.md)");
+  ssh_config_cmd->add_flag("--install", ssh_install,
+                           "Write it to ~/.ssh/hutch_config and Include it from ~/.ssh/config");
+  std::vector<std::string> ssh_command;
+  std::vector<std::string> ssh_options;
+  auto* ssh_cmd =
+      app.add_subcommand("ssh", "Run OpenSSH's ssh into a box (hutch ssh BOX [-- CMD...])");
+  ssh_cmd->add_option("-o,--option", ssh_options, "An ssh -o option (repeatable)")
+      ->allow_extra_args(false);
+  ssh_cmd->add_option("box", ssh_host, "The box (name or id)")->required();
+  ssh_cmd->add_option("cmd", ssh_command, "Command to run after -- (default: a shell)");
 
   try {
     app.parse(argc, argv);
@@ -606,6 +641,17 @@ int main(int argc, char** argv) {
   if (df_cmd->parsed()) return cmdDiskUsage(client, out);
   if (pool_cmd->parsed()) return cmdPool(client, out);
   if (mcp_cmd->parsed()) return cmdMcp(client);
+  if (ssh_proxy_cmd->parsed()) return cmdSshProxy(client, out, ssh_host);
+  if (ssh_known_cmd->parsed()) return cmdSshKnownHosts(client, out, ssh_host);
+  if (ssh_config_cmd->parsed()) return cmdSshConfig(client, out, ssh_install);
+  if (ssh_cmd->parsed()) {
+    std::vector<std::string> args;
+    for (const std::string& o : ssh_options) {
+      args.emplace_back("-o");
+      args.push_back(o);
+    }
+    return cmdSsh(client, out, ssh_host, ssh_command, args);
+  }
   if (policy_set->parsed()) return cmdPolicySet(client, out, policy_box, policy_file);
   if (policy_show->parsed()) return cmdPolicyShow(client, out, policy_box);
   if (policy_log->parsed()) return cmdPolicyLog(client, out, policy_box, policy_follow);
@@ -615,6 +661,9 @@ int main(int argc, char** argv) {
   if (key_create->parsed()) return cmdKeyCreate(client, out, key);
   if (key_ls->parsed()) return cmdKeyList(client, out);
   if (key_rm->parsed()) return cmdKeyRemove(client, out, key_rm_names);
+  if (key_ssh_add->parsed()) return cmdSshKeyAdd(client, out, ssh_key_name, ssh_key_file);
+  if (key_ssh_ls->parsed()) return cmdSshKeyList(client, out);
+  if (key_ssh_rm->parsed()) return cmdSshKeyRemove(client, out, ssh_key_rm_names);
   if (events_cmd->parsed()) return cmdEvents(client, out, events);
   if (audit_verify->parsed()) return cmdAuditVerify(client, out);
   if (audit_cmd->parsed()) return cmdAudit(client, out, audit);

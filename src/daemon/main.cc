@@ -40,9 +40,14 @@
 #include "observe/event_bus.h"
 #include "observe/loop_lag.h"
 #include "observe/metrics.h"
+#include "ssh/host_key.h"
+#include "ssh/ssh_keys.h"
+#include "ssh/ssh_routes.h"
+#include "ssh/ssh_server.h"
 #include "storage/box_store.h"
 #include "storage/event_store.h"
 #include "storage/key_store.h"
+#include "storage/ssh_key_store.h"
 #include "storage/templates.h"
 #include "sys/files.h"
 #include "sys/run.h"
@@ -242,11 +247,16 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   std::vector<std::string> listen;
   std::vector<std::string> listen_http;
+  std::vector<std::string> listen_ssh;
   std::string tls_cert;
   std::string tls_key;
   app.add_option("--listen", listen,
                  "Serve the API over HTTPS on ADDR:PORT (repeatable); every request needs an API "
                  "key (hutch key create)")
+      ->allow_extra_args(false);
+  app.add_option("--listen-ssh", listen_ssh,
+                 "Serve SSH into boxes on ADDR:PORT (repeatable): public keys registered with "
+                 "'hutch key ssh add', the user name naming the box (docs/ssh.md)")
       ->allow_extra_args(false);
   app.add_option("--listen-http", listen_http,
                  "Serve the API over plain HTTP on a loopback ADDR:PORT (repeatable; keys needed)")
@@ -563,6 +573,7 @@ int run(int argc, char** argv) {
   hutch::api::ApiRouter router;
   hutch::api::ApiRouter ui_router;
   hutch::storage::KeyStore key_store(store->database());
+  hutch::storage::SshKeyStore ssh_key_store(store->database());
   hutch::api::KeyService keys(key_store);
   keys.setActivity(activity.events, activity.audit);
   // Host secrets: every face lists, sets and removes them through this (docs/api.md "Owners").
@@ -633,8 +644,31 @@ int run(int argc, char** argv) {
   hutch::api::registerNetworkRoutes(router, service);
   hutch::api::registerSecretRoutes(router, secret_service);
   hutch::api::registerObserveRoutes(router, service, events, audit_log.get(), metrics);
+  // SSH into boxes (docs/ssh.md): ended here with libssh, reached through the API's upgrade
+  // (hutch ssh-proxy), with one host key kept in the state directory.
+  auto ssh_host_key = hutch::ssh::HostKey::loadOrCreate(state / "ssh_host_ed25519_key");
+  if (!ssh_host_key) {
+    spdlog::error("{}", ssh_host_key.error().describe());
+    return 73;
+  }
+  auto ssh_server =
+      hutch::ssh::SshServer::make(loop.get_executor(), service, std::move(*ssh_host_key));
+  if (!ssh_server) {
+    spdlog::error("{}", ssh_server.error().describe());
+    return 70;
+  }
+  hutch::ssh::registerSshRoutes(router, **ssh_server, service);
   hutch::api::registerKeyRoutes(router, keys,
-                                [&server](const std::string& id) { server.closeSessionsOf(id); });
+                                [&server, &ssh_server, &ssh_key_store](const std::string& id) {
+                                  server.closeSessionsOf(id);
+                                  (*ssh_server)->closeSessionsOf(id);
+                                  // Its SSH keys go with it (the gateway refuses them already:
+                                  // their owner is gone).
+                                  if (auto removed = ssh_key_store.removeAllOf(id); !removed) {
+                                    spdlog::warn("ssh: the SSH keys of removed key {} stay: {}", id,
+                                                 removed.error().describe());
+                                  }
+                                });
   // MCP (docs/mcp.md): /mcp on the unix socket and the TCP listeners, tools over the same
   // service, boxes resolved for the caller by the same scoper.
   hutch::mcp::BoxTools mcp_tools(service, ports, hutch::api::boxScoper(service));
@@ -649,6 +683,11 @@ int run(int argc, char** argv) {
                        "a running box. Remove boxes you no longer need with remove_box."});
   hutch::mcp::HttpEndpoint mcp_endpoint(mcp_server);
   mcp_endpoint.addRoutes(router);
+  // The TCP gateway's keys (hutchd --listen-ssh): SSH public keys per API-key owner.
+  hutch::ssh::SshKeys ssh_keys(ssh_key_store, key_store, service);
+  hutch::api::FailureLimiter ssh_failures;
+  (*ssh_server)->setGateway(&ssh_keys, &ssh_failures);
+  hutch::ssh::registerSshKeyRoutes(router, ssh_keys);
   // The E2B façade on the TCP listeners (docs/e2b.md), and the lifetimes of its sandboxes.
   auto e2b_secret = hutch::e2b::loadSecret(state / "e2b-secret");
   if (!e2b_secret) {
@@ -739,6 +778,16 @@ int run(int argc, char** argv) {
             return;
           }
         }
+        for (const std::string& address : listen_ssh) {
+          auto bound = (*ssh_server)->listenTcp(address);
+          if (!bound) {
+            spdlog::error("--listen-ssh {}: {}", address, bound.error().describe());
+            exit_code = 69;
+            loop.stop();
+            return;
+          }
+          spdlog::info("ssh: the gateway listens on {}", *bound);
+        }
         expire_tick();
         prune_tick();
         spdlog::info("hutchd {} listening on {} (state in {})", kVersion,
@@ -749,6 +798,7 @@ int run(int argc, char** argv) {
   signals.async_wait([&](const boost::system::error_code&, int sig) {
     spdlog::info("signal {}: shutting down (boxes keep running)", sig);
     server.stop();
+    (*ssh_server)->stop();
     expiry_timer.cancel();
     prune_timer.cancel();
     lag_probe.stop();

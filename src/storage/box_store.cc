@@ -115,6 +115,17 @@ CREATE TABLE audit_head (
     // Shared folders (issue 16): [{"host_dir","box_dir","read_only"}].
     R"sql(
 ALTER TABLE boxes ADD COLUMN shares TEXT NOT NULL DEFAULT '[]';)sql",
+    // SSH keys for hutchd --listen-ssh (issue 35, storage/ssh_key_store.h).
+    R"sql(
+CREATE TABLE ssh_keys (
+  owner_id    TEXT NOT NULL,
+  owner_name  TEXT NOT NULL,
+  name        TEXT NOT NULL,
+  public_key  TEXT NOT NULL,
+  fingerprint TEXT NOT NULL UNIQUE,
+  created_at  INTEGER NOT NULL,
+  PRIMARY KEY (owner_id, name)
+);)sql",
 };
 
 constexpr const char* kColumns =

@@ -166,7 +166,7 @@ TEST(BoxStoreTest, MigrationGivesOlderBoxesTheirOwnUidIndex) {
     auto db = Database::open(path.string());
     ASSERT_TRUE(db);
     ASSERT_TRUE(db->exec(
-        "ALTER TABLE boxes DROP COLUMN shares; "
+        "DROP TABLE ssh_keys; ALTER TABLE boxes DROP COLUMN shares; "
         "DROP TABLE audit_head; DROP INDEX events_by_box; DROP TABLE events; "
         "DROP INDEX saved_names; ALTER TABLE snapshots DROP COLUMN owner_id; "
         "ALTER TABLE snapshots DROP COLUMN source; ALTER TABLE boxes DROP COLUMN max_exec_ms; "

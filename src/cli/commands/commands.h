@@ -230,4 +230,22 @@ int cmdAudit(const ApiClient& client, const Output& out, const AuditOptions& opt
 // Exits 0 when the audit log is intact, 1 when it is not.
 int cmdAuditVerify(const ApiClient& client, const Output& out);
 
+// SSH (ssh.cc, docs/ssh.md). ssh-proxy HOST: stdin/stdout relayed to an SSH stream into box
+// HOST (BOX.hutch or BOX), OpenSSH's ProxyCommand. ssh-known-hosts HOST: hutchd's host key as a
+// known_hosts line for HOST (KnownHostsCommand). ssh-config: the Host *.hutch block, printed or
+// (install) written to ~/.ssh/hutch_config and included from ~/.ssh/config. ssh: runs OpenSSH's
+// ssh with that block (-o options before the host, the command after).
+int cmdSshProxy(const ApiClient& client, const Output& out, const std::string& host);
+int cmdSshKnownHosts(const ApiClient& client, const Output& out, const std::string& host);
+int cmdSshConfig(const ApiClient& client, const Output& out, bool install);
+int cmdSsh(const ApiClient& client, const Output& out, const std::string& box,
+           const std::vector<std::string>& command, const std::vector<std::string>& ssh_args);
+// hutch key ssh add NAME KEYFILE|-, ls, rm NAME...: the caller's SSH public keys for hutchd
+// --listen-ssh.
+int cmdSshKeyAdd(const ApiClient& client, const Output& out, const std::string& name,
+                 const std::string& file);
+int cmdSshKeyList(const ApiClient& client, const Output& out);
+int cmdSshKeyRemove(const ApiClient& client, const Output& out,
+                    const std::vector<std::string>& names);
+
 }  // namespace hutch::cli
