@@ -7,11 +7,13 @@
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
+#include <boost/beast/http/rfc7230.hpp>
 #include <boost/beast/http/write.hpp>
 
 namespace hutch::ssh {
@@ -61,8 +63,12 @@ awaitable<void> fromLocal(std::shared_ptr<api::Connection> c, std::shared_ptr<Un
 awaitable<Reply> upgradeToSsh(SshServer& server, box::BoxService& service,
                               api::RequestContext& ctx) {
   auto upgrade = ctx.request[http::field::upgrade];
-  if (!beast::iequals(upgrade,
-                      beast::string_view(kUpgradeProtocol.data(), kUpgradeProtocol.size()))) {
+  // An upgrade request names "upgrade" among its Connection options (RFC 9110 7.6.1).
+  const http::token_list connection(ctx.request[http::field::connection]);
+  const bool upgrades = std::any_of(connection.begin(), connection.end(),
+                                    [](auto token) { return beast::iequals(token, "upgrade"); });
+  if (!upgrades || !beast::iequals(upgrade, beast::string_view(kUpgradeProtocol.data(),
+                                                               kUpgradeProtocol.size()))) {
     co_return api::errorResponse(Error(
         Errc::kInvalidArgument,
         "This endpoint upgrades to an SSH stream: send 'Connection: Upgrade' and 'Upgrade: ssh' "

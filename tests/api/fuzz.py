@@ -20,6 +20,10 @@ What cannot be fuzzed blindly, and what is done instead (docs in tests/api/READM
   it a second later, as it should): their {box} is always a name that does not exist, so they are
   fuzzed on their request checks and not-found path only (tests/api/test_boxes.py covers them on
   real boxes).
+- GET /v1/boxes/{box}/ssh with its two headers right answers 101 and speaks SSH from then on,
+  which an HTTP fuzzer cannot: it is fuzzed on the fuzz box with `Connection: keep-alive`, which
+  never upgrades (the header checks are fuzzed: a missing or wrong header is 400;
+  tests/e2e/ssh_test.cc drives the upgrade with OpenSSH).
 - DELETE /v1/keys/{name}: schemathesis reuses names from answers and removed the run's own key
   (every request after it 401, then 429 for the address): {name} is a key that does not exist.
 - Security parameters are not generated: the run's key is set once; generated X-API-Key values
@@ -81,6 +85,9 @@ def config(create_enabled: bool, only_create: bool) -> str:
     for op in PINNED_BOX_OPS:
         lines += ['[[operations]]', f'include-operation-id = "{op}"',
                   f'parameters = {{ "path.box" = "{NO_BOX}" }}']
+    # The SSH upgrade, on the fuzz box, with a Connection header that never asks for it.
+    lines += ['[[operations]]', 'include-operation-id = "sshStream"',
+              f'parameters = {{ "path.box" = "{FUZZ_BOX}", "header.Connection" = "keep-alive" }}']
     # Schemathesis reuses names it saw in answers: it would remove the key it runs with.
     lines += ['[[operations]]', 'include-operation-id = "removeKey"',
               'parameters = { "path.name" = "fuzz-no-such-key" }']
