@@ -1,5 +1,6 @@
 #include "ssh/ssh_model.h"
 
+#include <arpa/inet.h>
 #include <fmt/format.h>
 
 #include <array>
@@ -168,26 +169,11 @@ std::optional<std::string> boxLocalAddress(std::string_view host,
   if (lowerEquals(host, "localhost") || lowerEquals(host, "localhost.")) {
     return std::string("127.0.0.1");
   }
-  // 127.0.0.0/8 in dotted decimal (four numbers 0-255, no leading zeros beyond "0").
+  // 127.0.0.0/8 in dotted decimal: inet_pton takes four numbers 0-255 and nothing else.
   if (host.starts_with("127.")) {
-    int parts = 0;
-    std::string_view rest = host;
-    bool valid = true;
-    while (valid) {
-      size_t dot = rest.find('.');
-      std::string_view part = rest.substr(0, dot);
-      if (part.empty() || part.size() > 3 || (part.size() > 1 && part[0] == '0')) valid = false;
-      int value = 0;
-      for (char c : part) {
-        if (c < '0' || c > '9') valid = false;
-        value = value * 10 + (c - '0');
-      }
-      if (value > 255) valid = false;
-      ++parts;
-      if (dot == std::string_view::npos) break;
-      rest.remove_prefix(dot + 1);
-    }
-    if (valid && parts == 4) return std::string(host);
+    in_addr address{};
+    const std::string text(host);
+    if (::inet_pton(AF_INET, text.c_str(), &address) == 1) return text;
     return std::nullopt;
   }
   std::string_view name = host;
