@@ -204,6 +204,10 @@ struct KeyOptions {
 };
 int cmdKeyCreate(const ApiClient& client, const Output& out, const KeyOptions& options);
 int cmdKeyList(const ApiClient& client, const Output& out);
+// DELETE COLLECTION/NAME for each name (percent-encoded), printing each removed one; the exit
+// code of the last failure, 0 when none failed.
+int removeEach(const ApiClient& client, const Output& out, std::string_view collection,
+               const std::vector<std::string>& names);
 int cmdKeyRemove(const ApiClient& client, const Output& out, const std::vector<std::string>& names);
 
 // "512", "512M", "512MiB", "2G", "2GiB" -> MiB.

@@ -59,11 +59,11 @@ int cmdKeyList(const ApiClient& client, const Output& out) {
   return 0;
 }
 
-int cmdKeyRemove(const ApiClient& client, const Output& out,
-                 const std::vector<std::string>& names) {
+int removeEach(const ApiClient& client, const Output& out, std::string_view collection,
+               const std::vector<std::string>& names) {
   int code = 0;
   for (const auto& name : names) {
-    auto res = client.call(verb::delete_, "/v1/keys/" + name);
+    auto res = client.call(verb::delete_, fmt::format("{}/{}", collection, percentEncode(name)));
     if (!res) {
       code = reportError(out, res.error());
       continue;
@@ -71,6 +71,11 @@ int cmdKeyRemove(const ApiClient& client, const Output& out,
     if (!out.json) fmt::print("{}\n", name);
   }
   return code;
+}
+
+int cmdKeyRemove(const ApiClient& client, const Output& out,
+                 const std::vector<std::string>& names) {
+  return removeEach(client, out, "/v1/keys", names);
 }
 
 }  // namespace hutch::cli

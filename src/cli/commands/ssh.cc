@@ -267,16 +267,7 @@ int cmdSshKeyList(const ApiClient& client, const Output& out) {
 
 int cmdSshKeyRemove(const ApiClient& client, const Output& out,
                     const std::vector<std::string>& names) {
-  int code = 0;
-  for (const auto& name : names) {
-    auto res = client.call(http::verb::delete_, "/v1/ssh/keys/" + name);
-    if (!res) {
-      code = reportError(out, res.error());
-      continue;
-    }
-    if (!out.json) fmt::print("{}\n", name);
-  }
-  return code;
+  return removeEach(client, out, "/v1/ssh/keys", names);
 }
 
 }  // namespace hutch::cli

@@ -208,16 +208,7 @@ int cmdRegistryList(const ApiClient& client, const Output& out) {
 
 int cmdTemplateRemove(const ApiClient& client, const Output& out,
                       const std::vector<std::string>& names) {
-  int code = 0;
-  for (const auto& name : names) {
-    auto res = client.call(verb::delete_, "/v1/templates/" + name);
-    if (!res) {
-      code = reportError(out, res.error());
-      continue;
-    }
-    if (!out.json) fmt::print("{}\n", name);
-  }
-  return code;
+  return removeEach(client, out, "/v1/templates", names);
 }
 
 }  // namespace hutch::cli
